@@ -1,0 +1,1 @@
+"""VoiceDesk engine: turns (voice, text) into audio. No UI imports here."""

@@ -1,0 +1,79 @@
+"""Configuration dataclasses: the model as read from a checkpoint, generation knobs with upstream's
+defaults, and the quality mode."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, fields
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shapes of the OmniVoice LM, read from the checkpoint's config.json (`llm_config` nested)."""
+
+    hidden_size: int = 1024
+    intermediate_size: int = 3072
+    num_layers: int = 28
+    num_heads: int = 16
+    num_kv_heads: int = 8
+    head_dim: int = 128
+    vocab_size: int = 151676
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 1_000_000.0
+    audio_vocab_size: int = 1025
+    audio_mask_id: int = 1024
+    num_codebooks: int = 8
+
+    @classmethod
+    def from_json(cls, cfg: dict) -> "ModelConfig":
+        llm = cfg["llm_config"]
+        rope = llm.get("rope_parameters") or llm.get("rope_scaling") or {}
+        theta = llm.get("rope_theta", rope.get("rope_theta", cls.rope_theta))
+        return cls(
+            hidden_size=llm["hidden_size"],
+            intermediate_size=llm["intermediate_size"],
+            num_layers=llm["num_hidden_layers"],
+            num_heads=llm["num_attention_heads"],
+            num_kv_heads=llm["num_key_value_heads"],
+            head_dim=llm.get("head_dim", llm["hidden_size"] // llm["num_attention_heads"]),
+            vocab_size=llm["vocab_size"],
+            rms_norm_eps=llm.get("rms_norm_eps", cls.rms_norm_eps),
+            rope_theta=float(theta),
+            audio_vocab_size=cfg.get("audio_vocab_size", cls.audio_vocab_size),
+            audio_mask_id=cfg.get("audio_mask_id", cls.audio_mask_id),
+            num_codebooks=cfg.get("num_audio_codebook", cls.num_codebooks),
+        )
+
+
+@dataclass
+class GenerationConfig:
+    """Every knob of upstream's `generate()`, with upstream's defaults (omnivoice 0.2.1)."""
+
+    num_step: int = 32
+    guidance_scale: float = 2.0
+    t_shift: float = 0.1
+    layer_penalty_factor: float = 5.0
+    position_temperature: float = 5.0
+    class_temperature: float = 0.0
+    denoise: bool = True
+    preprocess_prompt: bool = True
+    postprocess_output: bool = True
+    audio_chunk_duration: float = 15.0
+    audio_chunk_threshold: float = 30.0
+    speed: float | None = None
+    duration: float | None = None
+    seed: int | None = None
+
+    def replace(self, **changes) -> "GenerationConfig":
+        known = {f.name for f in fields(self)}
+        unknown = set(changes) - known
+        if unknown:
+            raise TypeError(f"unknown generation settings: {sorted(unknown)}")
+        return GenerationConfig(**{**{f.name: getattr(self, f.name) for f in fields(self)}, **changes})
+
+
+class Mode(str, enum.Enum):
+    """Quality mode. EAGER is the plain reference path (what tests and fidelity figures compare to)."""
+
+    EAGER = "eager"
+    HIFI = "hifi"
+    REALTIME = "realtime"
