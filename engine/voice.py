@@ -1,0 +1,71 @@
+"""The Voice: what a reference clip becomes once (codec tokens, transcript, loudness), and its safe
+file format (safetensors + JSON, never pickle)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorsError
+from safetensors.torch import load_file, save_file
+
+from .errors import AudioInputError
+from .fileio import atomic_write, atomic_write_text
+
+FORMAT = "voicedesk-voice"
+VERSION = 1
+TOKENS_FILE = "voice.safetensors"
+META_FILE = "voice.json"
+
+
+@dataclass
+class Voice:
+    tokens: torch.Tensor  # [8, T_ref] int64 codec tokens of the reference clip
+    transcript: str
+    rms: float
+
+    @property
+    def seconds(self) -> float:
+        return self.tokens.shape[-1] / 25.0
+
+    def save(self, folder: str | Path) -> None:
+        """Write `voice.safetensors` and `voice.json` into `folder`, each atomically."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        meta = {"format": FORMAT, "version": VERSION, "transcript": self.transcript, "rms": float(self.rms)}
+        tokens = self.tokens.detach().to("cpu", torch.int64).contiguous()
+        atomic_write(folder / TOKENS_FILE, lambda tmp: save_file({"tokens": tokens}, tmp))
+        atomic_write_text(folder / META_FILE, json.dumps(meta, ensure_ascii=False, indent=1))
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "Voice":
+        folder = Path(folder)
+        try:
+            meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+            tokens = load_file(str(folder / TOKENS_FILE))["tokens"]
+        except (OSError, ValueError, KeyError, SafetensorsError) as e:
+            raise AudioInputError(f"The saved voice in {folder} cannot be read ({e}).") from e
+        if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+            raise AudioInputError(f"{folder / META_FILE} is not a VoiceDesk voice (version {VERSION}).")
+        return cls._checked(tokens, meta.get("transcript", ""), meta.get("rms", 0.0), folder)
+
+    @classmethod
+    def from_upstream_prompt(cls, path: str | Path) -> "Voice":
+        """Import an upstream OmniVoice `VoiceClonePrompt.save()` file (.pt) without unpickling code."""
+        try:
+            data = torch.load(str(path), map_location="cpu", weights_only=True)
+        except Exception as e:  # torch raises many types for a bad or unsafe file
+            raise AudioInputError(f"{path} is not a readable OmniVoice voice prompt ({e}).") from e
+        if not isinstance(data, dict) or data.get("format_version") != 1:
+            raise AudioInputError(f"{path} is not an OmniVoice voice prompt (format_version 1).")
+        return cls._checked(data.get("ref_audio_tokens"), data.get("ref_text", ""), data.get("ref_rms", 0.0), path)
+
+    @classmethod
+    def _checked(cls, tokens, transcript, rms, source) -> "Voice":
+        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.shape[0] != 8 or tokens.shape[1] == 0:
+            raise AudioInputError(f"{source}: voice tokens must be a non-empty [8, T] tensor.")
+        if tokens.dtype.is_floating_point or tokens.min() < 0 or tokens.max() > 1023:
+            raise AudioInputError(f"{source}: voice tokens must be integer codes in 0..1023.")
+        return cls(tokens=tokens.to(torch.int64), transcript=str(transcript), rms=float(rms))
+
