@@ -1,0 +1,130 @@
+"""VoiceDesk launcher: `python launcher.py [ui|synth|bench|profile|voices|doctor] ...`.
+
+Builds things and injects them; heavy imports happen only inside the chosen command."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+DEMO_MODEL = ROOT / "tests" / "data" / "tiny_omnivoice"
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help="checkpoint folder or hub id (default: $VOICEDESK_MODEL, else k2-fsa/OmniVoice)")
+    p.add_argument("--demo", action="store_true", help="use the tiny random checkpoint (output is noise)")
+    p.add_argument("--mode", default="hifi", choices=["eager", "hifi", "realtime"], help="quality mode")
+    p.add_argument("--device", default="auto", help="auto, cuda, cuda:N or cpu")
+
+
+def _model(args) -> str | None:
+    return str(DEMO_MODEL) if args.demo else args.model
+
+
+def cmd_ui(args) -> int:
+    from app.server import serve
+
+    if args.host not in ("127.0.0.1", "localhost"):
+        print(f"WARNING: serving on {args.host}: anyone who can reach this address can use your GPU "
+              "and hear your voices. There is no login.", file=sys.stderr)
+    serve(model=_model(args), mode=args.mode, demo=args.demo, host=args.host, port=args.port,
+          open_browser=not args.no_browser)
+    return 0
+
+
+def cmd_synth(args) -> int:
+    from engine.cli import synth
+
+    return synth(args, model=_model(args))
+
+
+def cmd_bench(args) -> int:
+    from engine.bench import main
+
+    return main(args, model=_model(args))
+
+
+def cmd_profile(args) -> int:
+    from engine.profile import main
+
+    return main(args, model=_model(args))
+
+
+def cmd_voices(args) -> int:
+    from app.library import cli_list
+
+    return cli_list()
+
+
+def cmd_doctor(args) -> int:
+    from app.doctor import run
+
+    return run(model=_model(args))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="voicedesk", description="Local voice cloning (OmniVoice).")
+    sub = parser.add_subparsers(dest="command")
+
+    ui = sub.add_parser("ui", help="start the app in your browser (default)")
+    _model_args(ui)
+    ui.add_argument("--host", default="127.0.0.1")
+    ui.add_argument("--port", type=int, default=None, help="default: first free port from 7860")
+    ui.add_argument("--no-browser", action="store_true")
+    ui.set_defaults(func=cmd_ui)
+
+    synth = sub.add_parser("synth", help="speak a text in a voice, write a WAV, print the RTF")
+    _model_args(synth)
+    synth.add_argument("--text", required=True)
+    synth.add_argument("--ref", help="reference clip (any audio file)")
+    synth.add_argument("--ref-text", help="transcript of the reference clip")
+    synth.add_argument("--voice", help="name of a saved voice")
+    synth.add_argument("--instruct", help="voice design attributes, e.g. 'female, low pitch'")
+    synth.add_argument("--language", help="language name or code (default: auto)")
+    synth.add_argument("--speed", type=float)
+    synth.add_argument("--duration", type=float, help="fixed output length in seconds")
+    synth.add_argument("--steps", type=int, default=32)
+    synth.add_argument("--seed", type=int)
+    synth.add_argument("--out", required=True, help="output .wav or .flac")
+    synth.set_defaults(func=cmd_synth)
+
+    bench = sub.add_parser("bench", help="benchmark the modes side by side")
+    _model_args(bench)
+    bench.add_argument("--random-weights", action="store_true", help="random weights at the true sizes")
+    bench.add_argument("--modes", default="upstream,eager,hifi,realtime")
+    bench.add_argument("--runs", type=int, default=5)
+    bench.add_argument("--warmup", type=int, default=2)
+    bench.add_argument("--workloads", default="all", help="comma list of workload names, or 'all'")
+    bench.add_argument("--results", default="results", help="folder for the JSON results")
+    bench.add_argument("--append-md", metavar="FILE", help="append a section to this markdown file")
+    bench.set_defaults(func=cmd_bench)
+
+    prof = sub.add_parser("profile", help="profile one generation; write a Perfetto trace")
+    _model_args(prof)
+    prof.add_argument("--random-weights", action="store_true")
+    prof.add_argument("--workload", default="baseline")
+    prof.add_argument("--out", default="results/trace.json.gz")
+    prof.set_defaults(func=cmd_profile)
+
+    voices = sub.add_parser("voices", help="list saved voices")
+    voices.set_defaults(func=cmd_voices)
+
+    doctor = sub.add_parser("doctor", help="check GPU, driver, ffmpeg, audio devices, model files, disk")
+    doctor.add_argument("--model")
+    doctor.add_argument("--demo", action="store_true")
+    doctor.set_defaults(func=cmd_doctor)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = {"ui", "synth", "bench", "profile", "voices", "doctor", "-h", "--help"}
+    if not argv or argv[0] not in commands:
+        argv.insert(0, "ui")
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
