@@ -1,0 +1,106 @@
+"""Breakdown of a PyTorch-profiler trace: kernel count, GPU busy fraction, time by category, launch
+gaps, top kernels — the figures the case study judged upstream by."""
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+CATEGORIES = (  # first match wins; checked on the lower-cased kernel name
+    ("attention", ("sdpa", "flash", "attention", "fmha", "cudnn_generated_fort_native_sdpa")),
+    ("gemm", ("nvjet", "gemm", "cutlass", "xmma", "cublas", "sm90_", "sm80_", "matmul", "_mm_", "w4a4")),
+    ("conv", ("conv", "winograd", "implicit_convolve", "fft")),
+    ("reduction", ("reduce", "softmax", "norm", "topk", "sort", "argmax", "cumsum", "scan")),
+    ("elementwise/copy", ("elementwise", "copy", "cat", "fill", "index", "gather", "scatter", "where", "memcpy", "memset")),
+)
+
+
+def category(name: str) -> str:
+    n = name.lower()
+    for cat, keys in CATEGORIES:
+        if any(k in n for k in keys):
+            return cat
+    return "other"
+
+
+@dataclass
+class TraceStats:
+    kernels: int
+    span_ms: float
+    busy_ms: float
+    busy_fraction: float
+    by_category_ms: dict[str, float]
+    by_category_count: dict[str, int]
+    gap_median_us: float
+    gap_p90_us: float
+    top_kernels: list[tuple[str, float, int]] = field(default_factory=list)  # name, total ms, count
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def table(self) -> str:
+        lines = [f"kernels {self.kernels}   span {self.span_ms:.1f} ms   busy {self.busy_ms:.1f} ms "
+                 f"({100 * self.busy_fraction:.0f} %)   launch gap median {self.gap_median_us:.1f} us, "
+                 f"p90 {self.gap_p90_us:.1f} us"]
+        for cat, ms in sorted(self.by_category_ms.items(), key=lambda kv: -kv[1]):
+            share = 100 * ms / self.busy_ms if self.busy_ms else 0.0
+            lines.append(f"  {cat:18s} {ms:9.2f} ms {share:5.1f} %  n={self.by_category_count[cat]}")
+        lines.append("  top kernels:")
+        for name, ms, n in self.top_kernels:
+            lines.append(f"    {ms:8.2f} ms  n={n:<6d} {name[:100]}")
+        return "\n".join(lines)
+
+
+def kernel_events(trace: dict | list) -> list[dict]:
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    return sorted((e for e in events if e.get("cat") == "kernel" and "dur" in e), key=lambda e: e["ts"])
+
+
+def stats_from_events(kernels: list[dict], top: int = 10) -> TraceStats:
+    if not kernels:
+        return TraceStats(0, 0.0, 0.0, 0.0, {}, {}, 0.0, 0.0, [])
+    span_us = kernels[-1]["ts"] + kernels[-1]["dur"] - kernels[0]["ts"]
+    busy_us = _union_length([(e["ts"], e["ts"] + e["dur"]) for e in kernels])
+    t_cat, n_cat, t_name, n_name = Counter(), Counter(), Counter(), Counter()
+    for e in kernels:
+        c = category(e["name"])
+        t_cat[c] += e["dur"]
+        n_cat[c] += 1
+        t_name[e["name"]] += e["dur"]
+        n_name[e["name"]] += 1
+    gaps = [max(0.0, kernels[i + 1]["ts"] - (kernels[i]["ts"] + kernels[i]["dur"])) for i in range(len(kernels) - 1)]
+    gaps_sorted = sorted(gaps) or [0.0]
+    return TraceStats(
+        kernels=len(kernels),
+        span_ms=span_us / 1e3,
+        busy_ms=busy_us / 1e3,
+        busy_fraction=busy_us / span_us if span_us else 0.0,
+        by_category_ms={c: v / 1e3 for c, v in t_cat.items()},
+        by_category_count=dict(n_cat),
+        gap_median_us=statistics.median(gaps_sorted),
+        gap_p90_us=gaps_sorted[int(0.9 * (len(gaps_sorted) - 1))],
+        top_kernels=[(name, v / 1e3, n_name[name]) for name, v in t_name.most_common(top)],
+    )
+
+
+def _union_length(intervals: list[tuple[float, float]]) -> float:
+    """Total time covered by at least one kernel (kernels on several streams may overlap)."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
+def load_trace(path: str | Path) -> dict | list:
+    path = str(path)
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return json.load(f)
