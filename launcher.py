@@ -11,10 +11,10 @@ ROOT = Path(__file__).resolve().parent
 DEMO_MODEL = ROOT / "tests" / "data" / "tiny_omnivoice"
 
 
-def _model_args(p: argparse.ArgumentParser) -> None:
+def _model_args(p: argparse.ArgumentParser, modes=("eager", "hifi", "realtime")) -> None:
     p.add_argument("--model", help="checkpoint folder or hub id (default: $VOICEDESK_MODEL, else k2-fsa/OmniVoice)")
     p.add_argument("--demo", action="store_true", help="use the tiny random checkpoint (output is noise)")
-    p.add_argument("--mode", default="hifi", choices=["eager", "hifi", "realtime"], help="quality mode")
+    p.add_argument("--mode", default="hifi", choices=modes, help="quality mode")
     p.add_argument("--device", default="auto", help="auto, cuda, cuda:N or cpu")
 
 
@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(func=cmd_bench)
 
     prof = sub.add_parser("profile", help="profile one generation; write a Perfetto trace")
-    _model_args(prof)
+    _model_args(prof, modes=("upstream", "eager", "hifi", "realtime", "fp32"))
     prof.add_argument("--random-weights", action="store_true")
     prof.add_argument("--workload", default="baseline")
     prof.add_argument("--out", default="results/trace.json.gz")

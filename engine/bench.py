@@ -1,0 +1,179 @@
+"""`launcher.py bench`: every mode side by side on the fixed workload set, in one run on one GPU.
+
+Per mode and workload: median and spread of end-to-end time (generation + decode, voice prompt
+prepared beforehand; reference encoding reported separately), RTF, time to first audio when
+streaming, CUDA kernels per generation, GPU busy fraction, peak GPU memory, load/warm-up/capture
+time, and fidelity against our fp32 eager path with deterministic settings (position_temperature=0):
+token agreement, mel distance, step-0 logits cosine. Ratios to upstream and to our eager FP16."""
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from engine.bench_modes import ModeUnderTest, load_mode
+from tqdm.auto import tqdm
+from engine.workloads import Workload, select
+
+
+@dataclass
+class Row:
+    mode: str
+    backend: str
+    workload: str
+    audio_s: float
+    times_s: list[float]
+    median_s: float
+    spread_s: tuple[float, float]
+    rtf: float
+    first_audio_s: float | None
+    ref_encode_s: float
+    kernels: int | None = None
+    busy_fraction: float | None = None
+    peak_mem_gib: float | None = None
+    load_s: float = 0.0
+    capture_s: float | None = None
+    token_agreement: float | None = None
+    mel_distance_db: float | None = None
+    logits_cosine: float | None = None
+    ratios: dict[str, float] = field(default_factory=dict)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_mode(m: ModeUnderTest, w: Workload, runs: int, warmup: int) -> Row:
+    t0 = time.perf_counter()
+    prompt = m.prepare(w)
+    _sync(m.device)
+    ref_encode_s = time.perf_counter() - t0
+    for _ in range(warmup):
+        m.generate(w, prompt)
+    times, audio_s = [], 0.0
+    if m.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(m.device)
+    for _ in range(runs):
+        _sync(m.device)
+        t0 = time.perf_counter()
+        audio = m.generate(w, prompt)
+        _sync(m.device)
+        times.append(time.perf_counter() - t0)
+        audio_s = len(audio) / m.sample_rate
+    med = statistics.median(times)
+    row = Row(mode=m.name, backend=m.backend, workload=w.name, audio_s=audio_s, times_s=times, median_s=med,
+              spread_s=(min(times), max(times)), rtf=med / audio_s if audio_s else float("nan"),
+              first_audio_s=m.first_audio(w, prompt), ref_encode_s=ref_encode_s, load_s=m.load_s,
+              capture_s=m.capture_s)
+    if m.device.type == "cuda":
+        row.peak_mem_gib = torch.cuda.max_memory_allocated(m.device) / 2**30
+        stats = m.profile(w, prompt)
+        row.kernels, row.busy_fraction = stats.kernels, stats.busy_fraction
+    return row
+
+
+def add_fidelity(rows: list[Row], modes: dict[str, ModeUnderTest], reference: ModeUnderTest,
+                 workloads: list[Workload]) -> None:
+    from engine.fidelity import logits_cosine, mel_distance_db, token_agreement
+
+    for w in workloads:
+        ref_prompt = reference.prepare(w)
+        ref_tokens, ref_audio, ref_logits = reference.deterministic(w, ref_prompt)
+        for row in (r for r in rows if r.workload == w.name):
+            m = modes[row.mode]
+            tokens, audio, logits = m.deterministic(w, m.prepare(w))
+            row.token_agreement = token_agreement(tokens, ref_tokens)
+            row.mel_distance_db = mel_distance_db(audio, ref_audio, m.sample_rate)
+            row.logits_cosine = logits_cosine(logits, ref_logits)
+
+
+def add_ratios(rows: list[Row]) -> None:
+    by_key = {(r.mode, r.workload): r for r in rows}
+    for r in rows:
+        for base in ("upstream", "eager"):
+            b = by_key.get((base, r.workload))
+            if b is not None and r.median_s > 0:
+                r.ratios[f"speedup_vs_{base}"] = b.median_s / r.median_s
+
+
+def _fmt(v, pattern="{:.3f}") -> str:
+    return "-" if v is None else pattern.format(v)
+
+
+def table(rows: list[Row]) -> str:
+    head = ("| mode | workload | audio s | median ms (min-max) | RTF | first audio ms | kernels | busy | "
+            "peak GiB | x upstream | x eager | tok agree | mel dB | logit cos |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        lines.append(
+            f"| {r.mode} | {r.workload} | {r.audio_s:.2f} | {1e3 * r.median_s:.1f} "
+            f"({1e3 * r.spread_s[0]:.0f}-{1e3 * r.spread_s[1]:.0f}) | {r.rtf:.4f} | "
+            f"{_fmt(r.first_audio_s and 1e3 * r.first_audio_s, '{:.0f}')} | {_fmt(r.kernels, '{:d}')} | "
+            f"{_fmt(r.busy_fraction, '{:.0%}')} | {_fmt(r.peak_mem_gib, '{:.2f}')} | "
+            f"{_fmt(r.ratios.get('speedup_vs_upstream'), '{:.2f}')} | {_fmt(r.ratios.get('speedup_vs_eager'), '{:.2f}')} | "
+            f"{_fmt(r.token_agreement, '{:.2%}')} | {_fmt(r.mel_distance_db, '{:.2f}')} | "
+            f"{_fmt(r.logits_cosine, '{:.5f}')} |")
+    return "\n".join(lines)
+
+
+def stamp(device: torch.device, random_weights: bool, command: str) -> dict:
+    info = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "torch": torch.__version__,
+            "command": command, "random_weights": random_weights, "device": str(device)}
+    try:
+        info["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                        text=True, cwd=Path(__file__).parent).stdout.strip() or "unknown"
+    except OSError:
+        info["commit"] = "unknown"
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+        try:
+            info["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                            capture_output=True, text=True).stdout.strip()
+        except OSError:
+            info["driver"] = "unknown"
+    else:
+        info["gpu"] = "none (CPU)"
+    return info
+
+
+def main(args, model: str | None) -> int:
+    workloads = select(args.workloads)
+    mode_names = [m for m in args.modes.split(",") if m]
+    command = "python launcher.py " + " ".join(sys.argv[1:])
+    modes: dict[str, ModeUnderTest] = {}
+    rows: list[Row] = []
+    label = " [RANDOM WEIGHTS: output is noise; timings are real]" if args.random_weights else ""
+    for name in mode_names:
+        m = load_mode(name, model, args.device, random_weights=args.random_weights)
+        if m is None:
+            print(f"skipping mode {name}: not available here", file=sys.stderr)
+            continue
+        modes[name] = m
+        for w in tqdm(workloads, desc=f"{name}{label}", unit="workload"):
+            rows.append(time_mode(m, w, args.runs, args.warmup))
+    device = next(iter(modes.values())).device if modes else torch.device("cpu")
+    reference = load_mode("fp32", model, args.device, random_weights=args.random_weights)
+    add_fidelity(rows, modes, reference, workloads)
+    add_ratios(rows)
+    info = stamp(device, args.random_weights, command)
+    text = table(rows)
+    print(f"\n{info['gpu']} | torch {info['torch']} | commit {info['commit']} | {info['date']}{label}")
+    print(text)
+    out = Path(args.results)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"bench-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps({"info": info, "rows": [asdict(r) for r in rows]}, indent=1))
+    print(f"results: {path}")
+    if args.append_md:
+        with open(args.append_md, "a", encoding="utf-8") as f:
+            f.write(f"\n## {info['date']} — {info['gpu']} (driver {info.get('driver', '-')}), torch {info['torch']}, "
+                    f"commit {info['commit']}{label}\n\n`{command}`\n\n{text}\n")
+    return 0
