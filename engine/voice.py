@@ -23,7 +23,7 @@ META_FILE = "voice.json"
 class Voice:
     tokens: torch.Tensor  # [8, T_ref] int64 codec tokens of the reference clip
     transcript: str
-    rms: float
+    rms: float | None  # loudness of the reference; None for a voice made from generated audio
 
     @property
     def seconds(self) -> float:
@@ -33,7 +33,7 @@ class Voice:
         """Write `voice.safetensors` and `voice.json` into `folder`, each atomically."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        meta = {"format": FORMAT, "version": VERSION, "transcript": self.transcript, "rms": float(self.rms)}
+        meta = {"format": FORMAT, "version": VERSION, "transcript": self.transcript, "rms": None if self.rms is None else float(self.rms)}
         tokens = self.tokens.detach().to("cpu", torch.int64).contiguous()
         atomic_write(folder / TOKENS_FILE, lambda tmp: save_file({"tokens": tokens}, tmp))
         atomic_write_text(folder / META_FILE, json.dumps(meta, ensure_ascii=False, indent=1))
@@ -48,7 +48,7 @@ class Voice:
             raise AudioInputError(f"The saved voice in {folder} cannot be read ({e}).") from e
         if meta.get("format") != FORMAT or meta.get("version") != VERSION:
             raise AudioInputError(f"{folder / META_FILE} is not a VoiceDesk voice (version {VERSION}).")
-        return cls._checked(tokens, meta.get("transcript", ""), meta.get("rms", 0.0), folder)
+        return cls._checked(tokens, meta.get("transcript", ""), meta.get("rms"), folder)
 
     @classmethod
     def from_upstream_prompt(cls, path: str | Path) -> "Voice":
@@ -67,5 +67,5 @@ class Voice:
             raise AudioInputError(f"{source}: voice tokens must be a non-empty [8, T] tensor.")
         if tokens.dtype.is_floating_point or tokens.min() < 0 or tokens.max() > 1023:
             raise AudioInputError(f"{source}: voice tokens must be integer codes in 0..1023.")
-        return cls(tokens=tokens.to(torch.int64), transcript=str(transcript), rms=float(rms))
+        return cls(tokens=tokens.to(torch.int64), transcript=str(transcript), rms=None if rms is None else float(rms))
 

@@ -1,0 +1,256 @@
+"""The engine facade: the one API the app, the CLI, the benchmarks and the tests use.
+
+`Engine.load` resolves and loads a checkpoint and sets up the chosen mode; `voice_from_clip` turns a
+reference clip into a reusable Voice; `synthesize` returns a whole clip; `stream` yields it chunk by
+chunk (a short first clause, then sentences) so that playback starts early. Generation follows
+upstream OmniVoice's `generate()` step for step (see engine/plan.py)."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+import torch
+
+from engine import audio as audio_io
+from engine.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
+from engine.codec import AudioCodec
+from engine.config import GenerationConfig, Mode
+from engine.decode import generate_tokens
+from engine.errors import Cancelled, TranscriptRequiredError
+from engine.plan import Plan, plan_request
+from engine.prompt import PromptItem, build_prompt
+from engine.text import stream_chunks
+from engine.voice import Voice
+
+log = logging.getLogger(__name__)
+
+SAMPLE_RATE = 24000
+
+
+@dataclass
+class LoadProgress:
+    stage: str  # download | load | codec | quantize | capture | ready
+    fraction: float
+    message: str
+
+
+@dataclass
+class Timings:
+    prepare_s: float = 0.0
+    generate_s: float = 0.0
+    decode_s: float = 0.0
+    total_s: float = 0.0
+    audio_s: float = 0.0
+    first_audio_s: float | None = None
+
+    @property
+    def rtf(self) -> float:
+        """Real-time factor: seconds of work per second of audio (lower is faster)."""
+        return self.total_s / self.audio_s if self.audio_s > 0 else float("nan")
+
+
+@dataclass
+class SynthesisResult:
+    audio: np.ndarray  # float32 [n] at sample_rate
+    sample_rate: int
+    timings: Timings
+    seed: int
+    tokens: list[torch.Tensor] = field(default_factory=list)  # per generated chunk, [8, T]
+
+
+@dataclass
+class AudioChunk:
+    audio: np.ndarray
+    sample_rate: int
+    index: int
+    text: str
+    is_last: bool
+    timings: Timings
+
+
+def _pick_device(device: str | torch.device) -> torch.device:
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+class Engine:
+    def __init__(self, folder: Path, lm, tokenizer, codec: AudioCodec, device: torch.device, mode: Mode,
+                 backend: str, runner=None):
+        self.folder, self.lm, self.tokenizer, self.codec = folder, lm, tokenizer, codec
+        self.device, self.mode, self.backend, self.runner = device, mode, backend, runner
+        self.sample_rate = SAMPLE_RATE
+        self._lock = threading.Lock()  # one generation at a time on one GPU
+
+    @property
+    def is_demo(self) -> bool:
+        return self.lm.cfg.num_layers < 4  # only the tiny test checkpoint is this small
+
+    # -- loading --------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, model: str | Path | None = None, device: str | torch.device = "auto",
+             mode: Mode | str = Mode.HIFI, dtype: torch.dtype | None = None,
+             progress: Callable[[LoadProgress], None] | None = None) -> "Engine":
+        """Load a checkpoint and prepare `mode` on `device`.
+
+        Parameters
+        ----------
+        model : folder, hub id or None ($VOICEDESK_MODEL, else k2-fsa/OmniVoice, downloaded once).
+        device : "auto", "cpu", "cuda" or "cuda:N".
+        mode : eager (reference path), hifi (FP16 + CUDA graphs) or realtime (W4A4 + CUDA graphs).
+            On a CPU every mode runs the eager path, in fp32; `backend` says what runs.
+        dtype : override the compute dtype (default fp16 on CUDA, fp32 on CPU).
+        progress : called with LoadProgress as stages advance.
+        """
+        report = progress or (lambda p: None)
+        mode = Mode(mode)
+        dev = _pick_device(device)
+        dtype = dtype or (torch.float16 if dev.type == "cuda" else torch.float32)
+        folder = resolve_checkpoint(model, lambda f, m: report(LoadProgress("download", f, m)))
+        report(LoadProgress("load", 0.0, "Loading the language model"))
+        lm = load_lm(folder, dev, dtype)
+        tokenizer = load_text_tokenizer(folder)
+        report(LoadProgress("codec", 0.0, "Loading the audio codec"))
+        codec = AudioCodec.load(folder / "audio_tokenizer", dev)
+        from engine.modes import prepare_mode  # the fast paths live there
+
+        runner, backend = prepare_mode(lm, mode, dev, folder, lambda stage, f, m: report(LoadProgress(stage, f, m)))
+        report(LoadProgress("ready", 1.0, f"Ready: {backend}"))
+        return cls(folder, lm, tokenizer, codec, dev, mode, backend, runner)
+
+    # -- voices ---------------------------------------------------------------------------------
+    def voice_from_clip(self, audio, transcript: str | None = None, preprocess: bool = True) -> Voice:
+        """Make a Voice from a clip: a path to any audio file, or (samples, sample_rate).
+
+        Raises AudioInputError for an unusable clip and TranscriptRequiredError when there is no
+        transcript and no speech recogniser to make one.
+        """
+        wave = audio_io.load_clip(audio)
+        transcript = transcript.strip() if transcript and transcript.strip() else None
+        wave, rms = audio_io.prepare_reference(wave, SAMPLE_RATE, preprocess=preprocess,
+                                               has_transcript=transcript is not None)
+        if transcript is None:
+            transcript = self._transcribe(wave)
+        with self._lock, torch.inference_mode():
+            tokens = self.codec.encode(torch.from_numpy(wave).to(self.device)).cpu()  # [8, T_ref]
+        if preprocess:
+            from engine.text import add_punctuation
+
+            transcript = add_punctuation(transcript)
+        return Voice(tokens=tokens, transcript=transcript, rms=rms)
+
+    def _transcribe(self, wave: np.ndarray) -> str:
+        from engine.asr import transcribe
+
+        text = transcribe(wave, SAMPLE_RATE, self.device)
+        if text is None:
+            raise TranscriptRequiredError(
+                "Type what is said in the reference clip: no speech recogniser (Whisper) is installed "
+                "here to do it automatically.")
+        return text
+
+    # -- synthesis ------------------------------------------------------------------------------
+    def synthesize(self, text: str, voice: Voice | None = None, instruct: str | None = None,
+                   language: str | None = None, config: GenerationConfig | None = None,
+                   cancel: threading.Event | None = None) -> SynthesisResult:
+        """Speak `text` (in `voice`, or designed by `instruct`, or an automatic voice): whole clip."""
+        cfg = config or GenerationConfig()
+        t0 = time.perf_counter()
+        plan = plan_request(text, voice, instruct, language, cfg)
+        seed = self._seed(cfg)
+        timings = Timings(prepare_s=time.perf_counter() - t0)
+        tokens = self._generate_plan(plan, cfg, seed, cancel, timings)
+        t1 = time.perf_counter()
+        audio = self._decode(tokens, voice, cfg)
+        timings.decode_s = time.perf_counter() - t1
+        timings.total_s = time.perf_counter() - t0
+        timings.audio_s = len(audio) / SAMPLE_RATE
+        return SynthesisResult(audio, SAMPLE_RATE, timings, seed, tokens)
+
+    def stream(self, text: str, voice: Voice | None = None, instruct: str | None = None,
+               language: str | None = None, config: GenerationConfig | None = None,
+               cancel: threading.Event | None = None) -> Iterator[AudioChunk]:
+        """Speak `text` chunk by chunk: a short first clause (low time to first audio), then whole
+        sentences. Without a reference voice, the first chunk's audio becomes the voice of the rest,
+        as upstream does for long text."""
+        cfg = config or GenerationConfig()
+        t0 = time.perf_counter()
+        pieces = stream_chunks(text)
+        seed = self._seed(cfg)
+        first_audio_s = None
+        for index, piece in enumerate(pieces):
+            share = len(piece) / len(text)  # a fixed duration is shared out by length
+            piece_cfg = cfg.replace(seed=seed + index,
+                                    duration=None if cfg.duration is None else cfg.duration * share)
+            result = self.synthesize(piece, voice, instruct, language, piece_cfg, cancel)
+            if first_audio_s is None:
+                first_audio_s = time.perf_counter() - t0
+            if voice is None and instruct is None and index == 0 and len(pieces) > 1:
+                voice = Voice(tokens=result.tokens[0].cpu(), transcript=piece, rms=None)
+            timings = result.timings
+            timings.first_audio_s = first_audio_s
+            yield AudioChunk(result.audio, SAMPLE_RATE, index, piece, index == len(pieces) - 1, timings)
+
+    def first_step_logits(self, text: str, voice: Voice | None = None, instruct: str | None = None,
+                          language: str | None = None, config: GenerationConfig | None = None) -> torch.Tensor:
+        """fp32 logits [2, 8, T, V] of the first step (cond target rows, uncond rows): for fidelity checks."""
+        cfg = config or GenerationConfig()
+        plan = plan_request(text, voice, instruct, language, cfg)
+        prompt = self._prompt(plan, 0, None)
+        from engine.decode import build_cfg_batch
+
+        batch = build_cfg_batch([prompt], self.lm.cfg.audio_mask_id, self.device)
+        with torch.inference_mode():
+            logits = self.lm(batch.input_ids, batch.audio_mask, batch.attn_mask, rows=batch.rows).float()
+        T = prompt.target_len
+        return torch.stack([logits[:T], logits[T:]]).transpose(1, 2).cpu()  # [2, 8, T, V]
+
+    # -- internals ------------------------------------------------------------------------------
+    @staticmethod
+    def _seed(cfg: GenerationConfig) -> int:
+        return cfg.seed if cfg.seed is not None else int(torch.randint(0, 2**31 - 1, ()).item())
+
+    def _prompt(self, plan: Plan, index: int, chunk0_tokens: torch.Tensor | None) -> PromptItem:
+        item = plan.items[index]
+        ref_tokens = item.ref_tokens if item.ref_tokens is not None else chunk0_tokens
+        return build_prompt(self.tokenizer, self.lm.cfg, item.text, item.target_len, ref_text=item.ref_text,
+                            ref_tokens=ref_tokens, language=plan.language, instruct=plan.instruct,
+                            denoise=plan.denoise)
+
+    def _generate_plan(self, plan: Plan, cfg: GenerationConfig, seed: int, cancel, timings: Timings) -> list[torch.Tensor]:
+        def on_step(step: int) -> None:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("Stopped.")
+
+        out: list[torch.Tensor] = []
+        t0 = time.perf_counter()
+        with self._lock:
+            generator = torch.Generator(self.device).manual_seed(seed)
+            for i in range(len(plan.items)):
+                chunk0 = out[0] if (plan.chunk0_is_reference and i > 0) else None
+                prompt = self._prompt(plan, i, chunk0)
+                if self.runner is not None and self.runner.fits(prompt):
+                    torch.cuda.manual_seed(seed + i)  # graphs draw from the default CUDA generator
+                    tokens = self.runner.generate(prompt, cfg, on_step=on_step)
+                else:
+                    if self.runner is not None:
+                        log.warning("%d rows exceed the largest CUDA-graph bucket: running eagerly",
+                                    prompt.ids.shape[1] + prompt.target_len)
+                    tokens = generate_tokens(self.lm, [prompt], cfg, generator, on_step=on_step)[0]
+                out.append(tokens)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        timings.generate_s = time.perf_counter() - t0
+        return out
+
+    def _decode(self, tokens: list[torch.Tensor], voice: Voice | None, cfg: GenerationConfig) -> np.ndarray:
+        with self._lock, torch.inference_mode():
+            chunks = [self.codec.decode(t.to(self.device)).float().cpu().numpy() for t in tokens]
+        wave = chunks[0] if len(chunks) == 1 else audio_io.cross_fade_chunks(chunks, SAMPLE_RATE)
+        ref_rms = voice.rms if voice is not None else None
+        return audio_io.postprocess_output(wave, SAMPLE_RATE, ref_rms, cfg.postprocess_output)

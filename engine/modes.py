@@ -1,0 +1,42 @@
+"""What each quality mode means on this device: which model path runs, and its name for the UI."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from engine.config import GenerationConfig, Mode
+
+log = logging.getLogger(__name__)
+
+Report = Callable[[str, float, str], None]  # (stage, fraction, message)
+
+
+def device_label(device: torch.device) -> str:
+    if device.type != "cuda":
+        return "CPU"
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"{torch.cuda.get_device_name(device)}, sm_{major}{minor}"
+
+
+def prepare_mode(lm, mode: Mode, device: torch.device, folder: Path, report: Report):
+    """Set up `mode` for `lm` in place; return (runner or None, backend description)."""
+    dtype = str(next(lm.parameters()).dtype).removeprefix("torch.").upper().replace("FLOAT", "FP")
+    where = device_label(device)
+    if device.type != "cuda" or mode is Mode.EAGER:
+        if mode is not Mode.EAGER:
+            log.warning("%s mode needs an NVIDIA GPU; running the eager path on the %s", mode.value, where)
+        return None, f"{dtype} eager ({where})"
+    from engine.runner import StaticRunner
+
+    if mode is Mode.REALTIME:
+        from engine.quant import quantize_for_realtime
+
+        backend = quantize_for_realtime(lm, folder, lambda f, m: report("quantize", f, m))
+    else:
+        backend = f"{dtype} + CUDA graphs"
+    runner = StaticRunner(lm)
+    runner.capture(GenerationConfig(), lambda f, m: report("capture", f, m))
+    return runner, f"{backend} ({where})"

@@ -1,0 +1,58 @@
+"""From a request (text, voice, instruct, language, settings) to the list of generation items,
+exactly as upstream OmniVoice's `_preprocess_all` + `_generate_chunked` decide them: resolved
+language and instruct, target lengths (estimated, or fixed by `duration`), and for long text the
+chunks (each with the reference prompt, or without a reference with chunk 0 as the reference)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from engine.config import GenerationConfig
+from engine.duration import FRAME_RATE, estimate_target_tokens, plan_target_tokens
+from engine.instruct import canonical_instruct
+from engine.languages import resolve_language
+from engine.text import chunk_text_for_duration, clean_text, has_chinese
+from engine.voice import Voice
+
+
+@dataclass
+class PlanItem:
+    text: str
+    target_len: int
+    ref_text: str | None
+    ref_tokens: torch.Tensor | None  # [8, T_ref], or None (no reference, or chunk 0's output)
+
+
+@dataclass
+class Plan:
+    items: list[PlanItem]
+    language: str | None
+    instruct: str | None
+    denoise: bool
+    chunk0_is_reference: bool  # no voice and chunked: chunks 1.. use chunk 0's tokens and text
+
+
+def plan_request(text: str, voice: Voice | None, instruct: str | None, language: str | None,
+                 cfg: GenerationConfig) -> Plan:
+    text = clean_text(text)
+    lang = resolve_language(language)
+    instruct = canonical_instruct(instruct, use_zh=has_chinese(text)) if instruct else None
+    ref_text = voice.transcript if voice is not None else None
+    ref_tokens = voice.tokens if voice is not None else None
+    ref_frames = ref_tokens.shape[-1] if ref_tokens is not None else None
+    target_len, chunk_speed = plan_target_tokens(text, ref_text, ref_frames, cfg.speed, cfg.duration)
+    denoise = cfg.denoise
+    threshold = int(cfg.audio_chunk_threshold * FRAME_RATE)
+    if cfg.audio_chunk_duration <= 0 or target_len <= threshold:
+        return Plan([PlanItem(text, target_len, ref_text, ref_tokens)], lang, instruct, denoise, False)
+    chunks = chunk_text_for_duration(text, target_len, cfg.audio_chunk_duration)
+    if voice is not None:
+        items = [PlanItem(c, estimate_target_tokens(c, ref_text, ref_frames, chunk_speed), ref_text, ref_tokens)
+                 for c in chunks]
+        return Plan(items, lang, instruct, denoise, False)
+    first = PlanItem(chunks[0], estimate_target_tokens(chunks[0], None, None, chunk_speed), None, None)
+    # later chunks take chunk 0's output (length first.target_len) as their reference
+    rest = [PlanItem(c, estimate_target_tokens(c, chunks[0], first.target_len, chunk_speed), chunks[0], None)
+            for c in chunks[1:]]
+    return Plan([first, *rest], lang, instruct, denoise, True)
