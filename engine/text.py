@@ -1,0 +1,288 @@
+"""Text shaping before synthesis: cleaning, upstream's prompt text and long-text chunks, and our
+sentence splitter for streaming.
+
+`combine_text`, `add_punctuation` and `chunk_text` reproduce upstream OmniVoice 0.2.1 exactly (the
+model was trained on text shaped this way). `clean_text` and `stream_chunks` are ours; neither ever
+drops or reorders a visible character.
+"""
+from __future__ import annotations
+
+import bisect
+import itertools
+import re
+import unicodedata
+
+from engine.duration import FRAME_RATE, char_weight, weight_per_second
+from engine.errors import TextInputError
+
+_HAN = re.compile("[\u4e00-\u9fff]")
+
+
+def has_chinese(text: str) -> bool:
+    """True if the text holds a CJK Unified Ideograph (upstream's test for "Chinese text")."""
+    return _HAN.search(text) is not None
+
+
+def _require_text(text: object) -> str:
+    if not isinstance(text, str):
+        raise TextInputError(f"The text to speak must be a string, not {type(text).__name__}.")
+    if not text.strip():
+        raise TextInputError("There is no text to speak: type or paste some text first.")
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# Cleaning
+
+# Control characters other than tab, newline and carriage return (upstream's prompt shaping deals
+# with those three), and lone surrogates, which cannot even be encoded.
+_UNSPEAKABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """Remove control characters that no speaker reads and that upstream does not handle.
+
+    Tabs, newlines and carriage returns stay (upstream's own prompt shaping deals with them);
+    other control characters that separate words become a space, the rest and lone surrogates
+    go. Everything else — emoji, every script, combining marks, zero-width joiners — is kept as
+    is, with no Unicode normalisation, so duration estimates and token ids match upstream.
+
+    Raises
+    ------
+    TextInputError
+        If the text is not a string or holds nothing but whitespace.
+    """
+    # A form feed or a record separator still separates two words.
+    cleaned = _UNSPEAKABLE.sub(lambda m: " " if m.group().isspace() else "", _require_text(text))
+    return _require_text(cleaned)
+
+
+# ---------------------------------------------------------------------------------------------
+# Upstream's prompt text
+
+_LINE_BREAKS = re.compile(r"[\r\n]+")
+_BLANK_RUNS = re.compile(r"[ \t]+")
+_SPACE_BESIDE_HAN = re.compile(r"(?<=[\u4e00-\u9fff])\s+|\s+(?=[\u4e00-\u9fff])")
+_FULLWIDTH_PARENS = str.maketrans("\uff08\uff09", "()")
+
+
+def combine_text(text: str, ref_text: str | None = None) -> str:
+    """The text the model reads: reference transcript, a space, then the target text.
+
+    Line breaks are deleted (not replaced), full-width parentheses become ASCII, runs of spaces
+    and tabs become one space, and whitespace next to a Han character is removed.
+    """
+    joined = f"{ref_text.strip()} {text.strip()}" if ref_text else text.strip()
+    joined = _LINE_BREAKS.sub("", joined).translate(_FULLWIDTH_PARENS)
+    joined = _BLANK_RUNS.sub(" ", joined)
+    return _SPACE_BESIDE_HAN.sub("", joined)
+
+
+_FINAL_MARKS = frozenset(";:,.!?…)]}\"'“”‘’；：，。！？、）】")
+
+
+def add_punctuation(text: str) -> str:
+    """Strip the text and end it with "." (or "。" for Chinese) unless it already ends in a mark."""
+    text = text.strip()
+    if not text or text[-1] in _FINAL_MARKS:
+        return text
+    return text + ("。" if has_chinese(text) else ".")
+
+
+# ---------------------------------------------------------------------------------------------
+# Upstream's long-text chunks
+
+_SPLIT_MARKS = frozenset(".,;:!?。，；：！？")
+_CLOSING_MARKS = frozenset("\"'“”‘’）]》>」】")
+ABBREVIATIONS = frozenset(
+    """Mr. Mrs. Ms. Dr. Prof. Sr. Jr. Rev. Fr. Hon. Pres. Gov. Capt. Gen. Sen. Rep. Col. Maj. Lt.
+    Cmdr. Sgt. Cpl. Co. Corp. Inc. Ltd. Est. Dept. St. Ave. Blvd. Rd. Mt. Ft. No. Jan. Feb. Mar.
+    Apr. Aug. Sep. Sept. Oct. Nov. Dec. i.e. e.g. vs. Vs. Etc. approx. fig. def.""".split()
+)
+_LONGEST_ABBREVIATION = max(map(len, ABBREVIATIONS))
+
+
+def _ends_with_abbreviation(text: str, start: int, end: int) -> bool:
+    """Is the last whitespace-separated word of text[start:end] an abbreviation?"""
+    # A word longer than the window is longer than any abbreviation, so the window suffices.
+    window = text[max(start, end - _LONGEST_ABBREVIATION - 1) : end]
+    words = window.split()
+    return bool(words) and words[-1] in ABBREVIATIONS
+
+
+def _upstream_sentence_ends(text: str) -> list[int]:
+    """End offsets of upstream's sentences, which tile the text.
+
+    Any split mark ends a sentence, except a "." closing an abbreviation; split or closing marks
+    met right after a sentence ended are glued onto that sentence.
+    """
+    ends: list[int] = []
+    start = 0
+    for i, ch in enumerate(text):
+        if i == start and ends and (ch in _SPLIT_MARKS or ch in _CLOSING_MARKS):
+            ends[-1] = start = i + 1
+        elif ch in _SPLIT_MARKS and not (ch == "." and _ends_with_abbreviation(text, start, i + 1)):
+            ends.append(i + 1)
+            start = i + 1
+    if start < len(text):
+        ends.append(len(text))
+    return ends
+
+
+def chunk_text(text: str, max_chars: int, min_chars: int | None = 3) -> list[str]:
+    """Split long text at punctuation into chunks of at most `max_chars` characters, as upstream.
+
+    Sentences are packed greedily (one longer than `max_chars` stays whole). Then a chunk shorter
+    than `min_chars` joins the one before it, and a short first chunk takes in the second.
+    Chunks are stripped; empty ones are dropped.
+    """
+    spans: list[tuple[int, int]] = []
+    chunk_start = sentence_start = 0
+    for end in _upstream_sentence_ends(text):
+        if end - chunk_start > max_chars:
+            if sentence_start > chunk_start:
+                spans.append((chunk_start, sentence_start))
+            chunk_start = sentence_start
+        sentence_start = end
+    if sentence_start > chunk_start:
+        spans.append((chunk_start, sentence_start))
+
+    if min_chars is not None and spans:
+        first_is_short = spans[0][1] - spans[0][0] < min_chars
+        merged = [spans[0]]
+        for i, (start, end) in enumerate(spans[1:], start=1):
+            if (i == 1 and first_is_short) or end - start < min_chars:
+                merged[-1] = (merged[-1][0], end)
+            else:
+                merged.append((start, end))
+        spans = merged
+    return [chunk for start, end in spans if (chunk := text[start:end].strip())]
+
+
+def chunk_text_for_duration(text: str, target_tokens: int, chunk_seconds: float = 15.0) -> list[str]:
+    """Upstream's long-text split: chunks of about `chunk_seconds` of speech, judged by the
+    text's frames per character (`target_tokens` is the frame estimate for the whole text)."""
+    tokens_per_char = target_tokens / len(text)
+    return chunk_text(text, int(chunk_seconds * FRAME_RATE / tokens_per_char), min_chars=3)
+
+
+# ---------------------------------------------------------------------------------------------
+# Our splitter for streaming
+
+WORD_GAP, CLAUSE, SENTENCE, PARAGRAPH = 0, 1, 2, 3  # how good a place to cut is
+
+_CLOSERS = "\"'”’»)\\]}）」』】〉》"
+_BOUNDARY = re.compile(
+    rf"(?P<sentence>[.!?…‼⁇⁈⁉]+[{_CLOSERS}]*(?=\s|$)|[。！？．｡।॥؟۔։።]+[.!?…。！？{_CLOSERS}]*)"
+    rf"|(?P<clause>[,;:]+[{_CLOSERS}]*(?=\s|$)|[，、；：،؛]+[{_CLOSERS}]*)"
+    r"|(?P<space>\s+)"
+)
+_GLUING = frozenset("\u200c\u200d")  # zero-width (non-)joiners bind their neighbours
+
+
+def _cut_points(text: str) -> tuple[list[int], list[int]]:
+    """Offsets where a chunk may end, ascending, and how good each one is."""
+    offsets: list[int] = []
+    kinds: list[int] = []
+    for m in _BOUNDARY.finditer(text):
+        if m.lastgroup == "space":
+            newlines = m.group().count("\n")
+            kind = PARAGRAPH if newlines > 1 else SENTENCE if newlines else WORD_GAP
+            offset = m.start()
+        else:
+            if m.group() == "." and _ends_with_abbreviation(text, 0, m.end()):
+                continue
+            kind = SENTENCE if m.lastgroup == "sentence" else CLAUSE
+            offset = m.end()
+        if offsets and offsets[-1] == offset:
+            kinds[-1] = max(kinds[-1], kind)  # a mark and the whitespace after it
+        else:
+            offsets.append(offset)
+            kinds.append(kind)
+    return offsets, kinds
+
+
+def _safe_hard_cut(text: str, start: int, cut: int) -> int:
+    """Move a cut made in the middle of a word back so it does not split a letter from its
+    combining marks or an emoji sequence."""
+    while start + 1 < cut < len(text) and (
+        unicodedata.category(text[cut])[0] == "M" or text[cut] in _GLUING or text[cut - 1] in _GLUING
+    ):
+        cut -= 1
+    return cut
+
+
+class _Splitter:
+    """Chooses chunk ends over precomputed cut points and prefix weights."""
+
+    def __init__(self, text: str, min_weight: float):
+        self.text = text
+        self.min_weight = min_weight
+        self.prefix = list(itertools.accumulate(map(char_weight, text), initial=0.0))
+        self.offsets, self.kinds = _cut_points(text)
+
+    def weight(self, start: int, end: int) -> float:
+        return self.prefix[end] - self.prefix[start]
+
+    def next_end(self, start: int, max_weight: float, first: bool) -> int:
+        """End of the chunk starting at `start`: at most `max_weight` heavy where possible."""
+        text = self.text
+        limit = bisect.bisect_right(self.prefix, self.prefix[start] + max_weight) - 1
+        lo = bisect.bisect_right(self.offsets, start)
+        hi = bisect.bisect_right(self.offsets, limit)
+        window = range(lo, hi)
+        paragraph = next((i for i in window if self.kinds[i] == PARAGRAPH), None)
+        if paragraph is not None:
+            return self.offsets[paragraph]
+        if limit >= len(text):
+            return len(text)
+        long_enough = [i for i in window if self.weight(start, self.offsets[i]) >= self.min_weight]
+        if first:
+            # The shortest clause gets audio out soonest; failing one, as many words as fit.
+            clause = next((i for i in long_enough if self.kinds[i] >= CLAUSE), None)
+            if clause is not None:
+                return self.offsets[clause]
+        candidates = long_enough or list(window)
+        if candidates:
+            best = max(candidates, key=lambda i: (self.kinds[i], i))
+            return self.offsets[best]
+        return _safe_hard_cut(text, start, max(limit, start + 1))
+
+
+def stream_chunks(
+    text: str,
+    first_max_seconds: float = 3.0,
+    max_seconds: float = 12.0,
+    min_seconds: float = 1.0,
+) -> list[str]:
+    """Split text into chunks for streaming synthesis: a short first one, then whole sentences.
+
+    The first chunk ends at the first clause or sentence mark (comma, colon, semicolon, full stop,
+    and their CJK forms) that gives at least `min_seconds` and at most `first_max_seconds` of
+    speech, else after as many words as fit, so the first audio comes quickly. Later chunks pack
+    whole sentences up to `max_seconds`, else clauses, else words, else characters (text without
+    spaces). A blank line always ends a chunk; a last chunk under `min_seconds` joins the previous
+    one. Seconds are judged with a typical speaking rate (`duration.weight_per_second`).
+
+    Chunks are consecutive pieces of `text` with the surrounding whitespace stripped: joining
+    them gives back every non-whitespace character, in order.
+
+    Raises
+    ------
+    TextInputError
+        If the text is not a string or holds nothing but whitespace.
+    """
+    text = _require_text(text)
+    rate = weight_per_second()
+    splitter = _Splitter(text, min_seconds * rate)
+    ends: list[int] = []
+    start = len(text) - len(text.lstrip())  # leading whitespace joins the first chunk
+    while start < len(text):
+        max_weight = (first_max_seconds if not ends else max_seconds) * rate
+        end = splitter.next_end(start, max_weight, first=not ends)
+        ends.append(end)
+        start = end
+    if len(ends) > 1 and splitter.weight(ends[-2], ends[-1]) < splitter.min_weight:
+        del ends[-2]
+    starts = [0] + ends[:-1]
+    return [chunk for start, end in zip(starts, ends) if (chunk := text[start:end].strip())]
