@@ -1,0 +1,139 @@
+"""RMSNorm, and residual-add + RMSNorm, fused into one pass over each row.
+
+Numerics are transformers' Qwen3RMSNorm: statistics in fp32, the normalised row rounded to the
+input dtype, and only then multiplied by the weight (a second rounding). The fused variant first
+rounds `residual + x` to the model dtype, as the decoder layer's own addition does.
+"""
+import torch
+
+from kernels._launch import FLOAT_DTYPES, check, device_of, num_warps, on_device, output
+from kernels._triton import rsqrt_f32, tl, triton
+
+
+@triton.jit
+def _rmsnorm_kernel(
+    x_ptr,  # [rows, N] input; the sublayer output when HAS_RESIDUAL
+    residual_ptr,  # [rows, N] residual stream in (only read when HAS_RESIDUAL)
+    weight_ptr,  # [N]
+    y_ptr,  # [rows, N] normalised output
+    residual_out_ptr,  # [rows, N] residual stream out = x + residual (only written when HAS_RESIDUAL)
+    stride_x,  # how far to move the pointer to go one row down, per tensor
+    stride_residual,
+    stride_y,
+    stride_residual_out,
+    n_cols,
+    eps,
+    HAS_RESIDUAL: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0)
+    if HAS_RESIDUAL:
+        residual = tl.load(residual_ptr + row * stride_residual + cols, mask=mask, other=0.0)
+        x = (x.to(tl.float32) + residual.to(tl.float32)).to(x.dtype)  # the model adds in its own dtype
+        tl.store(residual_out_ptr + row * stride_residual_out + cols, x, mask=mask)
+    x32 = x.to(tl.float32)
+    mean_square = tl.sum(x32 * x32, axis=0) / n_cols
+    x_hat = (x32 * rsqrt_f32(mean_square + eps)).to(x.dtype)  # rounded before the weight, like transformers
+    weight = tl.load(weight_ptr + cols, mask=mask, other=0.0)
+    y = x_hat.to(tl.float32) * weight.to(tl.float32)
+    tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _rmsnorm_fwd(x, residual, weight, eps, y, residual_out):
+    n = x.shape[-1]
+    x2 = x.view(-1, n)  # [rows, N]
+    rows = x2.shape[0]
+    check("x", x2, (rows, n), FLOAT_DTYPES)
+    check("weight", weight, (n,), (x.dtype,))
+    tensors = [x, weight]
+    if residual is not None:
+        check("residual", residual.view(-1, n), (rows, n), (x.dtype,))
+        tensors.append(residual)
+    device = device_of(*tensors)
+    y = output("normed out", y, x.shape, x.dtype, device)
+    if residual is not None:
+        residual_out = output("residual out", residual_out, x.shape, x.dtype, device)
+    # without a residual the residual pointers are never touched: pass x in their place
+    residual2 = x2 if residual is None else residual.view(-1, n)
+    residual_out2 = x2 if residual_out is None else residual_out.view(-1, n)
+    y2 = y.view(-1, n)
+    block = triton.next_power_of_2(n)
+    with on_device(device):
+        _rmsnorm_kernel[(rows,)](
+            x2, residual2, weight, y2, residual_out2,
+            x2.stride(0), residual2.stride(0), y2.stride(0), residual_out2.stride(0),
+            n, eps,
+            HAS_RESIDUAL=residual is not None, BLOCK_N=block,
+            num_warps=num_warps(block), enable_fp_fusion=False,
+        )
+    return y, residual_out
+
+
+def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float, *,
+            out: torch.Tensor | None = None) -> torch.Tensor:
+    """RMSNorm over the last dimension, with transformers' Qwen3RMSNorm numerics.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        [..., N], fp16, bf16 or fp32, with a contiguous last dimension and leading dimensions that
+        flatten to rows without a copy.
+    weight : torch.Tensor
+        [N], same dtype as `x`.
+    eps : float
+        Added to the mean square.
+    out : torch.Tensor, optional
+        Buffer shaped like `x` to write the result into (static buffers for CUDA graphs); may be `x`.
+
+    Returns
+    -------
+    torch.Tensor
+        `weight * (x * rsqrt(mean(x**2) + eps)).to(x.dtype)`, statistics in fp32.
+    """
+    return _rmsnorm_fwd(x, None, weight, eps, out, None)[0]
+
+
+def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, *,
+                out: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Residual addition followed by RMSNorm, in one pass: what a decoder layer does between sublayers.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        [..., N] sublayer output, fp16, bf16 or fp32 (contiguous last dimension).
+    residual : torch.Tensor
+        The residual stream, same shape and dtype as `x`.
+    weight : torch.Tensor
+        [N], same dtype as `x`.
+    eps : float
+        Added to the mean square.
+    out : tuple of two torch.Tensor, optional
+        `(normed, new_residual)` buffers shaped like `x`. Each may be `x` or `residual` itself:
+        every row is read in full before it is written.
+
+    Returns
+    -------
+    normed : torch.Tensor
+        `rmsnorm(new_residual, weight, eps)`.
+    new_residual : torch.Tensor
+        `residual + x`, rounded to the dtype of `x`.
+    """
+    normed, new_residual = out if out is not None else (None, None)
+    return _rmsnorm_fwd(x, residual, weight, eps, normed, new_residual)
+
+
+def rmsnorm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """Plain-PyTorch `rmsnorm`, operation for operation as transformers' Qwen3RMSNorm."""
+    x32 = x.float()
+    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * x32.to(x.dtype)
+
+
+def add_rmsnorm_ref(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                    eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Plain-PyTorch `add_rmsnorm`: `residual + x` as the decoder layer adds it, then `rmsnorm_ref`."""
+    residual = residual + x
+    return rmsnorm_ref(residual, weight, eps), residual
