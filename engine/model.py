@@ -1,0 +1,154 @@
+"""The OmniVoice LM as plain nn.Modules: a Qwen3 body run bidirectionally over summed multi-codebook
+audio embeddings, with one linear head covering all codebooks.
+
+Build it on the meta device and load weights with `load_state_dict(assign=True)` (see
+`engine.checkpoint.load_lm`). Norm, RoPE, SiLU-mul and attention each sit behind one small function
+so that fused kernels can replace them; the four projection linears keep the names `qkv_proj`,
+`o_proj`, `gate_up_proj`, `down_proj` so that a quantizer can swap them by name.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.config import ModelConfig
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm with transformers' numerics: statistics in fp32, cast back, then scale."""
+    x32 = x.float()
+    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * x32.to(x.dtype)
+
+
+def rope_cos_sin(seq_len: int, head_dim: int, theta: float, dtype: torch.dtype,
+                 device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """NeoX RoPE tables for positions 0..seq_len-1, computed in fp32 then cast: 2 x [S, head_dim]."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float, device=device) / head_dim))
+    freqs = torch.arange(seq_len, device=device).float()[:, None] * inv_freq  # [S, D/2]
+    angles = torch.cat((freqs, freqs), dim=-1)  # [S, D]
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate x [B, heads, S, D] by the half-split (NeoX) convention."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
+    """SwiGLU: silu(gate) * up, with gate and up side by side in the last dim."""
+    gate, up = gate_up.chunk(2, dim=-1)
+    return F.silu(gate) * up
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Bidirectional GQA attention under an explicit boolean mask [B, 1, S, S] (True = may attend).
+
+    q: [B, Hq, S, D], k/v: [B, Hkv, S, D] -> [B, Hq, S, D]. K/V are expanded to the query heads so that
+    every SDPA backend accepts the mask.
+    """
+    groups = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(groups, dim=1)
+    v = v.repeat_interleave(groups, dim=1)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return rms_norm(x, self.weight, self.eps)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        q_dim, kv_dim = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
+        self.qkv_proj = nn.Linear(cfg.hidden_size, q_dim + 2 * kv_dim, bias=False)
+        self.o_proj = nn.Linear(q_dim, cfg.hidden_size, bias=False)
+        self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
+        self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        B, S, _ = x.shape
+        q_dim, kv_dim = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        q, k, v = self.qkv_proj(x).split([q_dim, kv_dim, kv_dim], dim=-1)
+        # per-head norm before RoPE, as Qwen3 does
+        q = self.q_norm(q.view(B, S, self.num_heads, self.head_dim)).transpose(1, 2)  # [B, Hq, S, D]
+        k = self.k_norm(k.view(B, S, self.num_kv_heads, self.head_dim)).transpose(1, 2)  # [B, Hkv, S, D]
+        v = v.view(B, S, self.num_kv_heads, self.head_dim).transpose(1, 2)  # [B, Hkv, S, D]
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        out = attention(q, k, v, mask)  # [B, Hq, S, D]
+        return self.o_proj(out.transpose(1, 2).reshape(B, S, q_dim))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(silu_mul(self.gate_up_proj(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.input_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.attn = Attention(cfg)
+        self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.input_norm(x), cos, sin, mask)
+        return x + self.mlp(self.post_attn_norm(x))
+
+
+class OmniVoiceLM(nn.Module):
+    """Masked-diffusion LM over `num_codebooks` audio codebooks conditioned on text.
+
+    `forward(input_ids [B, C, S], audio_mask [B, S], attn_mask [B, 1, S, S], rows=None, rope=None)`
+    returns logits [B, S, C, V] (V = audio_vocab_size), or [N, C, V] for the flattened (b * S + s)
+    row indices in `rows` only, which is all the unmasking loop needs. Every row sits at positions
+    0..S-1 unless `rope` gives the (cos, sin) tables [S, head_dim] of other positions.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.audio_embeddings = nn.Embedding(cfg.num_codebooks * cfg.audio_vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.num_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.audio_heads = nn.Linear(cfg.hidden_size, cfg.num_codebooks * cfg.audio_vocab_size, bias=False)
+
+    def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:
+        """[B, C, S] ids -> [B, S, H]: summed codebook embeddings where audio_mask, else text (row 0)."""
+        cfg = self.cfg
+        offsets = torch.arange(cfg.num_codebooks, device=input_ids.device).view(1, -1, 1) * cfg.audio_vocab_size
+        audio_ids = input_ids * audio_mask.unsqueeze(1) + offsets  # [B, C, S]; text positions -> id 0 of each book
+        audio = self.audio_embeddings(audio_ids).sum(dim=1)  # [B, S, H]
+        text = self.embed_tokens(input_ids[:, 0, :])  # [B, S, H]
+        return torch.where(audio_mask.unsqueeze(-1), audio, text)
+
+    def forward(self, input_ids: torch.Tensor, audio_mask: torch.Tensor, attn_mask: torch.Tensor,
+                rows: torch.Tensor | None = None,
+                rope: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        cfg = self.cfg
+        x = self.embed(input_ids, audio_mask)  # [B, S, H]
+        B, S, H = x.shape
+        cos, sin = rope or rope_cos_sin(S, cfg.head_dim, cfg.rope_theta, x.dtype, x.device)
+        for layer in self.layers:
+            x = layer(x, cos, sin, attn_mask)
+        if rows is None:
+            return self.audio_heads(self.norm(x)).view(B, S, cfg.num_codebooks, cfg.audio_vocab_size)
+        x = x.reshape(B * S, H).index_select(0, rows)  # [N, H]
+        return self.audio_heads(self.norm(x)).view(-1, cfg.num_codebooks, cfg.audio_vocab_size)
