@@ -125,26 +125,6 @@ def predict_and_score(cond: torch.Tensor, uncond: torch.Tensor, tokens: torch.Te
     return predicted, scores.masked_fill(tokens != mask_id, float("-inf"))
 
 
-def predict_and_score(cond: torch.Tensor, uncond: torch.Tensor, tokens: torch.Tensor, cfg: GenerationConfig,
-                      mask_id: int, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each slot's predicted token [C, T] and confidence [C, T] (-inf where already revealed).
-
-    cond/uncond: fp32 logits [C, T, V] of the target positions. Confidence is the guided
-    log-probability of the chosen class minus a penalty growing with the codebook index, perturbed
-    by Gumbel noise at `position_temperature`.
-    """
-    log_probs = guided_log_probs(cond, uncond, cfg.guidance_scale, mask_id)
-    if cfg.class_temperature > 0:
-        predicted = gumbel_perturb(keep_top_classes(log_probs), cfg.class_temperature, generator).argmax(-1)
-    else:
-        predicted = log_probs.argmax(-1)  # [C, T]
-    codebook = torch.arange(tokens.shape[0], device=tokens.device).view(-1, 1)  # [C, 1]
-    scores = log_probs.max(-1).values - codebook * cfg.layer_penalty_factor  # [C, T]
-    if cfg.position_temperature > 0:
-        scores = gumbel_perturb(scores, cfg.position_temperature, generator)
-    return predicted, scores.masked_fill(tokens != mask_id, float("-inf"))
-
-
 def score_and_update(cond: torch.Tensor, uncond: torch.Tensor, tokens: torch.Tensor, k: int,
                      cfg: GenerationConfig, mask_id: int, generator: torch.Generator) -> None:
     """Reveal the k most confident still-masked slots of `tokens` [C, T] (in place), ranked over
