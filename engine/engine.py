@@ -130,19 +130,19 @@ class Engine:
         Raises AudioInputError for an unusable clip and TranscriptRequiredError when there is no
         transcript and no speech recogniser to make one.
         """
-        wave = audio_io.load_clip(audio)
+        clip = audio_io.load_clip(audio)
         transcript = transcript.strip() if transcript and transcript.strip() else None
-        wave, rms = audio_io.prepare_reference(wave, SAMPLE_RATE, preprocess=preprocess,
-                                               has_transcript=transcript is not None)
+        # a long clip is cut at a pause only when no transcript was given (it must match the audio)
+        ref = audio_io.prepare_reference(clip.samples, preprocess=preprocess, trim_long=transcript is None)
         if transcript is None:
-            transcript = self._transcribe(wave)
+            transcript = self._transcribe(ref.samples)
         with self._lock, torch.inference_mode():
-            tokens = self.codec.encode(torch.from_numpy(wave).to(self.device)).cpu()  # [8, T_ref]
+            tokens = self.codec.encode(torch.from_numpy(ref.samples).to(self.device)).cpu()  # [8, T_ref]
         if preprocess:
             from engine.text import add_punctuation
 
             transcript = add_punctuation(transcript)
-        return Voice(tokens=tokens, transcript=transcript, rms=rms)
+        return Voice(tokens=tokens, transcript=transcript, rms=ref.rms)
 
     def _transcribe(self, wave: np.ndarray) -> str:
         from engine.asr import transcribe
@@ -251,6 +251,6 @@ class Engine:
     def _decode(self, tokens: list[torch.Tensor], voice: Voice | None, cfg: GenerationConfig) -> np.ndarray:
         with self._lock, torch.inference_mode():
             chunks = [self.codec.decode(t.to(self.device)).float().cpu().numpy() for t in tokens]
-        wave = chunks[0] if len(chunks) == 1 else audio_io.cross_fade_chunks(chunks, SAMPLE_RATE)
+        wave = audio_io.cross_fade_chunks(chunks)
         ref_rms = voice.rms if voice is not None else None
-        return audio_io.postprocess_output(wave, SAMPLE_RATE, ref_rms, cfg.postprocess_output)
+        return audio_io.finish_output(wave, ref_rms, remove_pauses=cfg.postprocess_output)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorsError
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from .errors import AudioInputError
@@ -44,7 +44,7 @@ class Voice:
         try:
             meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
             tokens = load_file(str(folder / TOKENS_FILE))["tokens"]
-        except (OSError, ValueError, KeyError, SafetensorsError) as e:
+        except (OSError, ValueError, KeyError, SafetensorError) as e:
             raise AudioInputError(f"The saved voice in {folder} cannot be read ({e}).") from e
         if meta.get("format") != FORMAT or meta.get("version") != VERSION:
             raise AudioInputError(f"{folder / META_FILE} is not a VoiceDesk voice (version {VERSION}).")
