@@ -139,8 +139,9 @@ def weight_per_second() -> float:
     return text_weight(FALLBACK_REF_TEXT) * FRAME_RATE / FALLBACK_REF_FRAMES
 
 
-def _frames_at_rate(text: str, ref_text: str, ref_frames: int) -> float:
-    """Frames for `text` when `ref_text` took `ref_frames`, before the speed factor."""
+def estimate_frames(text: str, ref_text: str, ref_frames: int) -> float:
+    """Frames for `text` when `ref_text` took `ref_frames` (0.0 for an unusable reference),
+    before the speed factor and rounding (upstream `RuleDurationEstimator.estimate_duration`)."""
     if ref_frames <= 0 or not ref_text:
         return 0.0
     ref_weight = text_weight(ref_text)
@@ -179,7 +180,7 @@ def estimate_target_tokens(
     """
     if ref_tokens is None or not ref_text:
         ref_text, ref_tokens = FALLBACK_REF_TEXT, FALLBACK_REF_FRAMES
-    frames = _frames_at_rate(text, ref_text, ref_tokens)
+    frames = estimate_frames(text, ref_text, ref_tokens)
     if speed is not None and speed > 0 and speed != 1.0:
         frames = frames / speed
     return max(1, int(frames))

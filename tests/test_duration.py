@@ -1,5 +1,7 @@
-"""Target-length estimate: properties of the character-weight rule."""
+"""Target-length estimate: upstream goldens, and properties of the character-weight rule."""
+import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -7,13 +9,33 @@ from engine.duration import (
     FALLBACK_REF_FRAMES,
     FALLBACK_REF_TEXT,
     char_weight,
+    estimate_frames,
     estimate_target_tokens,
     plan_target_tokens,
     text_weight,
     tokens_for_duration,
 )
 
+GOLDENS = json.loads((Path(__file__).parent / "data" / "goldens" / "text.json").read_text("utf-8"))
+GOLDEN_REFS = GOLDENS["ref_for_estimates"]  # name -> {ref_text, ref_frames}
 REF_TEXT = "The quick brown fox jumps over the lazy dog."
+
+
+def test_char_weights_match_upstream():
+    expected = GOLDENS["char_weights"]
+    assert {ch: char_weight(ch) for ch in expected} == expected
+
+
+@pytest.mark.parametrize("case", GOLDENS["strings"], ids=lambda case: repr(case["text"][:24]))
+def test_estimates_match_upstream(case):
+    text = case["text"]
+    assert text_weight(text) == case["weight"]
+    for name, ref in GOLDEN_REFS.items():
+        assert estimate_frames(text, ref["ref_text"], ref["ref_frames"]) == case[f"estimate_{name}"]
+    for key, tokens in case["target_tokens"].items():
+        ref_name, speed = key.split(".speed_")
+        ref = GOLDEN_REFS.get(ref_name, {"ref_text": None, "ref_frames": None})  # "no_ref": none
+        assert estimate_target_tokens(text, ref["ref_text"], ref["ref_frames"], float(speed)) == tokens, key
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,34 @@
 """Voice-design instructs: canonical forms, language switching and errors, as upstream."""
+import json
+from pathlib import Path
+
 import pytest
 
 from engine.errors import TextInputError
 from engine.instruct import ATTRIBUTES, CATEGORIES, canonical_instruct, choices, compose_instruct
+
+GOLDENS = json.loads((Path(__file__).parent / "data" / "goldens" / "text.json").read_text("utf-8"))
+
+
+@pytest.mark.parametrize("case", GOLDENS["instruct_valid"], ids=lambda c: f"{c['instruct']}|{c['use_zh']}")
+def test_canonical_forms_match_upstream(case):
+    assert canonical_instruct(case["instruct"], use_zh=case["use_zh"]) == case["resolved"]
+
+
+@pytest.mark.parametrize("case", GOLDENS["instruct_invalid"], ids=lambda c: c["instruct"])
+def test_error_messages_match_upstream(case):
+    with pytest.raises(TextInputError) as err:
+        canonical_instruct(case["instruct"], use_zh=case["use_zh"])
+    assert str(err.value) == case["error"]
+
+
+def test_vocabulary_matches_upstream():
+    vocabulary = GOLDENS["instruct_vocabulary"]
+    assert sorted(a.english for a in ATTRIBUTES if a.english) == vocabulary["valid_en"]
+    assert sorted(a.chinese for a in ATTRIBUTES if a.chinese) == vocabulary["valid_zh"]
+    assert {a.english: a.chinese for a in ATTRIBUTES if a.english and a.chinese} == vocabulary["en_to_zh"]
+    ours = [sorted(f for a in ATTRIBUTES if a.category == c for f in (a.english, a.chinese) if f) for c in CATEGORIES]
+    assert ours == vocabulary["mutually_exclusive"]
 
 
 def test_no_instruct():

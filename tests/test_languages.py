@@ -15,6 +15,20 @@ from engine.languages import (
 )
 
 TABLE = json.loads((Path(__file__).parents[1] / "engine" / "data" / "languages.json").read_text("utf-8"))
+GOLDENS = Path(__file__).parent / "data" / "goldens"
+
+
+def test_the_table_is_upstreams():
+    upstream = json.loads((GOLDENS / "languages.json").read_text("utf-8"))
+    assert TABLE == {lang_id: entry["display_name"] for lang_id, entry in upstream.items()}
+    assert all(TABLE[lang_id].lower() == entry["name"] for lang_id, entry in upstream.items())
+
+
+def test_resolution_matches_upstream():
+    cases = json.loads((GOLDENS / "text.json").read_text("utf-8"))["languages"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnknownLanguageWarning)
+        assert [resolve_language(case["input"]) for case in cases] == [case["resolved"] for case in cases]
 
 
 def test_the_table_has_upstreams_646_languages():

@@ -1,6 +1,8 @@
 """Text shaping: cleaning, upstream's prompt text and chunks, and the streaming splitter."""
+import json
 import random
 import time
+from pathlib import Path
 
 import pytest
 
@@ -10,10 +12,13 @@ from engine.text import (
     ABBREVIATIONS,
     add_punctuation,
     chunk_text,
+    chunk_text_for_duration,
     clean_text,
     combine_text,
     stream_chunks,
 )
+
+GOLDENS = json.loads((Path(__file__).parent / "data" / "goldens" / "text.json").read_text("utf-8"))
 
 MIXED = "Grüße, 世界! こんにちは 안녕 नमस्ते مرحبا שלום Привет e\u0301 👩\u200d💻 🇫🇷 [laughter] 3.5 km"
 
@@ -59,6 +64,13 @@ def test_clean_text_refuses_non_strings():
 
 # --- upstream prompt text -------------------------------------------------------------------
 
+@pytest.mark.parametrize("case", GOLDENS["strings"], ids=lambda case: repr(case["text"][:24]))
+def test_prompt_text_matches_upstream(case):
+    for ref_text, combined in case["combine_text"].items():
+        assert combine_text(case["text"], None if ref_text == "None" else ref_text) == combined
+    assert add_punctuation(case["text"]) == case["add_punctuation"]
+
+
 def test_combine_text_joins_reference_and_target():
     assert combine_text("  Target text. ", " Reference. ") == "Reference. Target text."
     assert combine_text("Only target.", "") == "Only target."
@@ -78,6 +90,15 @@ def test_add_punctuation():
 
 
 # --- upstream long-text chunks ----------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(GOLDENS["chunks"]))
+def test_chunks_match_upstream(name):
+    case = GOLDENS["chunks"][name]
+    assert chunk_text(case["text"], case["chunk_len"], case["min_chunk_len"]) == case["chunks"]
+    if "target_tokens" in case:
+        chunks = chunk_text_for_duration(case["text"], case["target_tokens"], case["audio_chunk_duration"])
+        assert chunks == case["chunks"]
+
 
 def test_chunk_text_loses_nothing_and_respects_the_limit():
     rng = random.Random(0)

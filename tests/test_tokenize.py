@@ -1,9 +1,27 @@
-"""Text ids: non-verbal tags are encoded on their own, with either kind of tokenizer."""
+"""Text ids: upstream goldens on the tiny checkpoint's tokenizer; non-verbal tags are encoded on
+their own, with either kind of tokenizer."""
+import json
+from pathlib import Path
+
 import pytest
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
+from engine.text import combine_text
 from engine.tokenize import NONVERBAL_TAGS, encode_text
+
+DATA = Path(__file__).parent / "data"
+GOLDENS = json.loads((DATA / "goldens" / "text.json").read_text("utf-8"))
+
+
+@pytest.mark.parametrize("kind", ["tokenizers", "transformers"])
+def test_text_ids_match_upstream(kind):
+    tokenizer = Tokenizer.from_file(str(DATA / "tiny_omnivoice" / "tokenizer.json"))
+    if kind == "transformers":
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=tokenizer)
+    for case in GOLDENS["strings"]:
+        wrapped = f"<|text_start|>{combine_text(case['text'])}<|text_end|>"
+        assert encode_text(tokenizer, wrapped) == case["text_ids"], case["text"]
 
 CORPUS = [
     "ha ha [laughter] that was funny [sigh] oh well",
