@@ -1,0 +1,72 @@
+"""Everything the UI handlers share, built once by the server and passed to each tab."""
+from __future__ import annotations
+
+import hashlib
+import shutil
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.errors import AudioInputError
+from engine.voice import Voice
+
+from .engine_host import EngineHost
+from .history import History
+from .library import VoiceLibrary
+from .playback import SpeakerStatus
+from .settings import Settings
+from .storage import AppDirs
+from .worker import GpuWorker
+
+VOICE_CACHE_SIZE = 16
+
+
+@dataclass
+class AppContext:
+    dirs: AppDirs
+    settings: Settings
+    library: VoiceLibrary
+    history: History
+    worker: GpuWorker
+    host: EngineHost
+    speakers: SpeakerStatus
+    demo: bool
+    upload_root: Path  # Gradio's upload folder: the only place reference clips may come from
+    streaming: bool = field(default_factory=lambda: shutil.which("ffmpeg") is not None)  # Gradio streams via ffmpeg
+    _voices: OrderedDict = field(default_factory=OrderedDict)
+    _voices_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def save_settings(self, **changes) -> None:
+        self.settings.updated(self.dirs.settings_file, **changes)
+
+    def voice_from_clip(self, path: str, transcript: str | None, preprocess: bool, owner: str | None) -> Voice:
+        """The Voice for a reference clip, made on the GPU worker once per (clip, transcript, preprocess)."""
+        clip = checked_upload(path, self.upload_root)
+        key = (hashlib.sha1(clip.read_bytes()).hexdigest(), (transcript or "").strip(), preprocess)
+        with self._voices_lock:
+            if key in self._voices:
+                self._voices.move_to_end(key)
+                return self._voices[key]
+        engine = self.host.engine
+        voice = self.worker.call(lambda cancel: engine.voice_from_clip(str(clip), transcript or None, preprocess),
+                                 owner=owner)
+        with self._voices_lock:
+            self._voices[key] = voice
+            while len(self._voices) > VOICE_CACHE_SIZE:
+                self._voices.popitem(last=False)
+        return voice
+
+
+def checked_upload(path: str | None, upload_root: Path) -> Path:
+    """A reference clip must be a file that Gradio received, never a URL or a path elsewhere."""
+    if not path:
+        raise AudioInputError("Record or upload a reference clip first, or pick a saved voice.")
+    if "://" in str(path):
+        raise AudioInputError("Audio from web addresses is not accepted: upload the file instead.")
+    clip = Path(path).resolve()
+    if not clip.is_relative_to(upload_root.resolve()):
+        raise AudioInputError("Only clips uploaded or recorded in the app are accepted.")
+    if not clip.is_file():
+        raise AudioInputError("The reference clip did not arrive: upload it again.")
+    return clip

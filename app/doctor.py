@@ -1,0 +1,186 @@
+"""`voicedesk doctor`: checks what VoiceDesk needs on this computer and says how to fix each problem."""
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+OK, WARN, FAIL = "ok", "warn", "FAIL"
+MIN_FREE_GB = 1.0
+MODEL_DOWNLOAD_GB = 2.5
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok | warn | FAIL
+    detail: str
+    fix: str = ""
+
+
+def check_python() -> Check:
+    version = platform.python_version()
+    if sys.version_info < (3, 10):
+        return Check("Python", FAIL, version, "Install Python 3.10 or newer.")
+    return Check("Python", OK, version)
+
+
+def check_gpu() -> Check:
+    try:
+        import torch
+    except ImportError:
+        return Check("GPU", FAIL, "PyTorch is not installed", "pip install torch (Linux wheels include CUDA).")
+    if not torch.cuda.is_available():
+        if torch.version.cuda is None:
+            return Check("GPU", WARN, f"PyTorch {torch.__version__} is a CPU-only build: generation runs on the "
+                         "CPU, far slower than real time",
+                         "On a computer with an NVIDIA GPU: pip install --force-reinstall torch (the Linux wheels "
+                         "on PyPI are CUDA builds).")
+        return Check("GPU", WARN, "No NVIDIA GPU is visible to PyTorch: generation runs on the CPU",
+                     "Install the NVIDIA driver (nvidia-smi must list your GPU), then restart.")
+    props = torch.cuda.get_device_properties(0)
+    detail = (f"{props.name}, sm_{props.major}{props.minor}, {props.total_memory / 2**30:.1f} GiB, "
+              f"CUDA {torch.version.cuda}")
+    if props.total_memory < 4 * 2**30:
+        return Check("GPU", WARN, detail + ": less than 4 GiB of memory", "Close other GPU programs or use a larger GPU.")
+    return Check("GPU", OK, detail)
+
+
+def check_driver() -> Check:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return Check("NVIDIA driver", WARN, "nvidia-smi not found",
+                     "Install the NVIDIA driver for your GPU (Ubuntu: sudo ubuntu-drivers install).")
+    try:
+        out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return Check("NVIDIA driver", WARN, f"nvidia-smi failed ({err})", "Reinstall the NVIDIA driver.")
+    if out.returncode != 0 or not out.stdout.strip():
+        return Check("NVIDIA driver", WARN, (out.stderr or out.stdout).strip()[:200] or "no GPU listed",
+                     "Reinstall the NVIDIA driver, then reboot.")
+    return Check("NVIDIA driver", OK, out.stdout.strip().splitlines()[0])
+
+
+def check_ffmpeg() -> Check:
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        return Check("ffmpeg", WARN, "not found: the browser plays each result whole instead of streaming it",
+                     "Install ffmpeg (Debian/Ubuntu: sudo apt-get install ffmpeg; macOS: brew install ffmpeg; "
+                     "Windows: winget install ffmpeg) and restart.")
+    try:
+        first = subprocess.run([ffmpeg, "-version"], capture_output=True, text=True, timeout=20).stdout.splitlines()
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return Check("ffmpeg", WARN, f"{ffmpeg} does not run ({err})", "Reinstall ffmpeg.")
+    return Check("ffmpeg", OK, first[0] if first else ffmpeg)
+
+
+def check_speakers() -> Check:
+    from .playback import probe
+
+    status = probe()
+    if not status.available:
+        return Check("Speakers", WARN, status.reason,
+                     "Optional. Install libportaudio2 (Debian/Ubuntu) and connect an output device.")
+    default = next((d.name for d in status.devices if d.is_default), status.devices[0].name)
+    return Check("Speakers", OK, f"{len(status.devices)} output device(s), default: {default}")
+
+
+def check_model(model: str | None) -> Check:
+    from engine.checkpoint import ENV_VAR, HUB_ID, validate_checkpoint
+    from engine.errors import CheckpointError
+
+    source = model or os.environ.get(ENV_VAR) or HUB_ID
+    folder = Path(source).expanduser()
+    if not folder.is_dir():
+        from huggingface_hub import snapshot_download
+
+        try:
+            folder = Path(snapshot_download(source, local_files_only=True))
+        except Exception:  # not in the local cache (huggingface_hub raises several kinds)
+            return Check("Model", WARN, f"{source} is not downloaded yet",
+                         f"The first start downloads it (about {MODEL_DOWNLOAD_GB} GB; needs the internet), "
+                         f"or pass --model DIR / set {ENV_VAR}=DIR to use a copy you already have.")
+    try:
+        validate_checkpoint(folder)
+    except CheckpointError as err:
+        return Check("Model", FAIL, str(err).split(" Fix it")[0], "Download the model again, or pass --model DIR.")
+    return Check("Model", OK, str(folder))
+
+
+def check_disk() -> Check:
+    from .storage import AppDirs
+
+    dirs = AppDirs.default()
+    hf_home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
+    worst = None
+    for folder in (dirs.data, hf_home):
+        existing = next(p for p in (folder, *folder.parents) if p.exists())
+        free_gb = shutil.disk_usage(existing).free / 2**30
+        if worst is None or free_gb < worst[1]:
+            worst = (folder, free_gb)
+    folder, free_gb = worst
+    detail = f"{free_gb:.1f} GB free at {folder}"
+    if free_gb < MIN_FREE_GB:
+        return Check("Disk space", FAIL, detail, "Free some disk space, or set VOICEDESK_HOME / HF_HOME to a "
+                     "folder on a larger disk.")
+    if free_gb < MODEL_DOWNLOAD_GB + MIN_FREE_GB:
+        return Check("Disk space", WARN, detail, "The model download needs about 2.5 GB: free some space.")
+    return Check("Disk space", OK, detail)
+
+
+def check_folders() -> Check:
+    from .storage import AppDirs
+
+    dirs = AppDirs.default()
+    try:
+        dirs.create()
+        probe_file = dirs.data / ".write-test"
+        probe_file.write_text("ok")
+        probe_file.unlink()
+    except OSError as err:
+        return Check("App folders", FAIL, f"cannot write to {dirs.data} ({err})",
+                     "Fix the folder's permissions, or set VOICEDESK_HOME to a writable folder.")
+    return Check("App folders", OK, f"voices and history in {dirs.data}")
+
+
+def check_gradio() -> Check:
+    try:
+        import gradio
+    except ImportError:
+        return Check("Gradio", FAIL, "not installed", "pip install 'gradio>=6.16,<7'")
+    major, minor = (int(x) for x in gradio.__version__.split(".")[:2])
+    if (major, minor) < (6, 16) or major >= 7:
+        return Check("Gradio", FAIL, f"{gradio.__version__} (needs >=6.16,<7: older ones have known security "
+                     "holes)", "pip install 'gradio>=6.16,<7'")
+    return Check("Gradio", OK, gradio.__version__)
+
+
+def run_checks(model: str | None = None) -> list[Check]:
+    checks: list[Callable[[], Check]] = [check_python, check_gpu, check_driver, check_ffmpeg, check_speakers,
+                                         lambda: check_model(model), check_disk, check_folders, check_gradio]
+    results = []
+    for check in checks:
+        try:
+            results.append(check())
+        except Exception as err:  # a broken check must not hide the others
+            results.append(Check(getattr(check, "__name__", "check"), WARN, f"could not be checked ({err})"))
+    return results
+
+
+def run(model: str | None = None) -> int:
+    """Print every check; exit code 1 when something required is broken, else 0."""
+    results = run_checks(model)
+    width = max(len(c.name) for c in results)
+    for c in results:
+        print(f"[{c.status:^4}] {c.name:<{width}}  {c.detail}")
+        if c.fix and c.status != OK:
+            print(f"       {'':<{width}}  fix: {c.fix}")
+    failed = [c.name for c in results if c.status == FAIL]
+    print("\nAll required checks passed." if not failed else f"\nNeeds fixing: {', '.join(failed)}.")
+    return 1 if failed else 0

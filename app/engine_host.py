@@ -1,0 +1,104 @@
+"""Owns the Engine: loads it on the GPU worker in the background, reports progress, warms it up,
+and reloads it when the user switches quality mode. The UI asks `state()` and enables Generate
+once it says ready."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from engine.config import GenerationConfig, Mode
+from engine.errors import VoiceDeskError
+
+from .worker import GpuWorker
+
+log = logging.getLogger("voicedesk")
+
+WARMUP_TEXT = "Warming up."
+
+
+@dataclass(frozen=True)
+class HostState:
+    stage: str  # download | load | codec | quantize | capture | warmup | ready | failed
+    fraction: float
+    message: str
+
+    @property
+    def ready(self) -> bool:
+        return self.stage == "ready"
+
+    @property
+    def failed(self) -> bool:
+        return self.stage == "failed"
+
+
+class EngineHost:
+    def __init__(self, worker: GpuWorker, model: str | None, device: str = "auto",
+                 loader: Callable | None = None):
+        if loader is None:
+            from engine.engine import Engine
+
+            loader = Engine.load
+        self.worker, self.model, self.device, self._loader = worker, model, device, loader
+        self._engine = None
+        self._state = HostState("load", 0.0, "Starting")
+        self._lock = threading.Lock()
+
+    @property
+    def engine(self):
+        """The loaded Engine; raises a readable error while it is not ready."""
+        with self._lock:
+            engine, state = self._engine, self._state
+        if engine is None or not state.ready:
+            if state.failed:
+                raise VoiceDeskError(f"The model could not be loaded: {state.message}")
+            raise VoiceDeskError(f"The model is still loading ({state.message}, {state.fraction:.0%}). "
+                                 "Try again in a moment.")
+        return engine
+
+    def state(self) -> HostState:
+        with self._lock:
+            return self._state
+
+    def start(self, mode: Mode | str) -> None:
+        """Load (or reload) the model in `mode` on the worker; returns at once."""
+        self._set("load", 0.0, "Waiting for the GPU")
+        self.worker.submit(lambda cancel: self._load(Mode(mode)))
+
+    def wait_ready(self, timeout: float) -> HostState:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = self.state()
+            if state.ready or state.failed:
+                return state
+            time.sleep(0.05)
+        return self.state()
+
+    def _load(self, mode: Mode) -> None:
+        with self._lock:
+            self._engine = None  # free the old model's memory before the new one arrives
+        try:
+            engine = self._loader(self.model, device=self.device, mode=mode,
+                                  progress=self._on_progress)
+            self._set("warmup", 0.0, "Warming up (first generation)")
+            engine.synthesize(WARMUP_TEXT, config=GenerationConfig(num_step=4, seed=0))  # kernels, allocator
+        except VoiceDeskError as err:
+            self._set("failed", 0.0, str(err))
+            return
+        except Exception as err:  # anything else is a bug or a driver problem: log it in full, keep serving
+            log.exception("loading the model failed")
+            self._set("failed", 0.0, f"{type(err).__name__}: {err}")
+            return
+        with self._lock:
+            self._engine = engine
+            self._state = HostState("ready", 1.0, engine.backend)
+
+    def _on_progress(self, progress) -> None:
+        if progress.stage != "ready":  # ready only after the warm-up below
+            self._set(progress.stage, progress.fraction, progress.message)
+
+    def _set(self, stage: str, fraction: float, message: str) -> None:
+        with self._lock:
+            self._state = HostState(stage, float(fraction), message)

@@ -1,0 +1,149 @@
+"""One generation, as the Clone and Voice design tabs run it: queue on the GPU worker, stream chunks to
+the browser (and the speakers), keep live metrics, then store the result in the history.
+
+`run` yields tuples for the output panel's components, in `OUTPUTS` order.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+import gradio as gr
+import numpy as np
+
+from engine.config import GenerationConfig
+from engine.errors import Cancelled
+from engine.voice import Voice
+
+from .context import AppContext
+from .metrics import LiveMetrics
+from .playback import SpeakerPlayer, SpeakersUnavailable
+from .storage import write_audio
+
+OUTPUTS = ("audio", "status", "metrics_html", "metrics_json", "wav", "flac")
+KEEP_EXPORTS = 20
+
+
+@dataclass
+class GenerationRequest:
+    text: str
+    voice: Voice | None
+    instruct: str | None
+    language: str | None
+    config: GenerationConfig
+    voice_label: str  # for the history: a saved voice's name, "reference clip" or the instruct
+    play_on_speakers: bool
+    output_device: str | None
+
+
+def to_int16(audio: np.ndarray) -> np.ndarray:
+    """Gradio normalises float chunks by their own peak, which makes loudness jump: send int16."""
+    return (np.clip(audio, -1.0, 1.0) * 32767).astype(np.int16)
+
+
+def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tuple]:
+    engine = ctx.host.engine
+    rate = engine.sample_rate
+    metrics = LiveMetrics(mode=_mode_label(engine.mode.value), backend=engine.backend, demo=engine.is_demo,
+                          seed=request.config.seed)
+    notices = [] if ctx.streaming else ["ffmpeg is not installed, so the result plays when it is complete "
+                                        "(install ffmpeg for live streaming)."]
+    player = _open_speakers(request, rate, notices)
+
+    def produce(cancel):
+        start = time.perf_counter()
+        for chunk in engine.stream(request.text, request.voice, request.instruct, request.language,
+                                   request.config, cancel=cancel):
+            yield time.perf_counter() - start, chunk
+
+    job = ctx.worker.submit(produce, owner=owner)
+    pieces: list[np.ndarray] = []
+    finished = False
+    try:
+        for kind, value in job.follow(ctx.worker):
+            if kind == "waiting":
+                yield _update(metrics, status=f"Waiting in line: {_ordinal(value)} (one generation runs at a time).")
+            elif kind == "item":
+                elapsed, chunk = value
+                pieces.append(chunk.audio)
+                metrics.add_chunk(elapsed, len(chunk.audio) / rate)
+                player = _feed(player, chunk.audio, notices)
+                status = _status(f"Generating… part {chunk.index + 1} is playing", notices)
+                audio = (rate, to_int16(chunk.audio)) if ctx.streaming else gr.skip()
+                yield _update(metrics, audio=audio, status=status)
+        finished = True
+    except Cancelled:
+        yield _update(metrics, status=_status(f"Stopped after {metrics.audio_s:.1f} s of audio.", notices))
+        return
+    finally:
+        job.cancel.set()  # the browser went away or the request ended: free the GPU either way
+        if player is not None and finished:
+            player.finish()  # let the queued audio play out
+        elif player is not None:
+            player.stop()
+    audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+    entry = ctx.history.add(audio, rate, request.text, voice=request.voice_label, mode=metrics.mode,
+                            backend=metrics.backend, rtf=metrics.to_json()["rtf"],
+                            first_audio_s=metrics.first_audio_s, audio_s=metrics.audio_s,
+                            seed=request.config.seed, language=request.language, demo=metrics.demo)
+    flac = _export_flac(ctx, entry.id, audio, rate)
+    done = f"Done: {metrics.audio_s:.1f} s of audio in {metrics.elapsed_s:.2f} s. Saved in the history."
+    yield _update(metrics, audio=gr.skip() if ctx.streaming else (rate, to_int16(audio)),
+                  status=_status(done, notices),
+                  wav=gr.DownloadButton(value=str(entry.audio), interactive=True),
+                  flac=gr.DownloadButton(value=str(flac), interactive=True))
+
+
+def idle_outputs(status: str = "") -> tuple:
+    """The output panel reset for a new request."""
+    return (None, status, gr.skip(), None, gr.DownloadButton(value=None, interactive=False),
+            gr.DownloadButton(value=None, interactive=False))
+
+
+def _update(metrics: LiveMetrics, audio=None, status=None, wav=None, flac=None) -> tuple:
+    skip = gr.skip()
+    return (skip if audio is None else audio, skip if status is None else status, metrics.to_html(),
+            metrics.to_json(), skip if wav is None else wav, skip if flac is None else flac)
+
+
+def _open_speakers(request: GenerationRequest, rate: int, notices: list[str]) -> SpeakerPlayer | None:
+    if not request.play_on_speakers:
+        return None
+    try:
+        return SpeakerPlayer(rate, request.output_device)
+    except SpeakersUnavailable as err:
+        notices.append(str(err))
+        return None
+
+
+def _feed(player: SpeakerPlayer | None, audio: np.ndarray, notices: list[str]) -> SpeakerPlayer | None:
+    if player is None:
+        return None
+    try:
+        player.feed(audio)
+        return player
+    except SpeakersUnavailable as err:  # device unplugged mid-way: carry on in the browser
+        notices.append(str(err))
+        return None
+
+
+def _export_flac(ctx: AppContext, entry_id: str, audio: np.ndarray, rate: int):
+    path = ctx.dirs.exports / f"{entry_id}.flac"
+    write_audio(path, audio, rate)
+    for old in sorted(ctx.dirs.exports.glob("*.flac"), key=lambda p: p.stat().st_mtime)[:-KEEP_EXPORTS]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def _status(message: str, notices: list[str]) -> str:
+    return "\n\n".join([message, *(f"ℹ️ {n}" for n in notices)])
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _mode_label(mode: str) -> str:
+    return {"hifi": "High fidelity", "realtime": "Realtime", "eager": "Reference (eager)"}.get(mode, mode)

@@ -1,0 +1,252 @@
+"""The saved-voice library: one folder per voice, so a voice can be copied, backed up or shared by hand.
+
+    voices/<slug>/voice.safetensors + voice.json   the Voice itself (engine/voice.py's safe format)
+                  reference.wav                      the clip it was made from, to listen to again
+                  meta.json                          display name, creation date, language, length
+
+A folder is written under a temporary name and renamed into place, so a crash never leaves half a
+voice; folders that cannot be read are skipped with a warning instead of breaking the list.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+import shutil
+import tempfile
+import unicodedata
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from engine.errors import VoiceDeskError
+from engine.voice import META_FILE, TOKENS_FILE, Voice
+
+from .storage import AppDirs, atomic_write_json, read_json, write_audio
+
+log = logging.getLogger("voicedesk")
+
+REFERENCE_FILE = "reference.wav"
+INFO_FILE = "meta.json"
+ARCHIVE_MEMBERS = (TOKENS_FILE, META_FILE, REFERENCE_FILE, INFO_FILE)
+MAX_NAME_CHARS = 60
+MAX_MEMBER_BYTES = 50 * 2**20
+_WINDOWS_RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
+_TMP_PREFIX = ".tmp-"
+
+
+class LibraryError(VoiceDeskError):
+    """A library operation that cannot be done (bad name, unknown voice, bad archive)."""
+
+
+@dataclass(frozen=True)
+class VoiceEntry:
+    slug: str  # folder name, the stable id
+    name: str  # what the user called it
+    folder: Path
+    created: str  # ISO 8601, UTC
+    seconds: float
+    language: str | None
+    transcript: str
+
+    @property
+    def reference(self) -> Path | None:
+        path = self.folder / REFERENCE_FILE
+        return path if path.is_file() else None
+
+
+def clean_name(name: str) -> str:
+    """A display name without control characters or runs of spaces; raises LibraryError when empty."""
+    printable = "".join(ch for ch in str(name) if not unicodedata.category(ch).startswith("C"))
+    cleaned = " ".join(printable.split())[:MAX_NAME_CHARS].strip()
+    if not cleaned:
+        raise LibraryError("Give the voice a name.")
+    return cleaned
+
+
+def slugify(name: str) -> str:
+    """A folder name that is safe on Linux, macOS and Windows: ascii letters, digits and dashes."""
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9]+", "-", ascii_name.lower()).strip("-")[:40].strip("-")
+    if not slug:
+        slug = "voice"
+    if slug in _WINDOWS_RESERVED:
+        slug += "-voice"
+    return slug
+
+
+class VoiceLibrary:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        for stale in self.root.glob(_TMP_PREFIX + "*"):  # left by a crash mid-save
+            shutil.rmtree(stale, ignore_errors=True)
+
+    @classmethod
+    def open(cls, dirs: AppDirs) -> "VoiceLibrary":
+        return cls(dirs.voices)
+
+    # -- reading --------------------------------------------------------------------------------
+    def entries(self) -> list[VoiceEntry]:
+        """Every readable voice, sorted by name; unreadable folders are skipped with a warning."""
+        found = []
+        for folder in sorted(self.root.iterdir()):
+            if folder.is_dir() and not folder.name.startswith("."):
+                entry = self._read_entry(folder)
+                if entry is not None:
+                    found.append(entry)
+        return sorted(found, key=lambda e: e.name.casefold())
+
+    def get(self, slug: str) -> VoiceEntry:
+        folder = self.root / str(slug)
+        entry = self._read_entry(folder) if _is_plain_child(self.root, folder) and folder.is_dir() else None
+        if entry is None:
+            raise LibraryError(f"There is no saved voice '{slug}'.")
+        return entry
+
+    def load_voice(self, slug: str) -> Voice:
+        return Voice.load(self.get(slug).folder)
+
+    def _read_entry(self, folder: Path) -> VoiceEntry | None:
+        missing = [n for n in (TOKENS_FILE, META_FILE) if not (folder / n).is_file()]
+        if missing:
+            log.warning("skipping voice folder %s: %s missing", folder, ", ".join(missing))
+            return None
+        info = read_json(folder / INFO_FILE)
+        if info is None or not isinstance(info.get("name"), str):
+            return None
+        voice_meta = read_json(folder / META_FILE) or {}
+        return VoiceEntry(slug=folder.name, name=info["name"], folder=folder, created=str(info.get("created", "")),
+                          seconds=float(info.get("seconds", 0.0)), language=info.get("language"),
+                          transcript=str(voice_meta.get("transcript", "")))
+
+    # -- writing --------------------------------------------------------------------------------
+    def save(self, name: str, voice: Voice, reference: tuple[np.ndarray, int] | None = None,
+             language: str | None = None) -> VoiceEntry:
+        """Add a voice under a new name. `reference` is (samples, sample_rate) of the source clip."""
+        name = self._unused_name(name)
+        with self._staging() as tmp:
+            voice.save(tmp)
+            if reference is not None:
+                samples, rate = reference
+                write_audio(tmp / REFERENCE_FILE, np.asarray(samples, dtype=np.float32), int(rate))
+            info = {"name": name, "created": _now(), "seconds": round(voice.seconds, 2), "language": language}
+            atomic_write_json(tmp / INFO_FILE, info)
+            return self._commit(tmp, name)
+
+    def rename(self, slug: str, new_name: str) -> VoiceEntry:
+        entry = self.get(slug)
+        new_name = self._unused_name(new_name, allow=entry.slug)
+        info = read_json(entry.folder / INFO_FILE) or {}
+        atomic_write_json(entry.folder / INFO_FILE, {**info, "name": new_name})
+        if slugify(new_name) == slugify(entry.name):
+            return self.get(entry.slug)
+        target = self._free_folder(slugify(new_name))
+        entry.folder.rename(target)
+        return self.get(target.name)
+
+    def delete(self, slug: str) -> None:
+        shutil.rmtree(self.get(slug).folder)
+
+    def export(self, slug: str, dest_dir: Path) -> Path:
+        """A zip of the voice's folder, for sharing or backup; `import_archive` reads it back."""
+        entry = self.get(slug)
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        path = dest_dir / f"{entry.slug}.voicedesk.zip"
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+            for member in ARCHIVE_MEMBERS:
+                if (entry.folder / member).is_file():
+                    archive.write(entry.folder / member, member)
+        return path
+
+    def import_archive(self, path: Path, name: str | None = None) -> VoiceEntry:
+        """Add a voice from an exported zip. Only the known file names are read, never paths inside it."""
+        try:
+            archive = zipfile.ZipFile(path)
+        except (OSError, zipfile.BadZipFile) as err:
+            raise LibraryError(f"{Path(path).name} is not a VoiceDesk voice archive (.zip).") from err
+        with archive, self._staging() as tmp:
+            members = {info.filename: info for info in archive.infolist()}
+            if TOKENS_FILE not in members or META_FILE not in members:
+                raise LibraryError(f"{Path(path).name} has no {TOKENS_FILE} / {META_FILE}: not a VoiceDesk voice.")
+            for member in ARCHIVE_MEMBERS:
+                if member in members:
+                    if members[member].file_size > MAX_MEMBER_BYTES:
+                        raise LibraryError(f"{member} in {Path(path).name} is too large.")
+                    (tmp / member).write_bytes(archive.read(member))
+            voice = Voice.load(tmp)  # validates the tokens; raises a readable AudioInputError
+            _drop_unreadable_reference(tmp / REFERENCE_FILE)
+            info = (read_json(tmp / INFO_FILE) if (tmp / INFO_FILE).is_file() else None) or {}
+            name = self._unused_name(name or str(info.get("name") or Path(path).name.split(".")[0]))
+            language = info.get("language") if isinstance(info.get("language"), str) else None
+            atomic_write_json(tmp / INFO_FILE, {"name": name, "created": _now(), "seconds": round(voice.seconds, 2),
+                                                "language": language})
+            return self._commit(tmp, name)
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _unused_name(self, name: str, allow: str | None = None) -> str:
+        name = clean_name(name)
+        for entry in self.entries():
+            if entry.name.casefold() == name.casefold() and entry.slug != allow:
+                raise LibraryError(f"A voice named '{entry.name}' already exists: pick another name.")
+        return name
+
+    def _free_folder(self, slug: str) -> Path:
+        candidate, n = self.root / slug, 2
+        while candidate.exists():
+            candidate, n = self.root / f"{slug}-{n}", n + 1
+        return candidate
+
+    def _staging(self):
+        return _StagingFolder(self.root)
+
+    def _commit(self, tmp: Path, name: str) -> VoiceEntry:
+        target = self._free_folder(slugify(name))
+        tmp.rename(target)
+        return self.get(target.name)
+
+
+class _StagingFolder:
+    """A temporary folder inside the library, removed unless it was renamed into place."""
+
+    def __init__(self, root: Path):
+        self.path = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=root))
+
+    def __enter__(self) -> Path:
+        return self.path
+
+    def __exit__(self, *exc) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _is_plain_child(root: Path, folder: Path) -> bool:
+    """True when `folder` is a direct, non-hidden child of `root` (no '..', no separators)."""
+    return folder.parent == root and folder.name not in ("", ".", "..") and not folder.name.startswith(".")
+
+
+def _drop_unreadable_reference(path: Path) -> None:
+    if path.is_file():
+        try:
+            sf.info(str(path))
+        except (sf.LibsndfileError, RuntimeError):
+            log.warning("dropping unreadable %s from an imported voice", path.name)
+            path.unlink()
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def cli_list() -> int:
+    """`voicedesk voices`: print the saved voices."""
+    dirs = AppDirs.default()
+    entries = VoiceLibrary.open(dirs).entries()
+    if not entries:
+        print(f"No saved voices yet (folder: {dirs.voices}).")
+        return 0
+    for e in entries:
+        print(f"{e.name:30s} {e.seconds:5.1f} s  {e.created[:10]}  {e.folder}")
+    return 0

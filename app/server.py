@@ -1,0 +1,92 @@
+"""Starts the app: folders, settings, the GPU worker and the model (loading in the background), then
+the Gradio server with settings for a single-user desktop app (local only, nothing sent anywhere)."""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+from .storage import AppDirs
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_MODEL = ROOT / "tests" / "data" / "tiny_omnivoice"
+ASSETS = ROOT / "assets"
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+MAX_UPLOAD = "25mb"
+QUEUE_SIZE = 16
+
+log = logging.getLogger("voicedesk")
+
+
+def configure_environment(dirs: AppDirs) -> None:
+    """Privacy switches and the upload folder; Gradio reads these at import time, so call this first."""
+    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"  # no version check or usage ping
+    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+    os.environ["GRADIO_TEMP_DIR"] = str(dirs.uploads)  # voice clips stay in our private (0o700) cache
+
+
+def serve(model: str | None = None, mode: str | None = None, demo: bool = False, host: str = "127.0.0.1",
+          port: int | None = None, open_browser: bool = True) -> None:
+    """Run the app until interrupted.
+
+    Parameters
+    ----------
+    model : checkpoint folder or hub id; None means $VOICEDESK_MODEL, else k2-fsa/OmniVoice
+        (with `demo`, the tiny random checkpoint in tests/data).
+    mode : "hifi", "realtime" or "eager"; None means the mode saved in the settings.
+    demo : label everything as demo output (noise).
+    host : address to listen on; anything but loopback prints a warning.
+    port : None means the first free port from 7860.
+    open_browser : open the page in the default browser once the server is up.
+    """
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    dirs = AppDirs.default().create()
+    configure_environment(dirs)
+    import gradio as gr
+
+    from .context import AppContext
+    from .engine_host import EngineHost
+    from .history import History
+    from .library import VoiceLibrary
+    from .playback import probe
+    from .settings import Settings
+    from .ui import build_app
+    from .worker import GpuWorker
+
+    settings = Settings.load(dirs.settings_file)
+    if mode is not None:
+        settings.mode = mode
+    if demo and model is None:
+        model = str(DEMO_MODEL)
+    worker = GpuWorker()
+    host_engine = EngineHost(worker, model)
+    host_engine.start(settings.mode)
+    ctx = AppContext(dirs=dirs, settings=settings, library=VoiceLibrary.open(dirs),
+                     history=History(dirs.history, settings.history_max_entries, settings.history_max_mb * 2**20),
+                     worker=worker, host=host_engine, speakers=probe(), demo=demo,
+                     upload_root=Path(gr.utils.get_upload_folder()))
+    if not ctx.streaming:
+        log.warning("ffmpeg not found: results play when complete instead of streaming (install ffmpeg)")
+    if host not in LOOPBACK:
+        print(f"WARNING: listening on {host}: anyone who can reach this address can use this app, your GPU and "
+              "your saved voices (there is no login). The browser microphone only works on "
+              "http://127.0.0.1 or localhost.", file=sys.stderr)
+    print(f"VoiceDesk keeps voices and history in {dirs.data}")
+    blocks = build_app(ctx)
+    try:
+        blocks.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE).launch(
+            server_name=host, server_port=port, inbrowser=open_browser, share=False,
+            max_file_size=MAX_UPLOAD, strict_cors=True,
+            allowed_paths=[str(ctx.history.audio_dir), str(dirs.exports)],  # the only folders served
+            blocked_paths=[str(dirs.config), str(dirs.voices)],
+            enable_monitoring=False, mcp_server=False, run_history=False, pwa=False, ssr_mode=False,
+            footer_links=["api"], show_error=True, favicon_path=str(ASSETS / "icon.svg"),
+            theme=_theme(gr), css_paths=[ASSETS / "style.css"])
+    finally:
+        worker.shutdown()
+
+
+def _theme(gr):
+    return gr.themes.Soft(primary_hue="indigo", secondary_hue="violet", neutral_hue="slate",
+                          font=[gr.themes.LocalFont("IBM Plex Sans"), "ui-sans-serif", "system-ui", "sans-serif"])

@@ -1,0 +1,98 @@
+"""Where VoiceDesk keeps its files, and how it writes them so a crash never leaves half a file.
+
+Folders follow the platform's conventions (platformdirs); `VOICEDESK_HOME` moves all of them under
+one folder (portable installs, tests). Nothing is ever written inside the installed package.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import platformdirs
+import soundfile as sf
+
+from engine.fileio import atomic_write, atomic_write_text
+
+APP_NAME = "VoiceDesk"
+HOME_ENV = "VOICEDESK_HOME"
+
+log = logging.getLogger("voicedesk")
+
+
+@dataclass(frozen=True)
+class AppDirs:
+    """The app's folders. `data` holds what the user made (voices, history); `cache` only what can be rebuilt."""
+
+    config: Path
+    data: Path
+    cache: Path
+
+    @property
+    def voices(self) -> Path:
+        return self.data / "voices"
+
+    @property
+    def history(self) -> Path:
+        return self.data / "history"
+
+    @property
+    def exports(self) -> Path:
+        return self.cache / "exports"
+
+    @property
+    def uploads(self) -> Path:
+        """Gradio's upload/stream cache: kept in our private cache, not in the world-readable /tmp."""
+        return self.cache / "gradio"
+
+    @property
+    def settings_file(self) -> Path:
+        return self.config / "settings.json"
+
+    @classmethod
+    def default(cls) -> "AppDirs":
+        home = os.environ.get(HOME_ENV)
+        if home:
+            root = Path(home).expanduser().resolve()
+            return cls(config=root / "config", data=root / "data", cache=root / "cache")
+        dirs = platformdirs.PlatformDirs(APP_NAME, appauthor=False)
+        return cls(
+            config=Path(dirs.user_config_dir),
+            data=Path(dirs.user_data_dir),
+            cache=Path(dirs.user_cache_dir),
+        )
+
+    def create(self) -> "AppDirs":
+        for folder in (self.config, self.data, self.cache, self.voices, self.history, self.exports, self.uploads):
+            # 0o700: voice clips are personal data
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return self
+
+
+def write_audio(path: Path, audio: np.ndarray, sample_rate: int) -> None:
+    """Write 16-bit audio atomically; the format (WAV or FLAC) follows the file's suffix."""
+    fmt = {".wav": "WAV", ".flac": "FLAC"}[path.suffix.lower()]
+    atomic_write(path, lambda tmp: sf.write(tmp, audio, sample_rate, format=fmt, subtype="PCM_16"))
+
+
+def atomic_write_json(path: Path, value) -> None:
+    atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def read_json(path: Path) -> dict | None:
+    """The JSON object in `path`, or None (with a warning) when it is missing, unreadable or not an object."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        log.warning("skipping %s: file is missing", path)
+        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        log.warning("skipping %s: cannot read it (%s)", path, err)
+        return None
+    if not isinstance(value, dict):
+        log.warning("skipping %s: expected a JSON object", path)
+        return None
+    return value

@@ -1,0 +1,83 @@
+"""Advanced generation settings (one accordion per tab) and their translation to a GenerationConfig."""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+import gradio as gr
+
+from engine.config import GenerationConfig
+
+from .context import AppContext
+
+MAX_SEED = 2**31 - 2
+
+
+@dataclass
+class AdvancedSettings:
+    speed: gr.Slider
+    duration: gr.Number
+    steps: gr.Slider
+    guidance: gr.Slider
+    denoise: gr.Checkbox
+    seed: gr.Number
+    randomize: gr.Checkbox
+    preprocess: gr.Checkbox
+    postprocess: gr.Checkbox
+    last_seed: gr.State
+
+    @property
+    def inputs(self) -> list:
+        """In `make_config` argument order."""
+        return [self.speed, self.duration, self.steps, self.guidance, self.denoise, self.seed, self.randomize,
+                self.preprocess, self.postprocess]
+
+
+def build_advanced(ctx: AppContext) -> AdvancedSettings:
+    s = ctx.settings
+    with gr.Accordion("Advanced settings", open=False, elem_classes="vd-advanced"):
+        with gr.Row():
+            speed = gr.Slider(0.5, 1.5, value=1.0, step=0.05, label="Speed", info="1.0 = natural pace")
+            duration = gr.Number(0, label="Duration (s)", minimum=0, maximum=600,
+                                 info="0 = automatic; a fixed length overrides speed")
+        with gr.Row():
+            steps = gr.Slider(4, 64, value=s.steps, step=1, label="Steps",
+                              info="diffusion steps: fewer is faster, 32 is the model's default")
+            guidance = gr.Slider(0.0, 4.0, value=s.guidance, step=0.1, label="Guidance",
+                                 info="how strongly to follow the text and voice")
+        with gr.Row(equal_height=True):
+            seed = gr.Number(0, label="Seed", precision=0, minimum=0, maximum=MAX_SEED)
+            randomize = gr.Checkbox(True, label="New random seed each time")
+            use_last = gr.Button("Use last seed", size="sm")
+        with gr.Row():
+            denoise = gr.Checkbox(s.denoise, label="Denoise", info="ask the model for clean speech")
+            preprocess = gr.Checkbox(s.preprocess, label="Clean up the reference",
+                                     info="trim silences and overlong clips")
+            postprocess = gr.Checkbox(s.postprocess, label="Tidy the output", info="trim silences, soft edges")
+    last_seed = gr.State(None)
+
+    use_last.click(lambda last, current: (gr.skip() if last is None else last, False), [last_seed, seed],
+                   [seed, randomize], api_visibility="private")
+    for name, box in (("steps", steps), ("guidance", guidance), ("denoise", denoise), ("preprocess", preprocess),
+                      ("postprocess", postprocess)):
+        box.change(_saver(ctx, name), box, None, api_visibility="private")
+    return AdvancedSettings(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess,
+                            last_seed)
+
+
+def make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess
+                ) -> GenerationConfig:
+    """The GenerationConfig for these widget values; a random seed is drawn here so it can be shown."""
+    chosen = secrets.randbelow(MAX_SEED) if randomize or seed is None else int(seed)
+    return GenerationConfig(
+        num_step=int(steps), guidance_scale=float(guidance), denoise=bool(denoise),
+        preprocess_prompt=bool(preprocess), postprocess_output=bool(postprocess),
+        speed=None if abs(float(speed) - 1.0) < 1e-6 else float(speed),
+        duration=float(duration) if duration and duration > 0 else None, seed=chosen)
+
+
+def _saver(ctx: AppContext, name: str):
+    def save(value) -> None:
+        ctx.save_settings(**{name: type(getattr(ctx.settings, name))(value)})
+
+    return save

@@ -1,0 +1,155 @@
+"""The Clone tab: a voice (saved, or from a recorded/uploaded clip) + text -> streamed speech."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+import soundfile as sf
+
+from engine.errors import TextInputError
+
+from . import generation
+from .clip_check import check_file
+from .context import AppContext, checked_upload
+from .library import VoiceEntry
+from .ui_advanced import AdvancedSettings, build_advanced, make_config
+from .ui_common import MAX_TEXT_CHARS, describe_text, friendly_errors, languages, sample_texts
+from .ui_output import OutputPanel, build_output_panel, output_device
+
+NEW_CLIP = "__clip__"  # the voice dropdown's value for "make a voice from the clip below"
+
+
+@dataclass
+class CloneTab:
+    voice: gr.Dropdown
+    generate: gr.Button
+    panel: OutputPanel
+    advanced: AdvancedSettings
+
+
+def voice_choices(ctx: AppContext) -> list[tuple[str, str]]:
+    return [("New voice from a clip", NEW_CLIP), *((e.name, e.slug) for e in ctx.library.entries())]
+
+
+def build_clone_tab(ctx: AppContext, library_version: gr.State, history_version: gr.State) -> CloneTab:
+    last = ctx.settings.last_voice
+    start_voice = last if last in {slug for _, slug in voice_choices(ctx)} else NEW_CLIP
+    with gr.Row(equal_height=False, elem_classes="vd-main"):
+        with gr.Column(scale=3, elem_classes="vd-inputs"):
+            gr.Markdown("### 1 · Voice", elem_classes="vd-step")
+            voice = gr.Dropdown(voice_choices(ctx), value=start_voice, label="Voice", elem_id="clone-voice")
+            with gr.Group(visible=start_voice != NEW_CLIP, elem_classes="vd-saved-voice") as saved_box:
+                saved_info = gr.Markdown()
+                saved_preview = gr.Audio(label="Reference of the saved voice", interactive=False, type="numpy",
+                                         buttons=[])
+            with gr.Group(visible=start_voice == NEW_CLIP, elem_classes="vd-clip") as clip_box:
+                reference = gr.Audio(sources=["microphone", "upload"], type="filepath", editable=True,
+                                     label="Reference clip: record or upload 3–10 s of clear speech",
+                                     elem_id="clone-reference",
+                                     waveform_options=gr.WaveformOptions(sample_rate=24000,
+                                                                         show_recording_waveform=True))
+                clip_hint = gr.Markdown(elem_classes="vd-hint", elem_id="clone-clip-hint")
+                transcript = gr.Textbox(label="What is said in the clip", lines=2, elem_id="clone-transcript",
+                                        placeholder="Type it for the best result (filled in automatically when "
+                                                    "speech recognition is installed)")
+                with gr.Row(equal_height=True):
+                    voice_name = gr.Textbox(label="Save this voice as", placeholder="e.g. Grandpa reading",
+                                            scale=3, max_length=60)
+                    save = gr.Button("Save voice", scale=1, size="sm")
+            gr.Markdown("### 2 · Text", elem_classes="vd-step")
+            text = gr.Textbox(label="Text to speak", lines=5, max_length=MAX_TEXT_CHARS, elem_id="clone-text",
+                              placeholder="Type or paste what the voice should say.")
+            text_info = gr.Markdown(describe_text(""), elem_classes="vd-hint")
+            with gr.Row():
+                sample = gr.Dropdown(list(sample_texts()), value=None, label="Or pick a sample text")
+                language = gr.Dropdown(languages(), value=ctx.settings.language.lower() if ctx.settings.language
+                                       else "auto", label="Language", filterable=True)
+            advanced = build_advanced(ctx)
+            generate = gr.Button("Generate", variant="primary", interactive=False, elem_id="clone-generate",
+                                 size="lg")
+        with gr.Column(scale=2, elem_classes="vd-output"):
+            gr.Markdown("### 3 · Listen", elem_classes="vd-step")
+            panel = build_output_panel(ctx, "clone")
+
+    # -- events -----------------------------------------------------------------------------------
+    reference.change(check_file, reference, clip_hint, api_visibility="private", queue=False)
+    voice.change(_show_voice(ctx), voice, [saved_box, clip_box, saved_info, saved_preview],
+                 api_visibility="private")
+    text.change(describe_text, [text, advanced.speed], text_info, api_visibility="private", queue=False)
+    advanced.speed.change(describe_text, [text, advanced.speed], text_info, api_visibility="private", queue=False)
+    sample.change(lambda name: sample_texts().get(name, gr.skip()) if name else gr.skip(), sample, text,
+                  api_visibility="private")
+    language.change(lambda lang: ctx.save_settings(language=lang), language, None, api_visibility="private")
+    save.click(friendly_errors(_save_voice(ctx)), [voice_name, reference, transcript, language, advanced.preprocess,
+                                                   library_version],
+               [voice, voice_name, transcript, library_version], api_name="save_voice")
+
+    inputs = [voice, reference, transcript, text, language, *advanced.inputs, panel.speakers, panel.device]
+    outputs = [*panel.outputs, transcript, advanced.seed, advanced.last_seed, history_version]
+    generate.click(friendly_errors(_generate(ctx)), inputs + [history_version], outputs, api_name="clone",
+                   concurrency_limit=8, concurrency_id="generate", show_progress="hidden")
+    return CloneTab(voice, generate, panel, advanced)
+
+
+def _show_voice(ctx: AppContext):
+    def show(slug: str):
+        if not slug or slug == NEW_CLIP:
+            return gr.Group(visible=False), gr.Group(visible=True), "", None
+        ctx.save_settings(last_voice=slug)
+        entry = ctx.library.get(slug)
+        return gr.Group(visible=True), gr.Group(visible=False), _describe_entry(entry), _reference_audio(entry)
+
+    return show
+
+
+def _describe_entry(entry: VoiceEntry) -> str:
+    said = entry.transcript.replace("\n", " ") or "(no transcript)"
+    return f"**{entry.name}** · {entry.seconds:.1f} s · saved {entry.created[:10]}\n\n> {said}"
+
+
+def _reference_audio(entry: VoiceEntry):
+    """(rate, samples) rather than a path: the library folder is never served to the browser."""
+    if entry.reference is None:
+        return None
+    samples, rate = sf.read(entry.reference, dtype="int16")
+    return rate, samples
+
+
+def _save_voice(ctx: AppContext):
+    def save(name, reference, transcript, language, preprocess, version, request: gr.Request):
+        clip = checked_upload(reference, ctx.upload_root)
+        voice = ctx.voice_from_clip(str(clip), transcript, preprocess, owner=request.session_hash)
+        samples, rate = sf.read(clip, dtype="float32")
+        entry = ctx.library.save(name, voice, reference=(samples, rate), language=language)
+        gr.Info(f"Saved the voice '{entry.name}'.")
+        return (gr.Dropdown(choices=voice_choices(ctx), value=entry.slug), "", voice.transcript or gr.skip(),
+                version + 1)
+
+    return save
+
+
+def _generate(ctx: AppContext):
+    def run(voice_slug, reference, transcript, text, language, speed, duration, steps, guidance, denoise, seed,
+            randomize, preprocess, postprocess, speakers, device, history_version, request: gr.Request):
+        if not (text or "").strip():
+            raise TextInputError("Type the text to speak first.")
+        owner = request.session_hash
+        yield (*generation.idle_outputs("Preparing the voice…"), gr.skip(), gr.skip(), gr.skip(), gr.skip())
+        if voice_slug and voice_slug != NEW_CLIP:
+            entry = ctx.library.get(voice_slug)
+            voice, label = ctx.library.load_voice(voice_slug), entry.name
+        else:
+            voice = ctx.voice_from_clip(reference, transcript, preprocess, owner=owner)
+            label = "reference clip"
+        config = make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess)
+        filled = voice.transcript if voice_slug == NEW_CLIP and not (transcript or "").strip() else gr.skip()
+        request_ = generation.GenerationRequest(text, voice, None, language, config, label, bool(speakers),
+                                                output_device(device))
+        first = True
+        for outputs in generation.run(ctx, request_, owner):
+            extras = (filled, config.seed, config.seed) if first else (gr.skip(),) * 3
+            first = False
+            yield (*outputs, *extras, gr.skip())
+        yield (*(gr.skip(),) * len(generation.OUTPUTS), gr.skip(), gr.skip(), gr.skip(), history_version + 1)
+
+    return run

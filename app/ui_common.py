@@ -1,0 +1,68 @@
+"""Small pieces several tabs use: sample texts, the language list, the text counter, error wrapping."""
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import logging
+from pathlib import Path
+
+import gradio as gr
+
+from engine.duration import text_weight, weight_per_second
+from engine.errors import VoiceDeskError
+from engine.languages import language_choices
+
+log = logging.getLogger("voicedesk")
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+MAX_TEXT_CHARS = 5000
+
+
+@functools.lru_cache(maxsize=1)
+def sample_texts() -> dict[str, str]:
+    return json.loads((ASSETS / "sample_texts.json").read_text(encoding="utf-8"))
+
+
+@functools.lru_cache(maxsize=1)
+def languages() -> list[tuple[str, str]]:
+    return language_choices()
+
+
+def describe_text(text: str, speed: float = 1.0) -> str:
+    """ "123 characters · about 9 s of speech" (the model's own length estimate, at this speed)."""
+    text = text or ""
+    if not text.strip():
+        return f"0 / {MAX_TEXT_CHARS} characters"
+    seconds = text_weight(text) / weight_per_second() / max(float(speed or 1.0), 0.1)
+    return f"{len(text)} / {MAX_TEXT_CHARS} characters · about {seconds:.0f} s of speech"
+
+
+def friendly_errors(fn):
+    """Show VoiceDeskError messages as they are, and anything unexpected as a short readable error,
+    instead of Gradio's generic 'Error'. Works for plain functions and generators."""
+
+    def as_gradio_error(err: Exception) -> gr.Error:
+        if isinstance(err, gr.Error):
+            return err
+        if isinstance(err, VoiceDeskError):
+            return gr.Error(str(err))
+        log.exception("handler %s failed", fn.__name__)
+        return gr.Error(f"Something went wrong ({type(err).__name__}: {err}). The app is still running.")
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def gen_wrapper(*args, **kwargs):
+            try:
+                yield from fn(*args, **kwargs)
+            except Exception as err:
+                raise as_gradio_error(err) from err
+        return gen_wrapper
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as err:
+            raise as_gradio_error(err) from err
+    return wrapper

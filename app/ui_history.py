@@ -1,0 +1,72 @@
+"""The History tab: every finished generation (text, voice, mode, RTF, date) to replay, download or delete."""
+from __future__ import annotations
+
+import gradio as gr
+
+from .context import AppContext
+from .history import HistoryEntry
+from .ui_common import friendly_errors
+
+COLUMNS = ["When", "Text", "Voice", "Mode", "RTF", "Length"]
+
+
+def history_rows(ctx: AppContext) -> tuple[list[list], list[str]]:
+    entries = list(reversed(ctx.history.entries()))  # newest first
+    return [_row(e) for e in entries], [e.id for e in entries]
+
+
+def _row(e: HistoryEntry) -> list:
+    rtf = e.meta.get("rtf")
+    text = e.text if len(e.text) <= 70 else e.text[:69] + "…"
+    return [e.created[:16].replace("T", " "), text, e.meta.get("voice", ""), e.meta.get("mode", ""),
+            "—" if rtf is None else f"{rtf:.3f}", f"{e.meta.get('audio_s', 0):.1f} s"]
+
+
+def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
+    rows, ids = history_rows(ctx)
+    gr.Markdown(f"The last {ctx.history.max_entries} results are kept (oldest removed first). Times are UTC.",
+                elem_classes="vd-hint")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3):
+            table = gr.Dataframe(rows, headers=COLUMNS, interactive=False, elem_id="history-table", wrap=True,
+                                 column_widths=["15%", "40%", "17%", "12%", "8%", "8%"], max_height=480)
+            empty_note = gr.Markdown("*Nothing yet: results appear here when they finish.*", visible=not rows)
+        with gr.Column(scale=2):
+            with gr.Group(visible=False) as details:
+                info = gr.Markdown()
+                player = gr.Audio(label="Replay", interactive=False, type="filepath", buttons=[])
+                with gr.Row():
+                    download = gr.DownloadButton("Download WAV", size="sm")
+                    delete = gr.Button("Delete", variant="stop", size="sm")
+    ids_state = gr.State(ids)
+    selected = gr.State(None)
+
+    def refresh():
+        rows, ids = history_rows(ctx)
+        return rows, ids, gr.Markdown(visible=not rows)
+
+    def select(ids, evt: gr.SelectData):
+        entry = ctx.history.get(ids[evt.index[0]])
+        meta = entry.meta
+        rtf = "—" if meta.get("rtf") is None else f"{meta['rtf']:.3f}"
+        ttfa = "—" if meta.get("first_audio_s") is None else f"{meta['first_audio_s'] * 1000:.0f} ms"
+        text = f"{entry.text}\n\n*{meta.get('voice', '')} · {meta.get('mode', '')} · RTF {rtf} · first audio {ttfa}" \
+               f" · seed {meta.get('seed', '—')} · {meta.get('backend', '')}*"
+        return entry.id, gr.Group(visible=True), text, str(entry.audio), gr.DownloadButton(value=str(entry.audio))
+
+    def do_delete(entry_id, version):
+        if not entry_id:
+            return gr.skip(), gr.skip(), gr.skip()
+        ctx.history.delete(entry_id)
+        return None, gr.Group(visible=False), version + 1
+
+    def list_history() -> list[dict]:
+        """Every stored result, newest first, with its metadata."""
+        return [{**e.to_json(), "file": e.audio.name} for e in reversed(ctx.history.entries())]
+
+    history_version.change(refresh, None, [table, ids_state, empty_note], api_visibility="private")
+    table.select(friendly_errors(select), ids_state, [selected, details, info, player, download],
+                 api_visibility="private")
+    delete.click(friendly_errors(do_delete), [selected, history_version], [selected, details, history_version],
+                 api_name="delete_history")
+    gr.api(list_history, api_name="list_history")

@@ -1,0 +1,76 @@
+"""The header: model loading progress, the backend in use, the quality-mode switch, the demo banner.
+A timer polls the EngineHost until the model is ready, then enables every Generate button."""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import gradio as gr
+
+from .context import AppContext
+from .engine_host import HostState
+
+MODES = [("High fidelity (FP16)", "hifi"), ("Realtime (W4A4 + CUDA Graph)", "realtime")]
+EAGER = ("Reference (eager FP32/FP16)", "eager")
+POLL_S = 0.5
+
+
+@dataclass
+class Header:
+    status: gr.HTML
+    mode: gr.Radio
+    timer: gr.Timer
+
+
+def status_html(state: HostState, demo: bool) -> str:
+    if state.ready:
+        body = f'<span class="vd-dot vd-ready"></span>Ready · <b>{html.escape(state.message)}</b>'
+    elif state.failed:
+        body = f'<span class="vd-dot vd-failed"></span>Model not loaded: {html.escape(state.message)}'
+    else:
+        pct = max(0.0, min(1.0, state.fraction)) * 100
+        body = (f'<span class="vd-dot vd-loading"></span>{html.escape(state.stage.capitalize())}: '
+                f'{html.escape(state.message)}'
+                f'<div class="vd-progress"><div style="width:{pct:.0f}%"></div></div>')
+    demo_note = ('<div class="vd-demo">Demo model (tiny random weights): every result is noise. '
+                 'Start without <code>--demo</code> for real voices.</div>') if demo else ""
+    return f'<div class="vd-model-status" id="vd-model-status" data-stage="{state.stage}">{body}</div>{demo_note}'
+
+
+def build_header(ctx: AppContext) -> Header:
+    choices = MODES + ([EAGER] if ctx.settings.mode == "eager" else [])
+    with gr.Row(elem_classes="vd-header", equal_height=True):
+        with gr.Column(scale=3, min_width=280):
+            gr.HTML('<div class="vd-title">VoiceDesk<span>voice cloning on your own GPU</span></div>')
+        with gr.Column(scale=4, min_width=320):
+            status = gr.HTML(status_html(ctx.host.state(), ctx.demo), elem_id="vd-status-box")
+        with gr.Column(scale=3, min_width=300):
+            mode = gr.Radio(choices, value=ctx.settings.mode, label="Quality", elem_id="vd-mode",
+                            info="Switching reloads the model.")
+    timer = gr.Timer(POLL_S, active=True)
+    return Header(status, mode, timer)
+
+
+def wire_header(ctx: AppContext, header: Header, generate_buttons: list[gr.Button]) -> None:
+    def poll():
+        state = ctx.host.state()
+        done = state.ready or state.failed
+        buttons = [gr.Button(interactive=state.ready) for _ in generate_buttons]
+        return (status_html(state, ctx.demo), *buttons, gr.Timer(active=not done))
+
+    def switch(mode):
+        ctx.save_settings(mode=mode)
+        ctx.host.start(mode)
+        return (status_html(ctx.host.state(), ctx.demo), *[gr.Button(interactive=False) for _ in generate_buttons],
+                gr.Timer(active=True))
+
+    def model_status() -> dict:
+        """The model's loading stage, progress and backend; `ready` is true once Generate works."""
+        state = ctx.host.state()
+        return {"stage": state.stage, "fraction": state.fraction, "message": state.message, "ready": state.ready,
+                "mode": ctx.settings.mode, "demo": ctx.demo}
+
+    outputs = [header.status, *generate_buttons, header.timer]
+    header.timer.tick(poll, None, outputs, api_visibility="private", queue=False)
+    header.mode.change(switch, header.mode, outputs, api_name="set_mode")
+    gr.api(model_status, api_name="model_status")

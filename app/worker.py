@@ -1,0 +1,143 @@
+"""One GPU, one worker thread: every engine call (load, voice, generation) runs here, one at a time.
+
+Gradio handlers submit a job and follow it: while it waits they can show its place in the line,
+then they receive what it produces. Stop sets the job's `cancel` event, which the engine checks
+between diffusion steps (it raises Cancelled); a job still waiting in line is simply dropped.
+Because a stopped generation finishes on this thread before the next one starts, two requests
+never share the GPU, whatever the browser or API client does.
+"""
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from engine.errors import Cancelled
+
+_ids = itertools.count(1)
+
+
+@dataclass(eq=False)
+class Job:
+    fn: Callable[[threading.Event], Any]  # returns a value, or an iterator whose items are streamed
+    owner: str | None
+    id: int = field(default_factory=lambda: next(_ids))
+    cancel: threading.Event = field(default_factory=threading.Event)
+    _events: queue.Queue = field(default_factory=queue.Queue)
+
+    def follow(self, worker: "GpuWorker", poll_s: float = 0.25) -> Iterator[tuple[str, Any]]:
+        """Yield ("waiting", place in line) while queued, then ("item", x) for each streamed item,
+        then ("result", value). Exceptions raised by the job are raised here."""
+        last_place = None
+        while True:
+            try:
+                kind, value = self._events.get(timeout=poll_s)
+            except queue.Empty:
+                place = worker.place(self)
+                if place and place != last_place:
+                    last_place = place
+                    yield "waiting", place
+                continue
+            if kind == "error":
+                raise value
+            yield kind, value
+            if kind == "result":
+                return
+
+
+class GpuWorker:
+    def __init__(self, name: str = "voicedesk-gpu"):
+        self._pending: deque[Job] = deque()
+        self._running: Job | None = None
+        self._wake = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[[threading.Event], Any], owner: str | None = None) -> Job:
+        job = Job(fn, owner)
+        with self._wake:
+            if self._closed:
+                raise RuntimeError("the worker is shut down")
+            self._pending.append(job)
+            self._wake.notify()
+        return job
+
+    def call(self, fn: Callable[[threading.Event], Any], owner: str | None = None) -> Any:
+        """Submit and wait for the result (for short jobs such as making a voice)."""
+        job = self.submit(fn, owner)
+        for kind, value in job.follow(self):
+            if kind == "result":
+                return value
+
+    def place(self, job: Job) -> int:
+        """0 while `job` runs (or is done), else its place in line counting the running job: 1 = next."""
+        with self._wake:
+            if job in self._pending:
+                return self._pending.index(job) + 1 + (self._running is not None)
+            return 0
+
+    def busy(self) -> int:
+        """How many jobs are running or waiting."""
+        with self._wake:
+            return len(self._pending) + (self._running is not None)
+
+    def cancel(self, owner: str) -> int:
+        """Stop every job of `owner`: the running one at its next step, waiting ones at once."""
+        with self._wake:
+            jobs = [j for j in [self._running, *self._pending] if j is not None and j.owner == owner]
+            for job in jobs:
+                job.cancel.set()
+                if job in self._pending:
+                    self._pending.remove(job)
+                    job._events.put(("error", Cancelled("Stopped before it started.")))
+        return len(jobs)
+
+    def shutdown(self) -> None:
+        with self._wake:
+            self._closed = True
+            for job in self._pending:
+                job._events.put(("error", Cancelled("The app is shutting down.")))
+            self._pending.clear()
+            if self._running is not None:
+                self._running.cancel.set()
+            self._wake.notify()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while True:
+            with self._wake:
+                while not self._pending and not self._closed:
+                    self._wake.wait()
+                if self._closed:
+                    return
+                job = self._running = self._pending.popleft()
+            try:
+                self._execute(job)
+            finally:
+                with self._wake:
+                    self._running = None
+
+    @staticmethod
+    def _execute(job: Job) -> None:
+        try:
+            if job.cancel.is_set():
+                raise Cancelled("Stopped before it started.")
+            value = job.fn(job.cancel)
+            if isinstance(value, Iterator):
+                try:
+                    for item in value:
+                        job._events.put(("item", item))
+                        if job.cancel.is_set():
+                            raise Cancelled("Stopped.")
+                finally:
+                    close = getattr(value, "close", None)
+                    if close is not None:
+                        close()  # a generator's cleanup (freeing GPU buffers) runs here, not later
+                value = None
+            job._events.put(("result", value))
+        except BaseException as err:  # everything goes back to the handler, the worker lives on
+            job._events.put(("error", err))
