@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# GPU session script for the lent H200 (see BENCHMARKS.md). Runs from the repo root there:
+#   bash tests/gpu/h200.sh STEP...   (steps: setup ckpt bench profile kernels w4a4 gputests)
+# Carries: .whl (omnivoice 0.2.1, pydub, soundfile, cffi, pycparser wheels; see BENCHMARKS.md).
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD
+FULL=/tmp/full_random
+BENCH_ARGS=${BENCH_ARGS:---runs 5 --warmup 2}
+for step in "$@"; do
+  echo "=== $step $(date -u +%H:%M:%S)"
+  case $step in
+    setup) python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+           nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+           python3 -c "import torch, triton, transformers; print(torch.__version__, triton.__version__, transformers.__version__)" ;;
+    ckpt) [ -f $FULL/config.json ] || python3 tests/data/make_checkpoint.py --full $FULL 2>&1 | tail -3 ;;
+    bench) python3 launcher.py bench --model $FULL --random-weights --modes ${MODES:-upstream,eager,hifi} \
+             --workloads ${WORKLOADS:-all} $BENCH_ARGS --results "$OUT" --append-md "$OUT/bench.md" 2>&1 | grep -v "it/s\]" ;;
+    profile) for m in ${PROFILE_MODES:-upstream eager hifi}; do
+               python3 launcher.py profile --model $FULL --random-weights --mode $m --out "$OUT/trace-$m.json.gz" 2>&1 | tail -25
+             done ;;
+    kernels) python3 kernels/bench_fused.py 2>&1 | tail -40 ;;
+    w4a4) python3 kernels/check_w4a4_cuda.py 2>&1 | tail -40 ;;
+    gputests) python3 -m pytest -q -x tests -k "gpu or cuda" 2>&1 | tail -30 ;;
+  esac
+done
