@@ -1,11 +1,14 @@
 """engine.audio and engine.silence: reading clips, upstream's reference preparation and output
 finishing, and the messages a person sees for clips that cannot be used."""
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 import torch
+from safetensors.torch import load_file
 
 from engine import audio, silence
 from engine.audio import SAMPLE_RATE, load_clip
@@ -276,3 +279,50 @@ def test_inspect_clip_hints():
     assert noisy.snr_db < 15 and any("background noise" in h for h in noisy.hints)
     phone = audio.inspect_clip(load_clip((tone(5.0, 8000), 8000)))
     assert any("8 kHz" in h for h in phone.hints)
+
+
+# ---------------------------------------------------------------------------------------------
+# upstream goldens (tests/data/goldens, recorded from omnivoice 0.2.1)
+
+GOLDENS = Path(__file__).parent / "data" / "goldens"
+
+
+@pytest.fixture(scope="module")
+def audio_goldens():
+    return json.loads((GOLDENS / "audio.json").read_text()), load_file(GOLDENS / "audio.safetensors")
+
+
+@pytest.mark.parametrize("name", ["voice_6s", "voice_2s", "voice_2s_stereo_44k"])
+def test_reference_preparation_matches_upstream(audio_goldens, name):
+    meta, tensors = audio_goldens
+    clip_meta = meta["clips"][name]
+    clip = load_clip(GOLDENS / clip_meta["file"])
+    np.testing.assert_allclose(clip.samples, tensors[f"{name}.loaded"].numpy(), atol=1e-6, rtol=0)
+    ref = audio.prepare_reference(clip.samples, trim_long=False)  # upstream with a transcript
+    assert ref.rms == pytest.approx(clip_meta["rms"], rel=1e-6)
+    want = tensors[f"{name}.preprocessed"].numpy()
+    assert ref.samples.shape == want.shape
+    np.testing.assert_allclose(ref.samples, want, atol=1e-4, rtol=0)
+
+
+def test_long_reference_trimming_matches_upstream(audio_goldens):
+    meta, tensors = audio_goldens
+    clip_meta = meta["clips"]["voice_25s"]
+    clip = load_clip(GOLDENS / clip_meta["file"])
+    assert len(clip.samples) == clip_meta["loaded_num_samples"]
+    rms = float(np.sqrt(np.mean(clip.samples**2)))
+    assert rms == pytest.approx(clip_meta["rms"], rel=1e-6) and rms > 0.1  # no boost: trim sees the file
+    trimmed = silence.trim_long(clip.samples, SAMPLE_RATE)
+    np.testing.assert_allclose(trimmed, tensors["voice_25s.trimmed"].numpy(), atol=1e-4, rtol=0)
+    assert len(audio.prepare_reference(clip.samples, trim_long=False).samples) == clip_meta["preprocessed_num_samples"]
+
+
+@pytest.mark.parametrize("case", ["ref_rms_none", "ref_rms_0.05", "ref_rms_0.2", "ref_rms_none.no_postprocess"])
+def test_output_finishing_matches_upstream(case):
+    meta = json.loads((GOLDENS / "postprocess.json").read_text())["cases"][case]
+    tensors = load_file(GOLDENS / "postprocess.safetensors")
+    out = audio.finish_output(tensors["input"].numpy(), meta["ref_rms"], remove_pauses=meta["postprocess_output"],
+                              pad_s=meta["pad_duration"], fade_s=meta["fade_duration"])
+    want = tensors[case].numpy()
+    assert out.shape == want.shape
+    np.testing.assert_allclose(out, want, atol=1e-4, rtol=0)

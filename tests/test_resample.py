@@ -1,9 +1,11 @@
 """engine.resample: windowed-sinc resampling equal to torchaudio's default method."""
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from engine.resample import resample, resampled_length
 
@@ -64,3 +66,13 @@ def test_batches_and_identity():
     assert resample(x, 24000, 24000) is x
     with pytest.raises(TypeError):
         resample(torch.zeros(10, dtype=torch.int16), 16000, 24000)
+
+
+def test_matches_torchaudio_goldens():
+    goldens = load_file(Path(__file__).parent / "data" / "goldens" / "resample.safetensors")
+    pairs = sorted({key.rsplit(".", 1)[0] for key in goldens})
+    assert len(pairs) >= 6
+    for pair in pairs:
+        orig, new = map(int, pair.split("_to_"))
+        got = resample(goldens[f"{pair}.input"], orig, new)
+        torch.testing.assert_close(got, goldens[f"{pair}.output"], atol=1e-6, rtol=0, msg=pair)

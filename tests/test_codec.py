@@ -1,0 +1,145 @@
+"""engine.codec: the HiggsAudioV2 codec against upstream goldens, and its loading errors."""
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from engine import audio
+from engine.codec import AudioCodec
+from engine.errors import AudioInputError, CheckpointError
+
+DATA = Path(__file__).parent / "data"
+CODEC_DIR = DATA / "tiny_omnivoice" / "audio_tokenizer"
+GOLDENS = DATA / "goldens"
+
+
+@pytest.fixture(scope="module")
+def codec():
+    return AudioCodec.load(CODEC_DIR)
+
+
+@pytest.fixture(scope="module")
+def internals():
+    return load_file(GOLDENS / "codec.safetensors")
+
+
+def test_shape_facts(codec):
+    assert (codec.sample_rate, codec.frame_rate, codec.hop_length, codec.num_codebooks) == (24000, 25, 960, 8)
+    assert "torchaudio" not in sys.modules
+
+
+def test_encode_stages_and_tokens_match_upstream(codec, internals):
+    wave = internals["encode.input_values"][0, 0]
+    semantic = codec._semantic_features(wave[None, None])
+    torch.testing.assert_close(semantic, internals["encode.semantic_features"], atol=1e-5, rtol=0)
+    torch.testing.assert_close(codec.encoder_semantic(semantic.transpose(1, 2)), internals["encode.e_semantic"],
+                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(codec.acoustic_encoder(wave[None, None]), internals["encode.e_acoustic"],
+                               atol=1e-5, rtol=0)
+    assert torch.equal(codec.encode(wave), internals["encode.audio_codes"][0])
+
+
+def test_decode_matches_upstream(codec, internals):
+    codes = internals["encode.audio_codes"][0]
+    out = codec.decode(codes)
+    want = internals["decode.audio_values"][0, 0]
+    assert out.shape == want.shape == (960 * codes.shape[-1],)
+    torch.testing.assert_close(out, want, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["voice_6s", "voice_2s", "voice_2s_stereo_44k", "voice_25s"])
+def test_reference_tokens_match_upstream(codec, name):
+    """File -> load -> prepare (with a transcript: no trimming) -> encode, as create_voice_clone_prompt."""
+    meta = json.loads((GOLDENS / "audio.json").read_text())["clips"][name]
+    ref = audio.prepare_reference(audio.load_clip(GOLDENS / meta["file"]).samples, trim_long=False)
+    codes = codec.encode(torch.from_numpy(ref.samples))
+    assert torch.equal(codes, load_file(GOLDENS / "audio.safetensors")[f"{name}.codes"])
+
+
+def test_untranscribed_long_reference_tokens_match_upstream(codec):
+    meta = json.loads((GOLDENS / "audio.json").read_text())
+    clip = audio.load_clip(GOLDENS / meta["clips"][meta["no_transcript_prompt"]["clip"]]["file"])
+    codes = codec.encode(torch.from_numpy(audio.prepare_reference(clip.samples).samples))
+    assert torch.equal(codes, load_file(GOLDENS / "audio.safetensors")["voice_25s.no_transcript.codes"])
+
+
+def test_encode_drops_the_partial_frame(codec):
+    wave = torch.from_numpy(np.random.default_rng(0).standard_normal(3 * 960 + 500).astype(np.float32) * 0.2)
+    codes = codec.encode(wave)
+    assert codes.shape == (8, 3) and codes.dtype == torch.int64
+    assert torch.equal(codes, codec.encode(wave[: 3 * 960]))
+    assert int(codes.min()) >= 0 and int(codes.max()) < 1024
+    with pytest.raises(AudioInputError, match="too short"):
+        codec.encode(wave[:959])
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+def copy_codec(tmp_path, edit=None):
+    """The tiny codec folder copied to tmp_path, its tensors passed through `edit(dict)` first."""
+    folder = tmp_path / "audio_tokenizer"
+    folder.mkdir()
+    shutil.copy(CODEC_DIR / "config.json", folder / "config.json")
+    tensors = load_file(CODEC_DIR / "model.safetensors")
+    if edit is not None:
+        edit(tensors)
+    save_file(tensors, folder / "model.safetensors")
+    return folder
+
+
+def test_weight_norm_pairs_are_folded(tmp_path, codec):
+    def as_weight_norm(tensors):
+        for name in ("acoustic_decoder.conv1", "acoustic_decoder.block.0.conv_t1"):
+            weight = tensors.pop(f"{name}.weight")
+            g = weight.norm(dim=(1, 2), keepdim=True)  # (C, 1, 1): norm per output (dim 0)
+            tensors[f"{name}.weight_g"], tensors[f"{name}.weight_v"] = g, 3 * weight
+        hubert = "semantic_model.encoder.pos_conv_embed.conv"
+        g = tensors.pop(f"{hubert}.parametrizations.weight.original0")
+        tensors[f"{hubert}.weight_g"] = g
+        tensors[f"{hubert}.weight_v"] = tensors.pop(f"{hubert}.parametrizations.weight.original1")
+
+    legacy = AudioCodec.load(copy_codec(tmp_path, as_weight_norm))
+    for name, tensor in codec.state_dict().items():
+        torch.testing.assert_close(legacy.state_dict()[name], tensor, atol=1e-6, rtol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda t: t.pop("fc2.bias"), r"missing: fc2\.bias"),
+    (lambda t: t.update({"fc.weight": torch.zeros(3, 3)}), r"wrong shape: fc\.weight \(3, 3\) \(expected \(64, 64\)\)"),
+    (lambda t: t.update({"extra.weight": torch.zeros(1)}), r"unexpected: extra\.weight"),
+    (lambda t: t.pop("semantic_model.encoder.pos_conv_embed.conv.parametrizations.weight.original1"),
+     r"missing: semantic_model\.encoder\.pos_conv_embed\.conv\.weight"),
+])
+def test_mismatched_tensors_name_file_and_tensor(tmp_path, edit, message):
+    folder = copy_codec(tmp_path, edit)
+    with pytest.raises(CheckpointError, match=message) as err:
+        AudioCodec.load(folder)
+    assert str(folder / "model.safetensors") in str(err.value)
+
+
+def test_unused_training_tensors_are_accepted(tmp_path):
+    folder = copy_codec(tmp_path, lambda t: t.update({"semantic_model.masked_spec_embed": torch.zeros(32)}))
+    AudioCodec.load(folder)
+
+
+def test_broken_folders(tmp_path):
+    with pytest.raises(CheckpointError, match=r"config .*config\.json is missing"):
+        AudioCodec.load(tmp_path / "nowhere")
+    folder = copy_codec(tmp_path)
+    data = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+        AudioCodec.load(folder)
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(CheckpointError, match=r"model\.safetensors are missing"):
+        AudioCodec.load(folder)
+    (folder / "config.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="cannot be read"):
+        AudioCodec.load(folder)
