@@ -127,7 +127,7 @@ def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, e
 
 def rmsnorm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """Plain-PyTorch `rmsnorm`, operation for operation as transformers' Qwen3RMSNorm."""
-    x32 = x.float()
+    x32 = x.to(torch.promote_types(x.dtype, torch.float32))  # fp32 as transformers; fp64 (test references) stays
     x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
     return weight * x32.to(x.dtype)
 
