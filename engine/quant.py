@@ -13,9 +13,9 @@ import fnmatch
 import functools
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -58,7 +58,7 @@ class W4A4Config:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "W4A4Config":
+    def from_json(cls, text: str) -> W4A4Config:
         return cls(**json.loads(text))
 
     def scheme(self, name: str, linear: nn.Linear) -> str:
@@ -91,7 +91,7 @@ def smoothing_factors(act_amax: torch.Tensor, weight: torch.Tensor, alpha: float
     return (a.pow(alpha) / w.pow(1 - alpha)).clamp(1e-4, 1e4)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def select_backend(device: torch.device, dtype: torch.dtype, rank: int) -> str:
     """'cuda' (INT4 tensor cores, sm_80/86/89), 'triton' (int8 MMA: sm_90, sm_12x, ...) or 'ref'."""
     if device.type != "cuda":
@@ -126,13 +126,13 @@ class W4A4Linear(nn.Module):
         self.register_buffer("bias", make(out_features, dtype=dtype) if bias else None)
 
     @classmethod
-    def empty_like(cls, linear: nn.Linear, cfg: W4A4Config) -> "W4A4Linear":
+    def empty_like(cls, linear: nn.Linear, cfg: W4A4Config) -> W4A4Linear:
         return cls(linear.in_features, linear.out_features, cfg.rank, linear.bias is not None,
                    linear.weight.dtype, linear.weight.device)
 
     @classmethod
     @torch.no_grad()
-    def from_linear(cls, linear: nn.Linear, act_amax: torch.Tensor, cfg: W4A4Config) -> "W4A4Linear":
+    def from_linear(cls, linear: nn.Linear, act_amax: torch.Tensor, cfg: W4A4Config) -> W4A4Linear:
         """Convert `linear` given the max |x| of each input channel seen during calibration ([K])."""
         layer = cls.empty_like(linear, cfg)
         weight = linear.weight.float()  # [N, K]
@@ -207,7 +207,7 @@ class W8A8Linear(nn.Module):
         self.register_buffer("bias", make(out_features, dtype=dtype) if bias else None)
 
     @classmethod
-    def empty_like(cls, linear: nn.Linear, cfg: W4A4Config) -> "W8A8Linear":
+    def empty_like(cls, linear: nn.Linear, cfg: W4A4Config) -> W8A8Linear:
         return cls(linear.in_features, linear.out_features, linear.bias is not None,
                    linear.weight.dtype, linear.weight.device)
 
@@ -219,7 +219,7 @@ class W8A8Linear(nn.Module):
 
     @classmethod
     @torch.no_grad()
-    def from_linear(cls, linear: nn.Linear, act_amax: torch.Tensor, cfg: W4A4Config) -> "W8A8Linear":
+    def from_linear(cls, linear: nn.Linear, act_amax: torch.Tensor, cfg: W4A4Config) -> W8A8Linear:
         layer = cls.empty_like(linear, cfg)
         smooth = smoothing_factors(act_amax, linear.weight, cfg.smooth_alpha)
         codes, scales = cls._quantize_rows(linear.weight.float() * smooth)
@@ -332,7 +332,7 @@ def load_quantized(model: nn.Module, path: str | Path, source_hash: str | None =
     try:
         with safe_open(str(path), framework="pt") as f:
             metadata = f.metadata() or {}
-    except Exception as e:  # noqa: BLE001 - any unreadable file means the same to the user
+    except Exception as e:  # any unreadable file means the same to the user
         raise CheckpointError(f"{path} cannot be read as a safetensors file ({e})") from e
     if metadata.get("format") != FILE_FORMAT:
         raise CheckpointError(f"{path} is not a VoiceDesk quantized model (no '{FILE_FORMAT}' metadata)")

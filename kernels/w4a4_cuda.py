@@ -279,7 +279,10 @@ def _launch_gemm(act: QuantizedAct, qweight, wscales, lora_up, bias, residual, o
     tile = tile or _tile_for(m, n, device)
     driver = _get_driver()
     fn = driver.function(device.index, (arch_of(device), rank, out_dtype == torch.float16, tile))
-    ptr = lambda t: ctypes.c_void_p(None if t is None else t.data_ptr())  # noqa: E731
+
+    def ptr(t: torch.Tensor | None) -> ctypes.c_void_p:
+        return ctypes.c_void_p(None if t is None else t.data_ptr())
+
     args = [ptr(act.packed), ptr(act.scales), ptr(qweight), ptr(wscales), ptr(act.lowrank), ptr(lora_up),
             ptr(bias), ptr(residual), ptr(out), ptr(sums), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
     grid = (-(-n // tile.bn), -(-m // tile.bm), 1)

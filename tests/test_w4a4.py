@@ -29,11 +29,26 @@ if not ON_GPU and kernels._triton.HAS_TRITON and not kernels._triton.INTERPRET: 
             importlib.reload(sys.modules[name])
 
 from engine.errors import CheckpointError, VoiceDeskError  # noqa: E402
-from engine.quant import (W4A4Config, W4A4Linear, W8A8Linear, _int8_matmul, load_quantized,  # noqa: E402
-                          quantize_, save_quantized, sqnr_db)
+from engine.quant import (  # noqa: E402
+    W4A4Config,
+    W4A4Linear,
+    W8A8Linear,
+    _int8_matmul,
+    load_quantized,
+    quantize_,
+    save_quantized,
+    sqnr_db,
+)
 from kernels import w4a4_cuda  # noqa: E402
-from kernels.w4a4_ref import (group_sums_ref, pack_int4, quantize_act_lowrank_ref, quantize_act_ref,  # noqa: E402
-                              quantize_groups_ref, unpack_int4, w4a4_linear_ref)
+from kernels.w4a4_ref import (  # noqa: E402
+    group_sums_ref,
+    pack_int4,
+    quantize_act_lowrank_ref,
+    quantize_act_ref,
+    quantize_groups_ref,
+    unpack_int4,
+    w4a4_linear_ref,
+)
 
 DEVICE = "cuda" if ON_GPU else "cpu"
 HAS_TRITON = kernels._triton.HAS_TRITON
@@ -313,7 +328,7 @@ def test_quantize_refuses_layers_calibration_never_ran():
 
 
 def test_save_load_round_trip_is_bit_exact(tmp_path):
-    model, plan = quantized_tiny()
+    model, _ = quantized_tiny()
     path = tmp_path / "tiny-w4a4.safetensors"
     save_quantized(model, path, CFG, source_hash="abc123")
     with torch.device("meta"):
