@@ -349,6 +349,10 @@ class AudioCodec(nn.Module):
     def device(self) -> torch.device:
         return self.fc.weight.device
 
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.fc.weight.dtype
+
     @torch.inference_mode()
     def encode(self, wave: torch.Tensor) -> torch.Tensor:
         """24 kHz mono waveform (n,) -> LongTensor (num_codebooks, n // hop).
@@ -359,8 +363,9 @@ class AudioCodec(nn.Module):
         if frames == 0:
             raise AudioInputError(f"The clip is too short to encode: it needs at least "
                                   f"{self.hop_length / self.sample_rate * 1000:.0f} ms of audio.")
-        x = wave[: frames * self.hop_length].to(self.device, self.fc.weight.dtype)[None, None]  # (1, 1, n)
+        x = wave[: frames * self.hop_length].to(self.device, torch.float32)[None, None]  # (1, 1, n)
         semantic = self.encoder_semantic(self._semantic_features(x).transpose(1, 2))  # (1, S, T)
+        x = x.to(self.dtype)
         if self.acoustic_encoder.output_length(x.shape[-1]) != semantic.shape[-1]:
             x = F.pad(x, (self.hop_length // 2, self.hop_length // 2))
         acoustic = self.acoustic_encoder(x)  # (1, A, T)
@@ -369,9 +374,9 @@ class AudioCodec(nn.Module):
         return self.quantizer.encode(joint)[:, 0]  # (Q, T)
 
     def _semantic_features(self, x: torch.Tensor) -> torch.Tensor:
-        """(1, 1, n) at 24 kHz -> (1, T, semantic_hidden): HuBERT's hidden states averaged."""
-        x = resample(x, self.cfg.sample_rate, self.cfg.semantic_sample_rate)[:, 0]  # (1, m)
-        x = F.pad(x, (HUBERT_PAD, HUBERT_PAD))
+        """(1, 1, n) float32 at 24 kHz -> (1, T, semantic_hidden): HuBERT's hidden states averaged."""
+        x = resample(x, self.cfg.sample_rate, self.cfg.semantic_sample_rate)[:, 0]  # (1, m), in float32
+        x = F.pad(x, (HUBERT_PAD, HUBERT_PAD)).to(self.dtype)
         hidden = self.semantic_model(x, output_hidden_states=True).hidden_states  # L+1 x (1, 2T, H)
         return torch.stack(hidden, dim=1).mean(dim=1)[:, :: self.cfg.semantic_stride]
 
