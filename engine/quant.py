@@ -138,11 +138,14 @@ class W4A4Linear(nn.Module):
         weight = linear.weight.float()  # [N, K]
         smooth = smoothing_factors(act_amax, weight, cfg.smooth_alpha)
         w_smooth = weight * smooth  # [N, K]: x W^T = (x / smooth) (W diag(smooth))^T
+        layer.lora_down.zero_()  # a layer narrower than the rank keeps zero columns
+        layer.lora_up.zero_()
         if cfg.rank > 0:
             u, s, vh = torch.linalg.svd(w_smooth, full_matrices=False)
-            root = s[:cfg.rank].sqrt()  # split the singular values evenly so both factors suit fp16
-            layer.lora_down.copy_(vh[:cfg.rank].t() * root)  # [K, R]
-            layer.lora_up.copy_(u[:, :cfg.rank] * root)  # [N, R]
+            rank = min(cfg.rank, s.numel())
+            root = s[:rank].sqrt()  # split the singular values evenly so both factors suit fp16
+            layer.lora_down[:, :rank] = vh[:rank].t() * root  # [K, r]
+            layer.lora_up[:, :rank] = u[:, :rank] * root  # [N, r]
         # The residual is taken against the rounded factors, so it also absorbs their rounding.
         residual = w_smooth - layer.lora_up.float() @ layer.lora_down.float().t()  # [N, K]
         codes, scales = quantize_groups_ref(residual)

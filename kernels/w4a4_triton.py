@@ -8,7 +8,7 @@ operands differ, which stays within fp16 rounding of the output.
 import torch
 
 from kernels import _launch
-from kernels._triton import INTERPRET, tl, triton
+from kernels._triton import _INTERPRET, INTERPRET, libdevice, tl, triton
 from kernels.w4a4_ref import GROUP, QuantizedAct
 
 RANKS = (16, 32, 64, 128)  # tl.dot needs a power of two >= 16 for the low-rank dimension
@@ -16,9 +16,10 @@ RANKS = (16, 32, 64, 128)  # tl.dot needs a power of two >= 16 for the low-rank 
 
 @triton.jit
 def _round_half_even(v):
-    # Adding 1.5 * 2**23 leaves no fraction bits, so fp32 round-to-nearest-even does the rounding
-    # (exact for |v| < 2**22); the same code runs in the interpreter, which has no libdevice.rint.
-    return (v + 12582912.0) - 12582912.0
+    if _INTERPRET:  # no libdevice here: adding 1.5 * 2**23 leaves no fraction bits (exact for |v| < 2**22)
+        return (v + 12582912.0) - 12582912.0
+    else:
+        return libdevice.rint(v)
 
 
 @triton.jit

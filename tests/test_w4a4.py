@@ -10,6 +10,7 @@ installed).
 import importlib
 import os
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -251,6 +252,14 @@ def test_svdquant_beats_plain_rtn_on_outlier_activations():
     assert svdq_db > rtn_db + 3, (svdq_db, rtn_db)
 
 
+def test_layer_narrower_than_the_rank():
+    linear = nn.Linear(64, 8)
+    x = torch.randn(4, 64, generator=torch.Generator().manual_seed(0))
+    layer = W4A4Linear.from_linear(linear, x.abs().amax(0), W4A4Config(rank=16))
+    assert layer.lora_up.shape == (8, 16) and (layer.lora_up[:, 8:] == 0).all()
+    assert sqnr_db(linear(x), layer(x)) > 25  # rank 8 holds all of W: only activation noise is left
+
+
 def test_sqnr_db():
     ref = torch.ones(100)
     assert sqnr_db(ref, ref * 1.1) == pytest.approx(20.0)
@@ -347,3 +356,24 @@ def test_save_load_round_trip_is_bit_exact(tmp_path):
     save_file({"w": torch.zeros(2)}, str(tmp_path / "plain.safetensors"))
     with pytest.raises(CheckpointError, match="not a VoiceDesk quantized model"):
         load_quantized(Tiny(), tmp_path / "plain.safetensors")
+
+
+def test_realtime_conversion_is_cached_per_checkpoint(tmp_path, monkeypatch):
+    from engine.checkpoint import load_lm
+    from engine.quant import quantization_plan, quantize_for_realtime
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    folder = Path(__file__).parent / "data" / "tiny_omnivoice"
+    messages = []
+    converted, loaded = load_lm(folder), load_lm(folder)
+    label = quantize_for_realtime(converted, folder, lambda f, m: messages.append(m))
+    assert label == "W4A4 PyTorch reference" and any("calibrating" in m for m in messages)
+    assert quantize_for_realtime(loaded, folder, lambda f, m: messages.append(m)) == label
+    assert any("loading" in m for m in messages[-2:])
+    assert quantization_plan(loaded) == quantization_plan(converted) != {}
+    assert len(list(tmp_path.rglob("*.safetensors"))) == 1
+    ids = torch.randint(0, 1024, (1, converted.cfg.num_codebooks, 20), generator=torch.Generator().manual_seed(0))
+    audio_mask = torch.arange(20)[None] >= 5
+    attn_mask = torch.ones(1, 1, 20, 20, dtype=torch.bool)
+    with torch.no_grad():
+        assert torch.equal(converted(ids, audio_mask, attn_mask), loaded(ids, audio_mask, attn_mask))
