@@ -66,6 +66,9 @@ def load_clip(source: str | os.PathLike | tuple, max_seconds: float | None = DEF
         For URLs, missing, empty, unreadable, silent or too short clips, with a message for the user.
     """
     if isinstance(source, tuple):
+        if len(source) != 2 or isinstance(source[0], (int, np.integer)):
+            raise AudioInputError("Pass audio as (waveform, sample_rate); Gradio's numpy audio is "
+                                  "(sample_rate, waveform) with samples first, so swap and transpose it.")
         data, rate, source_frames = _from_array(*source, max_seconds)
     else:
         data, rate, source_frames = _from_file(source, max_seconds)

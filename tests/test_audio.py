@@ -78,6 +78,8 @@ def test_arrays_and_tensors():
         load_clip((np.zeros((48000, 2), np.float32), 24000))
     with pytest.raises(AudioInputError, match="float, int16 or int32"):
         load_clip((np.zeros(48000, np.uint8), 24000))
+    with pytest.raises(AudioInputError, match=r"\(waveform, sample_rate\)"):
+        load_clip((16000, pcm))
 
 
 def test_long_clips_are_read_only_up_to_max_seconds(tmp_path):

@@ -143,3 +143,18 @@ def test_broken_folders(tmp_path):
     (folder / "config.json").write_text("{not json")
     with pytest.raises(CheckpointError, match="cannot be read"):
         AudioCodec.load(folder)
+
+
+@pytest.mark.parametrize("case", ["clone_6s", "auto_en"])
+def test_generated_tokens_decode_and_finish_like_upstream(codec, case):
+    """Upstream's _decode_and_post_process on tokens its generate() produced (one chunk)."""
+    meta = json.loads((GOLDENS / "generate" / f"{case}.json").read_text())
+    tensors = load_file(GOLDENS / "generate" / f"{case}.safetensors")
+    assert meta["num_calls"] == 1
+    decoded = codec.decode(tensors["call0.tokens"]).numpy()
+    np.testing.assert_allclose(decoded, tensors["audio_decoded"].numpy(), atol=1e-4, rtol=0)
+    cfg = meta["generation_config"]
+    finished = audio.finish_output(tensors["audio_decoded"].numpy(), meta["ref_rms"],
+                                   remove_pauses=cfg["postprocess_output"],
+                                   pad_s=cfg["pad_duration"], fade_s=cfg["fade_duration"])
+    np.testing.assert_allclose(finished, tensors["audio"].numpy(), atol=1e-4, rtol=0)
