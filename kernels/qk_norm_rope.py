@@ -48,7 +48,7 @@ def _norm_rope_heads(
     x1 = tl.load(lo, mask=mask, other=0.0)  # [BLOCK_H, BLOCK_HALF] first halves
     x2 = tl.load(lo + HALF, mask=mask, other=0.0)  # second halves
     x1_32, x2_32 = x1.to(tl.float32), x2.to(tl.float32)
-    mean_square = (tl.sum(x1_32 * x1_32, axis=1) + tl.sum(x2_32 * x2_32, axis=1)) / (2 * HALF)  # [BLOCK_H]
+    mean_square = (tl.sum(x1_32 * x1_32, axis=1) + tl.sum(x2_32 * x2_32, axis=1)) * (1.0 / (2 * HALF))  # [BLOCK_H]
     inv_rms = rsqrt_f32(mean_square + eps)[:, None]
     w1 = tl.load(weight_ptr + cols, mask=in_half, other=0.0)
     w2 = tl.load(weight_ptr + HALF + cols, mask=in_half, other=0.0)

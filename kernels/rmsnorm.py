@@ -21,21 +21,21 @@ def _rmsnorm_kernel(
     stride_residual,
     stride_y,
     stride_residual_out,
-    n_cols,
     eps,
+    N_COLS: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
-    mask = cols < n_cols
+    mask = cols < N_COLS
     x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0)
     if HAS_RESIDUAL:
         residual = tl.load(residual_ptr + row * stride_residual + cols, mask=mask, other=0.0)
         x = (x.to(tl.float32) + residual.to(tl.float32)).to(x.dtype)  # the model adds in its own dtype
         tl.store(residual_out_ptr + row * stride_residual_out + cols, x, mask=mask)
     x32 = x.to(tl.float32)
-    mean_square = tl.sum(x32 * x32, axis=0) / n_cols
+    mean_square = tl.sum(x32 * x32, axis=0) * (1.0 / N_COLS)  # torch's mean multiplies by 1/N too
     x_hat = (x32 * rsqrt_f32(mean_square + eps)).to(x.dtype)  # rounded before the weight, like transformers
     weight = tl.load(weight_ptr + cols, mask=mask, other=0.0)
     y = x_hat.to(tl.float32) * weight.to(tl.float32)
@@ -65,8 +65,8 @@ def _rmsnorm_fwd(x, residual, weight, eps, y, residual_out):
         _rmsnorm_kernel[(rows,)](
             x2, residual2, weight, y2, residual_out2,
             x2.stride(0), residual2.stride(0), y2.stride(0), residual_out2.stride(0),
-            n, eps,
-            HAS_RESIDUAL=residual is not None, BLOCK_N=block,
+            eps,
+            N_COLS=n, HAS_RESIDUAL=residual is not None, BLOCK_N=block,
             num_warps=num_warps(block), enable_fp_fusion=False,
         )
     return y, residual_out
