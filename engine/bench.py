@@ -8,9 +8,11 @@ token agreement, mel distance, step-0 logits cosine. Ratios to upstream and to o
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
+import traceback
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -36,6 +38,7 @@ class Row:
     first_audio_s: float | None
     ref_encode_s: float
     kernels: int | None = None
+    cpu_launches: int | None = None
     busy_fraction: float | None = None
     peak_mem_gib: float | None = None
     load_s: float = 0.0
@@ -76,7 +79,7 @@ def time_mode(m: ModeUnderTest, w: Workload, runs: int, warmup: int) -> Row:
     if m.device.type == "cuda":
         row.peak_mem_gib = torch.cuda.max_memory_allocated(m.device) / 2**30
         stats = m.profile(w, prompt)
-        row.kernels, row.busy_fraction = stats.kernels, stats.busy_fraction
+        row.kernels, row.busy_fraction, row.cpu_launches = stats.kernels, stats.busy_fraction, stats.cpu_launches
     return row
 
 
@@ -108,30 +111,52 @@ def _fmt(v, pattern="{:.3f}") -> str:
     return "-" if v is None else pattern.format(v)
 
 
+def summary(rows: list[Row]) -> str:
+    """Per mode, means over the workloads (token agreement is chaotic per workload with random weights)."""
+    lines = ["| mode | backend | mean RTF | mean x upstream | mean x eager | mean tok agree | mean mel dB |",
+             "|---|---|---|---|---|---|---|"]
+    for mode in dict.fromkeys(r.mode for r in rows):
+        rs = [r for r in rows if r.mode == mode]
+
+        def mean(values):
+            values = [v for v in values if v is not None]
+            return sum(values) / len(values) if values else None
+        lines.append(f"| {mode} | {rs[0].backend} | {_fmt(mean(r.rtf for r in rs), '{:.4f}')} | "
+                     f"{_fmt(mean(r.ratios.get('speedup_vs_upstream') for r in rs), '{:.2f}')} | "
+                     f"{_fmt(mean(r.ratios.get('speedup_vs_eager') for r in rs), '{:.2f}')} | "
+                     f"{_fmt(mean(r.token_agreement for r in rs), '{:.2%}')} | "
+                     f"{_fmt(mean(r.mel_distance_db for r in rs), '{:.2f}')} |")
+    return "\n".join(lines)
+
+
 def table(rows: list[Row]) -> str:
-    head = ("| mode | workload | audio s | median ms (min-max) | RTF | first audio ms | kernels | busy | "
-            "peak GiB | x upstream | x eager | tok agree | mel dB | logit cos |")
+    head = ("| mode | workload | audio s | median ms (min-max) | RTF | first audio ms | kernels | CPU launches | busy | "
+            "peak GiB | x upstream | x eager | tok agree | mel dB | 1 - logit cos |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         lines.append(
             f"| {r.mode} | {r.workload} | {r.audio_s:.2f} | {1e3 * r.median_s:.1f} "
             f"({1e3 * r.spread_s[0]:.0f}-{1e3 * r.spread_s[1]:.0f}) | {r.rtf:.4f} | "
-            f"{_fmt(r.first_audio_s and 1e3 * r.first_audio_s, '{:.0f}')} | {_fmt(r.kernels, '{:d}')} | "
+            f"{_fmt(r.first_audio_s and 1e3 * r.first_audio_s, '{:.0f}')} | {_fmt(r.kernels, '{:d}')} | {_fmt(r.cpu_launches, '{:d}')} | "
             f"{_fmt(r.busy_fraction, '{:.0%}')} | {_fmt(r.peak_mem_gib, '{:.2f}')} | "
             f"{_fmt(r.ratios.get('speedup_vs_upstream'), '{:.2f}')} | {_fmt(r.ratios.get('speedup_vs_eager'), '{:.2f}')} | "
             f"{_fmt(r.token_agreement, '{:.2%}')} | {_fmt(r.mel_distance_db, '{:.2f}')} | "
-            f"{_fmt(r.logits_cosine, '{:.5f}')} |")
+            f"{_fmt(r.logits_cosine and 1 - r.logits_cosine, '{:.1e}')} |")
     return "\n".join(lines)
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent).stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
 
 
 def stamp(device: torch.device, random_weights: bool, command: str) -> dict:
     info = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "torch": torch.__version__,
-            "command": command, "random_weights": random_weights, "device": str(device)}
-    try:
-        info["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                        text=True, cwd=Path(__file__).parent).stdout.strip() or "unknown"
-    except OSError:
-        info["commit"] = "unknown"
+            "command": command, "random_weights": random_weights, "device": str(device),
+            "commit": os.environ.get("VOICEDESK_COMMIT") or _git_commit()}
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
         try:
@@ -152,19 +177,24 @@ def main(args, model: str | None) -> int:
     rows: list[Row] = []
     label = " [RANDOM WEIGHTS: output is noise; timings are real]" if args.random_weights else ""
     for name in mode_names:
-        m = load_mode(name, model, args.device, random_weights=args.random_weights)
-        if m is None:
-            print(f"skipping mode {name}: not available here", file=sys.stderr)
+        try:
+            m = load_mode(name, model, args.device, random_weights=args.random_weights)
+            if m is None:
+                print(f"skipping mode {name}: not available here", file=sys.stderr)
+                continue
+            mode_rows = [time_mode(m, w, args.runs, args.warmup)
+                         for w in tqdm(workloads, desc=f"{name}{label}", unit="workload")]
+        except Exception:  # one broken mode must not cost the figures of the others
+            print(f"mode {name} FAILED:\n{traceback.format_exc()}", file=sys.stderr)
             continue
         modes[name] = m
-        for w in tqdm(workloads, desc=f"{name}{label}", unit="workload"):
-            rows.append(time_mode(m, w, args.runs, args.warmup))
+        rows.extend(mode_rows)
     device = next(iter(modes.values())).device if modes else torch.device("cpu")
     reference = load_mode("fp32", model, args.device, random_weights=args.random_weights)
     add_fidelity(rows, modes, reference, workloads)
     add_ratios(rows)
     info = stamp(device, args.random_weights, command)
-    text = table(rows)
+    text = table(rows) + "\n\n" + summary(rows)
     print(f"\n{info['gpu']} | torch {info['torch']} | commit {info['commit']} | {info['date']}{label}")
     print(text)
     out = Path(args.results)

@@ -105,21 +105,28 @@ def guided_log_probs(cond: torch.Tensor, uncond: torch.Tensor, guidance_scale: f
 
 
 def predict_and_score(cond: torch.Tensor, uncond: torch.Tensor, tokens: torch.Tensor, cfg: GenerationConfig,
-                      mask_id: int, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+                      mask_id: int, generator: torch.Generator | None,
+                      fused: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Predicted class and reveal priority of every target slot: ([C, T] long, [C, T] fp32).
 
-    cond/uncond: fp32 logits [C, T, V]; tokens [C, T]: current tokens (MASK where not revealed).
-    The priority is the guided log-probability of the predicted class minus a penalty growing with
-    the codebook index, perturbed by Gumbel noise at `position_temperature`; already revealed
-    slots get -inf, so they are never masked again.
+    cond/uncond: logits [C, T, V] (fp32, or fp16 when `fused`); tokens [C, T]: current tokens (MASK
+    where not revealed). The priority is the guided log-probability of the predicted class minus a
+    penalty growing with the codebook index, perturbed by Gumbel noise at `position_temperature`;
+    already revealed slots get -inf, so they are never masked again. `fused` computes the greedy
+    case with one Triton kernel (kernels/cfg_score.py, same fp32 math).
     """
-    log_probs = guided_log_probs(cond, uncond, cfg.guidance_scale, mask_id)
-    if cfg.class_temperature > 0:
-        predicted = gumbel_perturb(keep_top_classes(log_probs), cfg.class_temperature, generator).argmax(-1)
+    if fused and cfg.class_temperature == 0:
+        from kernels.cfg_score import cfg_score
+
+        predicted, scores = cfg_score(cond, uncond, cfg.guidance_scale, cfg.layer_penalty_factor, mask_id)
     else:
-        predicted = log_probs.argmax(-1)  # [C, T]
-    codebook = torch.arange(tokens.shape[0], device=tokens.device).view(-1, 1)  # [C, 1]
-    scores = log_probs.max(-1).values - codebook * cfg.layer_penalty_factor  # [C, T]
+        log_probs = guided_log_probs(cond.float(), uncond.float(), cfg.guidance_scale, mask_id)
+        if cfg.class_temperature > 0:
+            predicted = gumbel_perturb(keep_top_classes(log_probs), cfg.class_temperature, generator).argmax(-1)
+        else:
+            predicted = log_probs.argmax(-1)  # [C, T]
+        codebook = torch.arange(tokens.shape[0], device=tokens.device).view(-1, 1)  # [C, 1]
+        scores = log_probs.max(-1).values - codebook * cfg.layer_penalty_factor  # [C, T]
     if cfg.position_temperature > 0:
         scores = gumbel_perturb(scores, cfg.position_temperature, generator)
     return predicted, scores.masked_fill(tokens != mask_id, float("-inf"))

@@ -13,13 +13,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.config import ModelConfig
+from kernels.rmsnorm import rmsnorm_ref as rms_norm
+from kernels.swiglu import swiglu_ref as silu_mul
 
-
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm with transformers' numerics: statistics in fp32, cast back, then scale."""
-    x32 = x.float()
-    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * x32.to(x.dtype)
+from engine import fused_ops as fused
 
 
 def rope_cos_sin(seq_len: int, head_dim: int, theta: float, dtype: torch.dtype,
@@ -38,17 +35,11 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + rotated * sin
 
 
-def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
-    """SwiGLU: silu(gate) * up, with gate and up side by side in the last dim."""
-    gate, up = gate_up.chunk(2, dim=-1)
-    return F.silu(gate) * up
-
-
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Bidirectional GQA attention under an explicit boolean mask [B, 1, S, S] (True = may attend).
 
     q: [B, Hq, S, D], k/v: [B, Hkv, S, D] -> [B, Hq, S, D]. K/V are expanded to the query heads so that
-    every SDPA backend accepts the mask.
+    every SDPA backend accepts the mask (as upstream's SDPA path does).
     """
     groups = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(groups, dim=1)
@@ -61,8 +52,11 @@ class RMSNorm(nn.Module):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
+        self.fused = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fused:
+            return fused.rmsnorm(x, self.weight, self.eps)
         return rms_norm(x, self.weight, self.eps)
 
 
@@ -75,10 +69,16 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(q_dim, cfg.hidden_size, bias=False)
         self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
+        self.fused = False
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         B, S, _ = x.shape
         q_dim, kv_dim = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        if self.fused:
+            q, k, v = fused.qk_norm_rope(self.qkv_proj(x), self.q_norm, self.k_norm, cos, sin,
+                                         self.num_heads, self.num_kv_heads)  # [B, H, S, D] each
+            out = fused.attention(q, k, v, mask)  # [B, Hq, S, D]
+            return self.o_proj(out.transpose(1, 2).reshape(B, S, q_dim))
         q, k, v = self.qkv_proj(x).split([q_dim, kv_dim, kv_dim], dim=-1)
         # per-head norm before RoPE, as Qwen3 does
         q = self.q_norm(q.view(B, S, self.num_heads, self.head_dim)).transpose(1, 2)  # [B, Hq, S, D]
@@ -94,9 +94,11 @@ class MLP(nn.Module):
         super().__init__()
         self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+        self.fused = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(silu_mul(self.gate_up_proj(x)))
+        act = fused.swiglu if self.fused else silu_mul
+        return self.down_proj(act(self.gate_up_proj(x)))
 
 
 class Block(nn.Module):
@@ -106,9 +108,14 @@ class Block(nn.Module):
         self.attn = Attention(cfg)
         self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = MLP(cfg)
+        self.fused = False
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.input_norm(x), cos, sin, mask)
+        h = self.attn(self.input_norm(x), cos, sin, mask)
+        if self.fused:  # residual add and the post-attention norm in one pass
+            h, x = fused.add_rmsnorm(h, x, self.post_attn_norm)
+            return x + self.mlp(h)
+        x = x + h
         return x + self.mlp(self.post_attn_norm(x))
 
 
@@ -129,6 +136,14 @@ class OmniVoiceLM(nn.Module):
         self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.num_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.audio_heads = nn.Linear(cfg.hidden_size, cfg.num_codebooks * cfg.audio_vocab_size, bias=False)
+
+    def use_fused_kernels(self) -> "OmniVoiceLM":
+        """Run norms, q/k-norm + RoPE, SwiGLU and residual+norm as fused Triton kernels (CUDA only).
+        Same numerics as the torch path up to summation order (kernels/ tests bound the difference)."""
+        for module in self.modules():
+            if hasattr(module, "fused"):
+                module.fused = True
+        return self
 
     def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:
         """[B, C, S] ids -> [B, S, H]: summed codebook embeddings where audio_mask, else text (row 0)."""

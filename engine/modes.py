@@ -36,7 +36,14 @@ def prepare_mode(lm, mode: Mode, device: torch.device, folder: Path, report: Rep
 
         backend = quantize_for_realtime(lm, folder, lambda f, m: report("quantize", f, m))
     else:
-        backend = f"{dtype} + CUDA graphs"
-    runner = StaticRunner(lm)
+        backend = f"{dtype} fused + CUDA graphs"
+    from kernels import triton_available
+
+    fused = triton_available()
+    if fused:
+        lm.use_fused_kernels()
+    else:
+        log.warning("Triton is not available: CUDA graphs without fused kernels")
+    runner = StaticRunner(lm, fused=fused)
     runner.capture(GenerationConfig(), lambda f, m: report("capture", f, m))
     return runner, f"{backend} ({where})"

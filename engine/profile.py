@@ -12,7 +12,7 @@ from typing import Callable
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from engine.trace_stats import TraceStats, kernel_events, load_trace, stats_from_events
+from engine.trace_stats import TraceStats, cpu_launch_count, kernel_events, load_trace, stats_from_events
 
 
 def profile_call(fn: Callable[[], object], device: torch.device, trace_path: str | Path | None = None) -> TraceStats:
@@ -25,7 +25,9 @@ def profile_call(fn: Callable[[], object], device: torch.device, trace_path: str
     with tempfile.TemporaryDirectory() as tmp:
         raw = os.path.join(tmp, "trace.json")
         prof.export_chrome_trace(raw)
-        stats = stats_from_events(kernel_events(load_trace(raw)))
+        trace = load_trace(raw)
+        stats = stats_from_events(kernel_events(trace))
+        stats.cpu_launches = cpu_launch_count(trace)
         if trace_path is not None:
             trace_path = Path(trace_path)
             trace_path.parent.mkdir(parents=True, exist_ok=True)

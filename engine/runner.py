@@ -123,6 +123,7 @@ class StaticRunner:
     lm: OmniVoiceLM
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
     eager: bool = False
+    fused: bool = False  # Triton kernels for the scoring (the model's are set by use_fused_kernels)
     graphs: dict[tuple, StepGraph] = field(default_factory=dict)
     pool: object = None
 
@@ -145,10 +146,10 @@ class StaticRunner:
     def _step(self, buf: Buffers, cfg: GenerationConfig, generator: torch.Generator | None) -> None:
         lm, mask_id = self.lm, self.lm.cfg.audio_mask_id
         cos, sin = self.cos_table[buf.positions], self.sin_table[buf.positions]  # [S, D]
-        logits = lm(buf.ids, buf.audio_mask, buf.attn, rows=buf.rows, rope=(cos, sin)).float()  # [2H, C, V]
+        logits = lm(buf.ids, buf.audio_mask, buf.attn, rows=buf.rows, rope=(cos, sin))  # [2H, C, V]
         H = buf.tokens.shape[1]
         cond, uncond = logits[:H].transpose(0, 1), logits[H:].transpose(0, 1)  # [C, H, V]
-        predicted, scores = predict_and_score(cond, uncond, buf.tokens, cfg, mask_id, generator)
+        predicted, scores = predict_and_score(cond, uncond, buf.tokens, cfg, mask_id, generator, self.fused)
         scores = scores.masked_fill(~buf.valid, float("-inf")).flatten()  # [C * H]
         k = buf.schedule.index_select(0, buf.step.view(1))  # [1], read on the device
         order = scores.argsort(descending=True, stable=True)

@@ -37,12 +37,13 @@ class TraceStats:
     gap_median_us: float
     gap_p90_us: float
     top_kernels: list[tuple[str, float, int]] = field(default_factory=list)  # name, total ms, count
+    cpu_launches: int = 0  # host-side kernel launches, graph launches and async copies/memsets
 
     def as_dict(self) -> dict:
         return asdict(self)
 
     def table(self) -> str:
-        lines = [f"kernels {self.kernels}   span {self.span_ms:.1f} ms   busy {self.busy_ms:.1f} ms "
+        lines = [f"kernels {self.kernels} (CPU-side launches {self.cpu_launches})   span {self.span_ms:.1f} ms   busy {self.busy_ms:.1f} ms "
                  f"({100 * self.busy_fraction:.0f} %)   launch gap median {self.gap_median_us:.1f} us, "
                  f"p90 {self.gap_p90_us:.1f} us"]
         for cat, ms in sorted(self.by_category_ms.items(), key=lambda kv: -kv[1]):
@@ -54,9 +55,21 @@ class TraceStats:
         return "\n".join(lines)
 
 
+def _events(trace: dict | list) -> list[dict]:
+    return trace["traceEvents"] if isinstance(trace, dict) else trace
+
+
 def kernel_events(trace: dict | list) -> list[dict]:
-    events = trace["traceEvents"] if isinstance(trace, dict) else trace
-    return sorted((e for e in events if e.get("cat") == "kernel" and "dur" in e), key=lambda e: e["ts"])
+    return sorted((e for e in _events(trace) if e.get("cat") == "kernel" and "dur" in e), key=lambda e: e["ts"])
+
+
+_LAUNCH_CALLS = ("LaunchKernel", "GraphLaunch", "MemcpyAsync", "MemsetAsync", "cuLaunch")
+
+
+def cpu_launch_count(trace: dict | list) -> int:
+    """Host-side runtime/driver calls that put work on the GPU (a graph replay counts once)."""
+    return sum(1 for e in _events(trace) if e.get("cat") in ("cuda_runtime", "cuda_driver")
+               and any(k in e.get("name", "") for k in _LAUNCH_CALLS))
 
 
 def stats_from_events(kernels: list[dict], top: int = 10) -> TraceStats:
