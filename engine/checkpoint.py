@@ -47,10 +47,10 @@ _TOP_TENSORS = {
 Progress = Callable[[float, str], None]
 
 
-def _how_to_fix() -> str:
+def _how_to_fix(repo_id: str = HUB_ID) -> str:
     return (f"Fix it in one of three ways: pass --model DIR with a downloaded OmniVoice folder; set the "
-            f"environment variable {ENV_VAR}=DIR; or connect to the internet once so that {HUB_ID} "
-            f"can be downloaded (about 2.5 GB) into the Hugging Face cache.")
+            f"environment variable {ENV_VAR}=DIR; or connect to the internet once so that {repo_id} "
+            f"can be downloaded into the Hugging Face cache.")
 
 
 def resolve_checkpoint(model: str | os.PathLike | None = None, progress: Progress | None = None) -> Path:
@@ -91,7 +91,7 @@ def _download(repo_id: str, progress: Progress | None) -> Path:
         raise CheckpointError(
             f"The model {repo_id} is not on this computer and could not be downloaded "
             f"({type(err).__name__}: {err}). Missing: the whole checkpoint (config.json, "
-            f"{WEIGHTS_FILE}, tokenizer files, {CODEC_DIR}/). {_how_to_fix()}") from None
+            f"{WEIGHTS_FILE}, tokenizer files, {CODEC_DIR}/). {_how_to_fix(repo_id)}") from None
 
 
 def validate_checkpoint(folder: Path) -> Path:
@@ -196,8 +196,13 @@ def load_lm(folder: Path, device: torch.device | str = "cpu", dtype: torch.dtype
 def load_text_tokenizer(folder: Path):
     """The checkpoint's text tokenizer (a transformers fast tokenizer; needs no torchaudio)."""
     from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # it warns that config.json is not a text model's config
     try:
         return AutoTokenizer.from_pretrained(str(folder))
     except Exception as err:  # transformers raises many types for a broken tokenizer folder
         raise CheckpointError(f"The text tokenizer in {folder} cannot be loaded ({err}).") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)

@@ -158,7 +158,7 @@ def generate_tokens(lm: torch.nn.Module, prompts: list[PromptItem], cfg: Generat
     device = next(lm.parameters()).device
     forward = forward or eager_forward(lm)
     batch = build_cfg_batch(prompts, mask_id, device)
-    B, S = len(prompts), batch.input_ids.shape[-1]
+    B = len(prompts)
     schedules = [unmask_schedule(t, lm.cfg.num_codebooks, cfg.num_step, cfg.t_shift) for t in batch.target_lens]
     tokens = [p.ids[:, -p.target_len:].clone().to(device) for p in prompts]  # all MASK
     with torch.inference_mode():
