@@ -78,12 +78,17 @@ def _download(repo_id: str, progress: Progress | None) -> Path:
         pass
 
     class ReportingBar(tqdm):
+        """A tqdm bar that also reports byte progress (hub bars may be disabled: count ourselves)."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.counts_bytes, self.received = kwargs.get("unit") == "B", kwargs.get("initial", 0)
+
         def update(self, n=1):
-            shown = super().update(n)
-            self.done = getattr(self, "done", self.initial) + (n or 0)
-            if progress is not None and self.unit == "B" and self.total:
-                progress(min(1.0, self.done / self.total), f"Downloading {repo_id}")
-            return shown
+            self.received += n or 0
+            if progress is not None and self.counts_bytes and self.total:
+                progress(min(1.0, self.received / self.total), f"Downloading {repo_id}")
+            return super().update(n)
 
     try:
         return Path(snapshot_download(repo_id, tqdm_class=ReportingBar))

@@ -104,3 +104,38 @@ def test_valid_checkpoint_loads_every_parameter():
     assert torch.equal(layer.attn.qkv_proj.weight, torch.cat([q, k, v]))
     gate, up = raw["llm.layers.1.mlp.gate_proj.weight"], raw["llm.layers.1.mlp.up_proj.weight"]
     assert torch.equal(layer.mlp.gate_up_proj.weight, torch.cat([gate, up]))
+
+
+def _fake_hub(monkeypatch, download):
+    """snapshot_download that finds nothing cached and then runs `download(tqdm_class)`."""
+    import huggingface_hub
+
+    def snapshot_download(repo_id, local_files_only=False, tqdm_class=None, **kwargs):
+        if local_files_only:
+            raise huggingface_hub.errors.LocalEntryNotFoundError("not cached")
+        return download(tqdm_class)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+
+
+def test_download_reports_progress(monkeypatch):
+    def download(tqdm_class):
+        with tqdm_class(total=1000, unit="B", disable=True) as bar:
+            bar.update(250)
+            bar.update(750)
+        return str(TINY)
+
+    _fake_hub(monkeypatch, download)
+    seen = []
+    assert resolve_checkpoint("someone/some-model", lambda f, m: seen.append((f, m))) == TINY
+    assert [f for f, _ in seen] == [0.25, 1.0] and "someone/some-model" in seen[0][1]
+
+
+def test_failed_download_says_how_to_fix(monkeypatch):
+    def download(tqdm_class):
+        raise ConnectionError("no route to host")
+
+    _fake_hub(monkeypatch, download)
+    with pytest.raises(CheckpointError) as err:
+        resolve_checkpoint("someone/some-model")
+    assert "no route to host" in str(err.value) and all(fix in str(err.value) for fix in FIXES)
