@@ -66,15 +66,15 @@ def resolve_checkpoint(model: str | os.PathLike | None = None, progress: Progres
         return validate_checkpoint(path)
     if path.is_absolute() or source.startswith(".") or source.count("/") != 1:
         raise CheckpointError(f"The model folder {source} does not exist. {_how_to_fix()}")
-    return validate_checkpoint(_download(source, progress))
+    return _download(source, progress)
 
 
 def _download(repo_id: str, progress: Progress | None) -> Path:
     from huggingface_hub import snapshot_download
 
     try:
-        return Path(snapshot_download(repo_id, local_files_only=True))
-    except Exception:  # not cached (or cached partially): go to the network below
+        return validate_checkpoint(Path(snapshot_download(repo_id, local_files_only=True)))
+    except Exception:  # not cached, or cached in part: the download below completes it
         pass
 
     class ReportingBar(tqdm):
@@ -91,12 +91,13 @@ def _download(repo_id: str, progress: Progress | None) -> Path:
             return super().update(n)
 
     try:
-        return Path(snapshot_download(repo_id, tqdm_class=ReportingBar))
+        folder = Path(snapshot_download(repo_id, tqdm_class=ReportingBar))
     except Exception as err:  # offline, DNS, HTTP, disk full: all mean "not available"
         raise CheckpointError(
             f"The model {repo_id} is not on this computer and could not be downloaded "
             f"({type(err).__name__}: {err}). Missing: the whole checkpoint (config.json, "
             f"{WEIGHTS_FILE}, tokenizer files, {CODEC_DIR}/). {_how_to_fix(repo_id)}") from None
+    return validate_checkpoint(folder)
 
 
 def validate_checkpoint(folder: Path) -> Path:
