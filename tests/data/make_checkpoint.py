@@ -23,7 +23,7 @@ alphas differ from their identity values, so a port that forgets one of them fai
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import json
 import sys
 import types
@@ -108,12 +108,15 @@ FULL = Sizes(vocab_size=151676, hidden=1024, intermediate=3072, layers=28, heads
 def import_omnivoice():
     """Import upstream's model module; its audio helpers import pydub/soundfile at module level,
     which this script never calls, so empty stand-ins are used where they are not installed."""
-    for name in ("pydub", "pydub.silence", "soundfile"):
-        if importlib.util.find_spec(name.split(".")[0]) is None:
-            stub = types.ModuleType(name)
-            stub.AudioSegment = stub.detect_leading_silence = None
-            stub.detect_nonsilent = stub.split_on_silence = None
-            sys.modules[name] = stub
+    for package, modules in (("pydub", ("pydub", "pydub.silence")), ("soundfile", ("soundfile",))):
+        try:
+            importlib.import_module(package)
+        except ImportError:
+            for name in modules:
+                stub = types.ModuleType(name)
+                stub.AudioSegment = stub.detect_leading_silence = None
+                stub.detect_nonsilent = stub.split_on_silence = None
+                sys.modules[name] = stub
     from omnivoice import OmniVoice, OmniVoiceConfig
 
     return OmniVoice, OmniVoiceConfig
@@ -281,23 +284,26 @@ def write_checkpoint(out: Path, s: Sizes) -> None:
 
 
 def check_roundtrip(out: Path, model, codec) -> None:
-    """Load the folder with upstream's OmniVoice.from_pretrained and demand identical tensors."""
+    """Reload every part with upstream's loaders and demand identical tensors. (The LM is loaded
+    with `train=True`, which skips attaching the codec: upstream attaches it with a device_map,
+    which needs `accelerate`; the goldens recorder loads the whole folder the normal way.)"""
+    from transformers import AutoTokenizer, HiggsAudioV2TokenizerModel
+
     OmniVoice, _ = import_omnivoice()
-    loaded = OmniVoice.from_pretrained(str(out))
-    for name, ref in ((".", model), ("audio_tokenizer", codec)):
-        got = loaded if name == "." else loaded.audio_tokenizer
-        want_sd = ref.state_dict()
-        # from_pretrained attaches the codec as a submodule of the loaded OmniVoice
-        got_sd = {k: v for k, v in got.state_dict().items() if not k.startswith("audio_tokenizer.")}
+    loaded_model = OmniVoice.from_pretrained(str(out), train=True)
+    loaded_codec = HiggsAudioV2TokenizerModel.from_pretrained(str(out / "audio_tokenizer"))
+    for name, want, got in (("model", model, loaded_model), ("audio_tokenizer", codec, loaded_codec)):
+        want_sd, got_sd = want.state_dict(), got.state_dict()
         if want_sd.keys() != got_sd.keys():
             raise SystemExit(f"{name}: key mismatch {sorted(want_sd.keys() ^ got_sd.keys())[:10]}")
         bad = [k for k in want_sd if not torch.equal(want_sd[k], got_sd[k])]
         if bad:
             raise SystemExit(f"{name}: tensors differ after reload: {bad[:10]}")
-    if loaded.config.llm_config.vocab_size != len(loaded.text_tokenizer):
+    tokenizer = AutoTokenizer.from_pretrained(str(out))
+    if loaded_model.config.llm_config.vocab_size != len(tokenizer):
         raise SystemExit("config vocab_size differs from the tokenizer length")
     for token in OMNIVOICE_SPECIALS:
-        if len(loaded.text_tokenizer(token, add_special_tokens=False).input_ids) != 1:
+        if len(tokenizer(token, add_special_tokens=False).input_ids) != 1:
             raise SystemExit(f"{token} is not a single token")
 
 

@@ -109,7 +109,7 @@ CLIPS = {
     # name: (file, sample rate, subtype, channels, duration, speech segments, level, seed)
     "voice_6s": ("clips/voice_6s.wav", 24000, "PCM_16", 1, 6.0,
                  [(0.30, 1.80), (2.10, 3.70), (4.30, 5.60)], 0.45, 1),
-    "voice_2s": ("clips/voice_2s.wav", 24000, "FLOAT", 1, 2.0,
+    "voice_2s": ("clips/voice_2s.wav", 24000, "PCM_24", 1, 2.0,
                  [(0.20, 0.85), (1.45, 1.75)], 0.12, 2),
     "voice_2s_stereo_44k": ("clips/voice_2s_stereo_44k.wav", 44100, "PCM_16", 2, 2.0,
                             [(0.20, 0.85), (1.45, 1.75)], 0.12, 2),
@@ -294,11 +294,12 @@ def record_resample() -> None:
 
 
 def record_postprocess(model: OmniVoice) -> None:
-    """`_post_process_audio` on voice_2s (which has a 0.6 s pause) for every loudness branch."""
-    x = ov_audio.load_audio(str(OUT / CLIPS["voice_2s"][0]), SR)
+    """`_post_process_audio` for both loudness branches on a clip with a 1.2 s pause (more than
+    twice the 500 ms kept on each side, so the mid-silence removal shortens it)."""
+    x = voiced(2.5, SR, [(0.2, 0.8), (2.0, 2.4)], 0.3, seed=4)[None]
     cases = {"ref_rms_none": (None, True), "ref_rms_0.05": (0.05, True)}
-    tensors = {}
-    meta = {"input": "clips/voice_2s.wav read as float32 (1, N)", "cases": {}}
+    tensors = {"input": mono(x)}
+    meta = {"input": "key `input` as (1, N)", "cases": {}}
     for name, (ref_rms, post) in cases.items():
         cfg = OmniVoiceGenerationConfig(postprocess_output=post)
         tensors[name] = mono(model._post_process_audio(x.copy(), ref_rms=ref_rms, gen_config=cfg))
@@ -576,6 +577,10 @@ SAMPLED = ("sampled_seed_1234", 1234,
                 num_step=8))
 
 
+GAPS: dict[str, list[torch.Tensor]] = {"step0_raw_logit_top2_gap": [], "picked_cfg_top2_gap": [],
+                                      "step_margin": []}
+
+
 def positions_for(t_len: int) -> list[int]:
     return sorted({0, t_len // 2, t_len - 1})
 
@@ -605,6 +610,11 @@ def call_record(call: dict, model: OmniVoice, prefix: str) -> tuple[dict, dict]:
                        else float("inf"))
         min_gaps.append(float(call["gaps"][step].flatten()[flat].min()) if k else float("inf"))
     step0 = call["step0_logits"]  # (2, 8, L, 1025): cond row 0, uncond row 1
+    if cfg.position_temperature == 0:
+        top = step0[0, :, c_len - t_len:c_len].topk(2, dim=-1).values
+        GAPS["step0_raw_logit_top2_gap"].append((top[..., 0] - top[..., 1]).flatten())
+        GAPS["picked_cfg_top2_gap"] += [g.flatten()[o] for g, o in zip(call["gaps"], order)]
+        GAPS["step_margin"].append(torch.tensor(margins))
     pos = positions_for(t_len)
     pred0, conf0 = call["scores"][0]
     tensors = {
@@ -725,6 +735,11 @@ def main() -> None:
         run_request(model, gen_taps, name, kwargs)
     name, seed, kwargs = SAMPLED
     run_request(model, gen_taps, name, kwargs, seed=seed)
+    quantiles = (0.0, 0.001, 0.01, 0.1, 0.5)
+    write_json("generate/gap_summary.json", {
+        name: {"count": int(torch.cat(values).numel()),
+               "quantiles": {str(q): float(torch.cat(values).float().quantile(q)) for q in quantiles}}
+        for name, values in GAPS.items()})
     write_readme(versions)
     total = sum(p.stat().st_size for p in OUT.rglob("*") if p.is_file())
     print(f"wrote {OUT} ({total / 1e6:.2f} MB)")
