@@ -164,7 +164,8 @@ def codec_shapes(cfg: dict) -> dict[str, tuple[int, ...]]:
     ac, sc = cfg["acoustic_model_config"], cfg["semantic_model_config"]
     hop = math.prod(ac["downsampling_ratios"])
     frame_rate = math.ceil(cfg["sample_rate"] / hop)
-    n_q = int(1000 * cfg["target_bandwidths"][-1] // (frame_rate * math.ceil(math.log2(cfg["codebook_size"]))))
+    bits = math.ceil(math.log2(cfg["codebook_size"]))
+    n_q = int(1000 * cfg["target_bandwidths"][-1] // (frame_rate * bits))
     hidden, dim = ac["hidden_size"] + sc["hidden_size"], cfg["codebook_dim"]
     shapes = {**dac_shapes(ac), **hubert_shapes(sc), **semantic_coder_shapes(cfg, sc["hidden_size"])}
     linear(shapes, "fc", hidden, hidden)

@@ -173,6 +173,7 @@ def build_codec_config(s: Sizes):
             "num_attention_heads": s.hubert_heads,
             "intermediate_size": s.hubert_intermediate,
             "conv_dim": [s.hubert_conv_dim] * 7,  # HuBERT's strides 5,2,2,2,2,2,2: 16 kHz -> 50 Hz
+            "mask_time_prob": 0.0,  # no masked_spec_embed tensor, as released
         },
     )
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import platform
 import shutil
 import sys
@@ -73,7 +72,7 @@ def write_json(rel: str, data) -> None:
     INVENTORY.append((rel, "-", "json", []))
 
 
-def mono(x: np.ndarray) -> np.ndarray:
+def mono(x: np.ndarray) -> torch.Tensor:
     """(1, N) float32 numpy -> (N,) float32 torch."""
     return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32).reshape(-1))
 
@@ -440,7 +439,8 @@ def record_text(model: OmniVoice, clone_meta: dict) -> None:
         s = ""
         if denoise and has_ref:
             s += "<|denoise|>"
-        s += f"<|lang_start|>{lang or 'None'}<|lang_end|><|instruct_start|>{instruct or 'None'}<|instruct_end|>"
+        s += f"<|lang_start|>{lang or 'None'}<|lang_end|>"
+        s += f"<|instruct_start|>{instruct or 'None'}<|instruct_end|>"
         style[f"{lang}|{instruct}|denoise={denoise}|ref={has_ref}"] = {
             "style_text": s, "ids": model.text_tokenizer(s).input_ids}
     write_json("text.json", {
@@ -470,8 +470,8 @@ def record_text(model: OmniVoice, clone_meta: dict) -> None:
 # ----------------------------------------------------------------------------------------------
 
 class GenerationTaps:
-    """Wraps upstream's generation internals (class attributes, restored never: this process
-    only records) and keeps what one `generate()` call did."""
+    """Wraps upstream's generation internals (patching the class for the rest of this recording
+    process) and keeps what one `generate()` call did."""
 
     def __init__(self):
         self.calls, self.post = [], []
@@ -669,8 +669,11 @@ def run_request(model: OmniVoice, taps: GenerationTaps, name: str, kwargs: dict,
         tensors = {k: v for k, v in tensors.items() if k.endswith("tokens") and "step0" not in k}
         for facts in calls:
             del facts["min_step_margin"], facts["min_top2_gap"]
+    request = dict(kwargs)
+    if "ref_audio" in request:
+        request["ref_audio"] = CLIPS[request["ref_audio"]][0]
     meta = {
-        "request": {**kwargs, **({"ref_audio": CLIPS[kwargs["ref_audio"]][0]} if "ref_audio" in kwargs else {})},
+        "request": request,
         "generation_config": dataclasses.asdict(cfg),
         "torch_seed": seed,
         "ref_rms": ref_rms,
