@@ -46,6 +46,7 @@ class Row:
     token_agreement: float | None = None
     mel_distance_db: float | None = None
     logits_cosine: float | None = None
+    step0_agreement: float | None = None
     ratios: dict[str, float] = field(default_factory=dict)
 
 
@@ -85,7 +86,7 @@ def time_mode(m: ModeUnderTest, w: Workload, runs: int, warmup: int) -> Row:
 
 def add_fidelity(rows: list[Row], modes: dict[str, ModeUnderTest], reference: ModeUnderTest,
                  workloads: list[Workload]) -> None:
-    from engine.fidelity import logits_cosine, mel_distance_db, token_agreement
+    from engine.fidelity import logits_cosine, mel_distance_db, step0_argmax_agreement, token_agreement
 
     for w in workloads:
         ref_prompt = reference.prepare(w)
@@ -96,6 +97,7 @@ def add_fidelity(rows: list[Row], modes: dict[str, ModeUnderTest], reference: Mo
             row.token_agreement = token_agreement(tokens, ref_tokens)
             row.mel_distance_db = mel_distance_db(audio, ref_audio, m.sample_rate)
             row.logits_cosine = logits_cosine(logits, ref_logits)
+            row.step0_agreement = step0_argmax_agreement(logits, ref_logits)
 
 
 def add_ratios(rows: list[Row]) -> None:
@@ -113,8 +115,8 @@ def _fmt(v, pattern="{:.3f}") -> str:
 
 def summary(rows: list[Row]) -> str:
     """Per mode, means over the workloads (token agreement is chaotic per workload with random weights)."""
-    lines = ["| mode | backend | mean RTF | mean x upstream | mean x eager | mean tok agree | mean mel dB |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| mode | backend | mean RTF | mean x upstream | mean x eager | mean tok agree | "
+             "mean step-0 argmax agree | mean mel dB |", "|---|---|---|---|---|---|---|---|"]
     for mode in dict.fromkeys(r.mode for r in rows):
         rs = [r for r in rows if r.mode == mode]
 
@@ -125,13 +127,14 @@ def summary(rows: list[Row]) -> str:
                      f"{_fmt(mean(r.ratios.get('speedup_vs_upstream') for r in rs), '{:.2f}')} | "
                      f"{_fmt(mean(r.ratios.get('speedup_vs_eager') for r in rs), '{:.2f}')} | "
                      f"{_fmt(mean(r.token_agreement for r in rs), '{:.2%}')} | "
+                     f"{_fmt(mean(r.step0_agreement for r in rs), '{:.3%}')} | "
                      f"{_fmt(mean(r.mel_distance_db for r in rs), '{:.2f}')} |")
     return "\n".join(lines)
 
 
 def table(rows: list[Row]) -> str:
     head = ("| mode | workload | audio s | median ms (min-max) | RTF | first audio ms | kernels | CPU launches | busy | "
-            "peak GiB | x upstream | x eager | tok agree | mel dB | 1 - logit cos |")
+            "peak GiB | x upstream | x eager | tok agree | step-0 argmax agree | mel dB | 1 - logit cos |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         lines.append(
@@ -140,7 +143,8 @@ def table(rows: list[Row]) -> str:
             f"{_fmt(r.first_audio_s and 1e3 * r.first_audio_s, '{:.0f}')} | {_fmt(r.kernels, '{:d}')} | {_fmt(r.cpu_launches, '{:d}')} | "
             f"{_fmt(r.busy_fraction, '{:.0%}')} | {_fmt(r.peak_mem_gib, '{:.2f}')} | "
             f"{_fmt(r.ratios.get('speedup_vs_upstream'), '{:.2f}')} | {_fmt(r.ratios.get('speedup_vs_eager'), '{:.2f}')} | "
-            f"{_fmt(r.token_agreement, '{:.2%}')} | {_fmt(r.mel_distance_db, '{:.2f}')} | "
+            f"{_fmt(r.token_agreement, '{:.2%}')} | {_fmt(r.step0_agreement, '{:.3%}')} | "
+            f"{_fmt(r.mel_distance_db, '{:.2f}')} | "
             f"{_fmt(r.logits_cosine and 1 - r.logits_cosine, '{:.1e}')} |")
     return "\n".join(lines)
 

@@ -14,6 +14,19 @@ def token_agreement(tokens: torch.Tensor, reference: torch.Tensor) -> float:
     return (tokens.cpu() == reference.cpu()).float().mean().item()
 
 
+def step0_argmax_agreement(logits: torch.Tensor, reference: torch.Tensor, guidance_scale: float = 2.0,
+                           mask_id: int = 1024) -> float:
+    """Agreement of the first step's guided argmax [8, T] between two logit sets [2, 8, T, V]
+    (cond, uncond). Unlike whole-token agreement this is not chaotic: it counts exactly the argmax
+    flips caused by one forward's rounding, with identical inputs."""
+    from engine.decode import guided_log_probs
+
+    def pick(x):
+        x = x.double()
+        return guided_log_probs(x[0], x[1], guidance_scale, mask_id).argmax(-1)
+    return (pick(logits) == pick(reference)).double().mean().item()
+
+
 def logits_cosine(logits: torch.Tensor, reference: torch.Tensor) -> float:
     """Cosine similarity of two logit tensors, flattened, computed in fp64."""
     a, b = logits.double().flatten().cpu(), reference.double().flatten().cpu()

@@ -25,7 +25,8 @@ from engine.prompt import PromptItem
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BUCKETS = (256, 384, 512, 640, 768, 1024, 1280, 1536, 2048)
+# Packed rows (prompt + uncond target + pads): every 64 up to 1024, then every 128 (< 9 % padding above 256).
+DEFAULT_BUCKETS = tuple(range(128, 1025, 64)) + tuple(range(1152, 2049, 128))
 MAX_STEPS = 128
 
 
@@ -41,7 +42,7 @@ class Buffers:
     ids: torch.Tensor  # [1, C, S] long
     audio_mask: torch.Tensor  # [1, S] bool
     positions: torch.Tensor  # [S] long
-    attn: torch.Tensor  # [1, 1, S, S] bool
+    attn: torch.Tensor  # [1, 1, S, S] additive mask in the model dtype: 0 = may attend, -inf = may not
     rows: torch.Tensor  # [2H] long: cond target rows, then uncond rows (junk row past T)
     cond_cols: torch.Tensor  # [H] long: where slot t of the cond target lives in the sequence
     uncond_cols: torch.Tensor  # [H] long
@@ -51,11 +52,11 @@ class Buffers:
     step: torch.Tensor  # [] long: step counter, advanced inside the graph
 
     @classmethod
-    def allocate(cls, S: int, C: int, device) -> "Buffers":
+    def allocate(cls, S: int, C: int, device, dtype: torch.dtype) -> "Buffers":
         H = S // 2
         z = dict(device=device)
         return cls(torch.zeros(1, C, S, dtype=torch.long, **z), torch.zeros(1, S, dtype=torch.bool, **z),
-                   torch.zeros(S, dtype=torch.long, **z), torch.zeros(1, 1, S, S, dtype=torch.bool, **z),
+                   torch.zeros(S, dtype=torch.long, **z), torch.zeros(1, 1, S, S, dtype=dtype, **z),
                    torch.zeros(2 * H, dtype=torch.long, **z), torch.zeros(H, dtype=torch.long, **z),
                    torch.zeros(H, dtype=torch.long, **z), torch.zeros(C, H, dtype=torch.bool, **z),
                    torch.zeros(C, H, dtype=torch.long, **z), torch.zeros(MAX_STEPS, dtype=torch.long, **z),
@@ -78,7 +79,7 @@ class Packed:
     schedule: torch.Tensor
 
 
-def pack(prompt: PromptItem, S: int, mask_id: int, schedule: list[int]) -> Packed:
+def pack(prompt: PromptItem, S: int, mask_id: int, schedule: list[int], dtype: torch.dtype) -> Packed:
     """Lay out [prompt (c) | uncond target (T) | pads] in S rows; the last row is always a pad."""
     C, c = prompt.ids.shape
     T = prompt.target_len
@@ -94,9 +95,11 @@ def pack(prompt: PromptItem, S: int, mask_id: int, schedule: list[int]) -> Packe
     positions = torch.zeros(S, dtype=torch.long)
     positions[:c] = torch.arange(c)
     positions[c:c + T] = torch.arange(T)
-    attn = torch.eye(S, dtype=torch.bool)
-    attn[:c, :c] = True
-    attn[c:c + T, c:c + T] = True
+    allowed = torch.eye(S, dtype=torch.bool)
+    allowed[:c, :c] = True
+    allowed[c:c + T, c:c + T] = True
+    # additive once per request: SDPA would otherwise turn a bool mask into this in every layer
+    attn = torch.zeros(S, S, dtype=dtype).masked_fill_(~allowed, float("-inf"))
     junk = S - 1
     t = torch.arange(H)
     cond_cols = torch.where(t < T, c - T + t, junk)
@@ -165,7 +168,7 @@ class StaticRunner:
         key = (S, score_key(cfg))
         if key in self.graphs:
             return self.graphs[key]
-        buf = Buffers.allocate(S, self.lm.cfg.num_codebooks, self.device)
+        buf = Buffers.allocate(S, self.lm.cfg.num_codebooks, self.device, self.dtype)
         entry = StepGraph(None, buf, cfg)
         if not self.eager:
             entry.graph = self._capture(buf, cfg)
@@ -208,7 +211,7 @@ class StaticRunner:
         S = self.bucket_for(prompt.ids.shape[1] + T)
         entry = self._graph_for(S, cfg)
         schedule = unmask_schedule(T, C, cfg.num_step, cfg.t_shift)
-        packed = pack(prompt, S, self.lm.cfg.audio_mask_id, schedule)
+        packed = pack(prompt, S, self.lm.cfg.audio_mask_id, schedule, self.dtype)
         buf = entry.buffers
         for name in ("ids", "audio_mask", "positions", "attn", "rows", "cond_cols", "uncond_cols", "valid",
                      "tokens", "schedule"):
