@@ -25,7 +25,7 @@ from engine.prompt import PromptItem
 
 log = logging.getLogger(__name__)
 
-# Packed rows (prompt + uncond target + pads): every 64 up to 1024, then every 128 (< 12 % padding above 256).
+# Packed rows (prompt + uncond target + pads): at most 64 padded rows up to 1024, 128 above.
 DEFAULT_BUCKETS = tuple(range(128, 1025, 64)) + tuple(range(1152, 2049, 128))
 MAX_STEPS = 128
 
