@@ -1,0 +1,112 @@
+"""The engine facade on the tiny checkpoint (CPU): voices, synthesis, streaming, seeds, timings, errors."""
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from engine.config import GenerationConfig, Mode
+from engine.engine import Engine
+from engine.errors import AudioInputError, Cancelled, TextInputError, TranscriptRequiredError
+from engine.voice import Voice
+from engine.workloads import synthetic_voice
+
+TINY = Path(__file__).parent / "data" / "tiny_omnivoice"
+TEXT = "Hello there, nice to meet you. How are you today?"
+
+
+@pytest.fixture(scope="module")
+def engine():
+    stages = []
+    e = Engine.load(TINY, device="cpu", mode="hifi", progress=lambda p: stages.append(p.stage))
+    assert stages[0] == "load" and stages[-1] == "ready"
+    return e
+
+
+@pytest.fixture(scope="module")
+def voice(engine):
+    return engine.voice_from_clip((synthetic_voice(4.0, seed=1), 24000), transcript="A short sentence to clone")
+
+
+def test_load_reports_the_backend_actually_used(engine):
+    assert engine.mode is Mode.HIFI and engine.device.type == "cpu"
+    assert engine.backend == "FP32 eager (CPU)"  # no GPU: graphs and fused kernels are not in use
+    assert engine.is_demo and engine.sample_rate == 24000
+
+
+def test_voice_from_clip_and_its_file_format(engine, voice, tmp_path):
+    assert voice.tokens.shape[0] == 8 and 80 <= voice.tokens.shape[1] <= 100  # ~4 s minus trimmed pauses
+    assert voice.transcript == "A short sentence to clone."  # upstream adds the final punctuation
+    assert 0.05 < voice.rms < 0.2
+    voice.save(tmp_path / "v")
+    back = Voice.load(tmp_path / "v")
+    assert torch.equal(back.tokens, voice.tokens) and back.transcript == voice.transcript and back.rms == voice.rms
+    torch.save({"format_version": 1, "ref_audio_tokens": voice.tokens, "ref_text": "hi.", "ref_rms": 0.2},
+               tmp_path / "upstream.pt")
+    imported = Voice.from_upstream_prompt(tmp_path / "upstream.pt")
+    assert torch.equal(imported.tokens, voice.tokens) and imported.transcript == "hi."
+    (tmp_path / "v" / "voice.json").write_text("{not json")
+    with pytest.raises(AudioInputError):
+        Voice.load(tmp_path / "v")
+
+
+def test_synthesize_is_seeded_and_timed(engine, voice):
+    cfg = GenerationConfig(seed=7, num_step=8)
+    a = engine.synthesize(TEXT, voice=voice, language="English", config=cfg)
+    b = engine.synthesize(TEXT, voice=voice, language="English", config=cfg)
+    c = engine.synthesize(TEXT, voice=voice, language="English", config=cfg.replace(seed=8))
+    assert a.seed == 7 and a.sample_rate == 24000 and a.audio.dtype == np.float32
+    np.testing.assert_array_equal(a.audio, b.audio)
+    assert not np.array_equal(a.audio, c.audio)
+    t = a.timings
+    assert t.audio_s == pytest.approx(len(a.audio) / 24000)
+    assert t.rtf == pytest.approx(t.total_s / t.audio_s)
+    assert t.total_s >= t.generate_s + t.decode_s > 0
+    assert a.tokens[0].shape[0] == 8 and (a.tokens[0] < 1024).all()
+
+
+def test_fixed_duration_sets_the_length(engine, voice):
+    r = engine.synthesize(TEXT, voice=voice, config=GenerationConfig(seed=1, num_step=4, duration=2.0,
+                                                                     postprocess_output=False))
+    assert r.tokens[0].shape[1] == 50  # 25 frames per second
+    assert len(r.audio) == 50 * 960 + 2 * 2400  # plus 0.1 s of padding on each side
+
+
+def test_stream_starts_with_a_short_clause_and_covers_the_text(engine, voice):
+    text = "Well, this is the first clause. Then comes a second sentence, and a third one follows it."
+    chunks = list(engine.stream(text, voice=voice, config=GenerationConfig(seed=3, num_step=4)))
+    assert len(chunks) >= 2 and chunks[-1].is_last and not chunks[0].is_last
+    assert chunks[0].text == "Well, this is the first clause."
+    assert "".join(c.text for c in chunks).replace(" ", "") == text.replace(" ", "")
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+    first = chunks[0].timings.first_audio_s
+    assert first is not None and all(c.timings.first_audio_s == first for c in chunks)
+
+
+def test_voice_design_and_auto_voice(engine):
+    r = engine.synthesize("Xin chào, hôm nay trời đẹp quá.", instruct="female, low pitch", language="vi",
+                          config=GenerationConfig(seed=1, num_step=4))
+    assert len(r.audio) > 0 and np.abs(r.audio).max() == pytest.approx(0.5, abs=0.02)  # peak-normalised
+    auto = list(engine.stream("First part, then the second part of it. And more text here.",
+                              config=GenerationConfig(seed=2, num_step=4)))
+    assert len(auto) >= 2
+
+
+def test_bad_requests_give_clear_errors(engine, voice):
+    with pytest.raises(TextInputError, match="no text"):
+        engine.synthesize("   \n ", voice=voice)
+    with pytest.raises(TextInputError, match="Valid English items: american accent"):
+        engine.synthesize("Hello.", instruct="purple voice")
+    with pytest.raises(AudioInputError):
+        engine.voice_from_clip("https://example.com/a.wav", transcript="x")
+    with pytest.raises(TranscriptRequiredError, match="Type what is said"):
+        engine.voice_from_clip((synthetic_voice(3.0), 24000))  # no transcript, no Whisper here
+
+
+def test_cancel_stops_between_steps(engine, voice):
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Cancelled):
+        engine.synthesize(TEXT, voice=voice, config=GenerationConfig(num_step=4), cancel=stop)
+    assert engine.synthesize("Still works.", voice=voice, config=GenerationConfig(num_step=2)).audio.size
