@@ -62,8 +62,6 @@ def checked_upload(path: str | None, upload_root: Path) -> Path:
     """A reference clip must be a file that Gradio received, never a URL or a path elsewhere."""
     if not path:
         raise AudioInputError("Record or upload a reference clip first, or pick a saved voice.")
-    if "://" in str(path):
-        raise AudioInputError("Audio from web addresses is not accepted: upload the file instead.")
     clip = Path(path).resolve()
     if not clip.is_relative_to(upload_root.resolve()):
         raise AudioInputError("Only clips uploaded or recorded in the app are accepted.")

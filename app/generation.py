@@ -1,7 +1,8 @@
 """One generation, as the Clone and Voice design tabs run it: queue on the GPU worker, stream chunks to
 the browser (and the speakers), keep live metrics, then store the result in the history.
 
-`run` yields tuples for the output panel's components, in `OUTPUTS` order.
+`run` yields (outputs, saved): outputs for the output panel's components in `OUTPUTS` order, and
+whether this update is the finished result, now stored in the history.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def to_int16(audio: np.ndarray) -> np.ndarray:
     return (np.clip(audio, -1.0, 1.0) * 32767).astype(np.int16)
 
 
-def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tuple]:
+def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tuple[tuple, bool]]:
     engine = ctx.host.engine
     rate = engine.sample_rate
     metrics = LiveMetrics(mode=_mode_label(engine.mode.value), backend=engine.backend, demo=engine.is_demo,
@@ -63,7 +64,7 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
     try:
         for kind, value in job.follow(ctx.worker):
             if kind == "waiting":
-                yield _update(metrics, status=f"Waiting in line: {_ordinal(value)} (one generation runs at a time).")
+                yield _update(metrics, status=f"Waiting in line: {_ordinal(value)} (one generation runs at a time)."), False
             elif kind == "item":
                 elapsed, chunk = value
                 pieces.append(chunk.audio)
@@ -71,10 +72,10 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
                 player = _feed(player, chunk.audio, notices)
                 status = _status(f"Generating… part {chunk.index + 1} is playing", notices)
                 audio = (rate, to_int16(chunk.audio)) if ctx.streaming else gr.skip()
-                yield _update(metrics, audio=audio, status=status)
+                yield _update(metrics, audio=audio, status=status), False
         finished = True
     except Cancelled:
-        yield _update(metrics, status=_status(f"Stopped after {metrics.audio_s:.1f} s of audio.", notices))
+        yield _update(metrics, status=_status(f"Stopped after {metrics.audio_s:.1f} s of audio.", notices)), False
         return
     finally:
         job.cancel.set()  # the browser went away or the request ended: free the GPU either way
@@ -92,7 +93,7 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
     yield _update(metrics, audio=gr.skip() if ctx.streaming else (rate, to_int16(audio)),
                   status=_status(done, notices),
                   wav=gr.DownloadButton(value=str(entry.audio), interactive=True),
-                  flac=gr.DownloadButton(value=str(flac), interactive=True))
+                  flac=gr.DownloadButton(value=str(flac), interactive=True)), True
 
 
 def idle_outputs(status: str = "") -> tuple:
@@ -137,7 +138,7 @@ def _export_flac(ctx: AppContext, entry_id: str, audio: np.ndarray, rate: int):
 
 
 def _status(message: str, notices: list[str]) -> str:
-    return "\n\n".join([message, *(f"ℹ️ {n}" for n in notices)])
+    return "\n\n".join([message, *(f"ⓘ {n}" for n in notices)])
 
 
 def _ordinal(n: int) -> str:

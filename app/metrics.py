@@ -40,10 +40,11 @@ class LiveMetrics:
     def to_html(self) -> str:
         ttfa = "—" if self.first_audio_s is None else f"{self.first_audio_s * 1000:.0f} ms"
         rtf = "—" if math.isnan(self.rtf) else f"{self.rtf:.3f}"
-        tiles = [("Time to first audio", ttfa), ("Real-time factor", rtf), ("Audio", f"{self.audio_s:.1f} s"),
-                 ("Mode", self.mode)]
+        tiles = [("Time to first audio", ttfa, ""), ("Real-time factor", rtf, ""),
+                 ("Audio", f"{self.audio_s:.1f} s", ""), ("Mode", self.mode, " vd-metric-text")]
         body = "".join(f'<div class="vd-metric"><span class="vd-metric-label">{html.escape(label)}</span>'
-                       f'<span class="vd-metric-value">{html.escape(value)}</span></div>' for label, value in tiles)
+                       f'<span class="vd-metric-value{extra}">{html.escape(value)}</span></div>'
+                       for label, value, extra in tiles)
         note = " · demo model: output is noise" if self.demo else ""
         return (f'<div class="vd-metrics">{body}</div>'
                 f'<div class="vd-backend">{html.escape(self.backend)}{note}</div>')

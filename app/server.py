@@ -88,5 +88,10 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
 
 
 def _theme(gr):
-    return gr.themes.Soft(primary_hue="indigo", secondary_hue="violet", neutral_hue="slate",
-                          font=[gr.themes.LocalFont("IBM Plex Sans"), "ui-sans-serif", "system-ui", "sans-serif"])
+    # Fonts ship with Gradio (LocalFont): nothing is fetched from the internet.
+    theme = gr.themes.Soft(primary_hue="indigo", secondary_hue="violet", neutral_hue="slate",
+                           font=[gr.themes.LocalFont("IBM Plex Sans"), "ui-sans-serif", "system-ui", "sans-serif"])
+    return theme.set(block_title_background_fill="transparent", block_title_text_color="*neutral_700",
+                     block_title_padding="0", block_label_background_fill="transparent",
+                     block_label_text_color="*neutral_600", block_label_text_size="*text_sm",
+                     block_title_text_size="*text_sm", button_large_radius="*radius_lg")

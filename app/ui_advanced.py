@@ -45,10 +45,10 @@ def build_advanced(ctx: AppContext) -> AdvancedSettings:
                               info="diffusion steps: fewer is faster, 32 is the model's default")
             guidance = gr.Slider(0.0, 4.0, value=s.guidance, step=0.1, label="Guidance",
                                  info="how strongly to follow the text and voice")
-        with gr.Row(equal_height=True):
-            seed = gr.Number(0, label="Seed", precision=0, minimum=0, maximum=MAX_SEED)
-            randomize = gr.Checkbox(True, label="New random seed each time")
-            use_last = gr.Button("Use last seed", size="sm")
+        with gr.Row(equal_height=True, elem_classes="vd-seed-row"):
+            seed = gr.Number(0, label="Seed", precision=0, minimum=0, maximum=MAX_SEED, scale=2)
+            randomize = gr.Checkbox(True, label="New random seed each time", scale=2)
+            use_last = gr.Button("Use last seed", size="sm", scale=1, min_width=110)
         with gr.Row():
             denoise = gr.Checkbox(s.denoise, label="Denoise", info="ask the model for clean speech")
             preprocess = gr.Checkbox(s.preprocess, label="Clean up the reference",

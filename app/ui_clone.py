@@ -4,16 +4,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import gradio as gr
-import soundfile as sf
 
+from engine.audio import SAMPLE_RATE, load_clip
 from engine.errors import TextInputError
 
 from . import generation
 from .clip_check import check_file
+from .components import LocalAudio
 from .context import AppContext, checked_upload
-from .library import VoiceEntry
 from .ui_advanced import AdvancedSettings, build_advanced, make_config
-from .ui_common import MAX_TEXT_CHARS, describe_text, friendly_errors, languages, sample_texts
+from .ui_common import (MAX_TEXT_CHARS, describe_entry, describe_text, friendly_errors, languages,
+                        reference_audio, sample_texts)
 from .ui_output import OutputPanel, build_output_panel, output_device
 
 NEW_CLIP = "__clip__"  # the voice dropdown's value for "make a voice from the clip below"
@@ -34,16 +35,17 @@ def voice_choices(ctx: AppContext) -> list[tuple[str, str]]:
 def build_clone_tab(ctx: AppContext, library_version: gr.State, history_version: gr.State) -> CloneTab:
     last = ctx.settings.last_voice
     start_voice = last if last in {slug for _, slug in voice_choices(ctx)} else NEW_CLIP
+    start_entry = ctx.library.get(start_voice) if start_voice != NEW_CLIP else None
     with gr.Row(equal_height=False, elem_classes="vd-main"):
         with gr.Column(scale=3, elem_classes="vd-inputs"):
             gr.Markdown("### 1 · Voice", elem_classes="vd-step")
             voice = gr.Dropdown(voice_choices(ctx), value=start_voice, label="Voice", elem_id="clone-voice")
             with gr.Group(visible=start_voice != NEW_CLIP, elem_classes="vd-saved-voice") as saved_box:
-                saved_info = gr.Markdown()
-                saved_preview = gr.Audio(label="Reference of the saved voice", interactive=False, type="numpy",
-                                         buttons=[])
+                saved_info = gr.Markdown(describe_entry(start_entry) if start_entry else "")
+                saved_preview = gr.Audio(reference_audio(start_entry) if start_entry else None, type="numpy",
+                                         label="Reference of the saved voice", interactive=False, buttons=[])
             with gr.Group(visible=start_voice == NEW_CLIP, elem_classes="vd-clip") as clip_box:
-                reference = gr.Audio(sources=["microphone", "upload"], type="filepath", editable=True,
+                reference = LocalAudio(sources=["microphone", "upload"], type="filepath", editable=True,
                                      label="Reference clip: record or upload 3–10 s of clear speech",
                                      elem_id="clone-reference",
                                      waveform_options=gr.WaveformOptions(sample_rate=24000,
@@ -52,10 +54,11 @@ def build_clone_tab(ctx: AppContext, library_version: gr.State, history_version:
                 transcript = gr.Textbox(label="What is said in the clip", lines=2, elem_id="clone-transcript",
                                         placeholder="Type it for the best result (filled in automatically when "
                                                     "speech recognition is installed)")
-                with gr.Row(equal_height=True):
-                    voice_name = gr.Textbox(label="Save this voice as", placeholder="e.g. Grandpa reading",
-                                            scale=3, max_length=60)
-                    save = gr.Button("Save voice", scale=1, size="sm")
+                with gr.Row(equal_height=True, elem_classes="vd-save-row"):
+                    voice_name = gr.Textbox(show_label=False, container=False, scale=3, max_length=60,
+                                            placeholder="Name this voice to keep it, e.g. Grandpa reading",
+                                            elem_id="clone-voice-name")
+                    save = gr.Button("Save voice", scale=1, min_width=120, elem_id="clone-save")
             gr.Markdown("### 2 · Text", elem_classes="vd-step")
             text = gr.Textbox(label="Text to speak", lines=5, max_length=MAX_TEXT_CHARS, elem_id="clone-text",
                               placeholder="Type or paste what the voice should say.")
@@ -97,31 +100,18 @@ def _show_voice(ctx: AppContext):
             return gr.Group(visible=False), gr.Group(visible=True), "", None
         ctx.save_settings(last_voice=slug)
         entry = ctx.library.get(slug)
-        return gr.Group(visible=True), gr.Group(visible=False), _describe_entry(entry), _reference_audio(entry)
+        return gr.Group(visible=True), gr.Group(visible=False), describe_entry(entry), reference_audio(entry)
 
     return show
-
-
-def _describe_entry(entry: VoiceEntry) -> str:
-    said = entry.transcript.replace("\n", " ") or "(no transcript)"
-    return f"**{entry.name}** · {entry.seconds:.1f} s · saved {entry.created[:10]}\n\n> {said}"
-
-
-def _reference_audio(entry: VoiceEntry):
-    """(rate, samples) rather than a path: the library folder is never served to the browser."""
-    if entry.reference is None:
-        return None
-    samples, rate = sf.read(entry.reference, dtype="int16")
-    return rate, samples
 
 
 def _save_voice(ctx: AppContext):
     def save(name, reference, transcript, language, preprocess, version, request: gr.Request):
         clip = checked_upload(reference, ctx.upload_root)
         voice = ctx.voice_from_clip(str(clip), transcript, preprocess, owner=request.session_hash)
-        samples, rate = sf.read(clip, dtype="float32")
-        entry = ctx.library.save(name, voice, reference=(samples, rate), language=language)
-        gr.Info(f"Saved the voice '{entry.name}'.")
+        decoded = load_clip(clip)  # mono 24 kHz, what the voice was made from
+        entry = ctx.library.save(name, voice, reference=(decoded.samples, SAMPLE_RATE), language=language)
+        gr.Info(f"Saved the voice '{entry.name}'.", duration=4)
         return (gr.Dropdown(choices=voice_choices(ctx), value=entry.slug), "", voice.transcript or gr.skip(),
                 version + 1)
 
@@ -146,10 +136,9 @@ def _generate(ctx: AppContext):
         request_ = generation.GenerationRequest(text, voice, None, language, config, label, bool(speakers),
                                                 output_device(device))
         first = True
-        for outputs in generation.run(ctx, request_, owner):
+        for outputs, saved in generation.run(ctx, request_, owner):
             extras = (filled, config.seed, config.seed) if first else (gr.skip(),) * 3
             first = False
-            yield (*outputs, *extras, gr.skip())
-        yield (*(gr.skip(),) * len(generation.OUTPUTS), gr.skip(), gr.skip(), gr.skip(), history_version + 1)
+            yield (*outputs, *extras, history_version + 1 if saved else gr.skip())
 
     return run

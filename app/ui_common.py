@@ -8,10 +8,13 @@ import logging
 from pathlib import Path
 
 import gradio as gr
+import soundfile as sf
 
 from engine.duration import text_weight, weight_per_second
 from engine.errors import VoiceDeskError
 from engine.languages import language_choices
+
+from .library import VoiceEntry
 
 log = logging.getLogger("voicedesk")
 
@@ -36,6 +39,19 @@ def describe_text(text: str, speed: float = 1.0) -> str:
         return f"0 / {MAX_TEXT_CHARS} characters"
     seconds = text_weight(text) / weight_per_second() / max(float(speed or 1.0), 0.1)
     return f"{len(text)} / {MAX_TEXT_CHARS} characters · about {seconds:.0f} s of speech"
+
+
+def describe_entry(entry: VoiceEntry) -> str:
+    said = entry.transcript.replace("\n", " ") or "(no transcript)"
+    return f"**{entry.name}** · {entry.seconds:.1f} s · saved {entry.created[:10]}\n\n> {said}"
+
+
+def reference_audio(entry: VoiceEntry):
+    """(rate, samples) rather than a path: the library folder is never served to the browser."""
+    if entry.reference is None:
+        return None
+    samples, rate = sf.read(entry.reference, dtype="int16")
+    return rate, samples
 
 
 def friendly_errors(fn):

@@ -31,11 +31,12 @@ def build_design_tab(ctx: AppContext, history_version: gr.State) -> DesignTab:
         with gr.Column(scale=3, elem_classes="vd-inputs"):
             gr.Markdown("### 1 · Describe the voice", elem_classes="vd-step")
             attributes = []
-            with gr.Row():
-                for category in CATEGORIES:
-                    attributes.append(gr.Dropdown([("Any", ANY), *choices(category)], value=ANY,
-                                                  label=_TITLES[category], min_width=140,
-                                                  elem_id=f"design-{category}"))
+            for row in (CATEGORIES[:3], CATEGORIES[3:]):
+                with gr.Row():
+                    for category in row:
+                        attributes.append(gr.Dropdown([("Any", ANY), *choices(category)], value=ANY,
+                                                      label=_TITLES[category], min_width=160,
+                                                      elem_id=f"design-{category}"))
             instruct_view = gr.Markdown("Voice description: *(left to the model)*", elem_classes="vd-hint")
             gr.Markdown("### 2 · Text", elem_classes="vd-step")
             text = gr.Textbox(label="Text to speak", lines=5, max_length=MAX_TEXT_CHARS, elem_id="design-text")
@@ -78,10 +79,9 @@ def _generate(ctx: AppContext):
                                                 f"designed: {instruct or 'automatic'}", bool(speakers),
                                                 output_device(device))
         first = True
-        for outputs in generation.run(ctx, request_, request.session_hash):
+        for outputs, saved in generation.run(ctx, request_, request.session_hash):
             extras = (config.seed, config.seed) if first else (gr.skip(),) * 2
             first = False
-            yield (*outputs, *extras, gr.skip())
-        yield (*(gr.skip(),) * len(generation.OUTPUTS), gr.skip(), gr.skip(), history_version + 1)
+            yield (*outputs, *extras, history_version + 1 if saved else gr.skip())
 
     return run

@@ -29,12 +29,13 @@ def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
             table = gr.Dataframe(rows, headers=COLUMNS, interactive=False, elem_id="history-table", wrap=True,
-                                 column_widths=["15%", "40%", "17%", "12%", "8%", "8%"], max_height=480)
+                                 elem_classes="vd-table", max_height=480,
+                                 column_widths=["15%", "40%", "17%", "12%", "8%", "8%"])
             empty_note = gr.Markdown("*Nothing yet: results appear here when they finish.*", visible=not rows)
         with gr.Column(scale=2):
             with gr.Group(visible=False) as details:
                 info = gr.Markdown()
-                player = gr.Audio(label="Replay", interactive=False, type="filepath", buttons=[])
+                player = gr.Audio(label="Replay", interactive=False, type="filepath", buttons=[], elem_id="history-player")
                 with gr.Row():
                     download = gr.DownloadButton("Download WAV", size="sm")
                     delete = gr.Button("Delete", variant="stop", size="sm")

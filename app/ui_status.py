@@ -45,8 +45,8 @@ def build_header(ctx: AppContext) -> Header:
         with gr.Column(scale=4, min_width=320):
             status = gr.HTML(status_html(ctx.host.state(), ctx.demo), elem_id="vd-status-box")
         with gr.Column(scale=3, min_width=300):
-            mode = gr.Radio(choices, value=ctx.settings.mode, label="Quality", elem_id="vd-mode",
-                            info="Switching reloads the model.")
+            mode = gr.Radio(choices, value=ctx.settings.mode, label="Quality (switching reloads the model)",
+                            elem_id="vd-mode")
     timer = gr.Timer(POLL_S, active=True)
     return Header(status, mode, timer)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import gradio as gr
 
 from .context import AppContext
-from .ui_clone import NEW_CLIP, _describe_entry, _reference_audio, voice_choices
-from .ui_common import friendly_errors
+from .ui_clone import NEW_CLIP, voice_choices
+from .ui_common import describe_entry, friendly_errors, reference_audio
 
 COLUMNS = ["Name", "Length", "Saved", "Transcript"]
 
@@ -23,7 +23,7 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
             table = gr.Dataframe(rows, headers=COLUMNS, interactive=False, elem_id="voices-table",
-                                 column_widths=["25%", "10%", "15%", "50%"], wrap=True, max_height=420)
+                                 elem_classes="vd-table", column_widths=["25%", "10%", "15%", "50%"], wrap=True, max_height=420)
             empty_note = gr.Markdown("*No saved voices yet: make one in the Clone tab.*", visible=not rows)
             import_button = gr.UploadButton("Import a voice (.zip)", file_types=[".zip"], size="sm")
         with gr.Column(scale=2):
@@ -50,13 +50,13 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
     def select(slugs, evt: gr.SelectData):
         entry = ctx.library.get(slugs[evt.index[0]])
         archive = ctx.library.export(entry.slug, ctx.dirs.exports)
-        return (entry.slug, gr.Group(visible=True), _describe_entry(entry), _reference_audio(entry), entry.name,
+        return (entry.slug, gr.Group(visible=True), describe_entry(entry), reference_audio(entry), entry.name,
                 gr.DownloadButton(value=str(archive)))
 
     def do_rename(slug, name, version):
         entry = ctx.library.rename(slug, name)
-        gr.Info(f"Renamed to '{entry.name}'.")
-        return entry.slug, _describe_entry(entry), version + 1
+        gr.Info(f"Renamed to '{entry.name}'.", duration=4)
+        return entry.slug, describe_entry(entry), version + 1
 
     def do_delete(slug, version):
         if not slug:
@@ -65,12 +65,12 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
         ctx.library.delete(slug)
         if ctx.settings.last_voice == slug:
             ctx.save_settings(last_voice=None)
-        gr.Info(f"Deleted '{name}'.")
+        gr.Info(f"Deleted '{name}'.", duration=4)
         return None, gr.Group(visible=False), version + 1
 
     def do_import(file, version):
         entry = ctx.library.import_archive(file)
-        gr.Info(f"Imported '{entry.name}'.")
+        gr.Info(f"Imported '{entry.name}'.", duration=4)
         return version + 1
 
     library_version.change(refresh, clone_voice, [table, slugs_state, empty_note, clone_voice], api_visibility="private")

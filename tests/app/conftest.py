@@ -1,0 +1,79 @@
+"""A real VoiceDesk app, launched as the user would (`python launcher.py --demo`), on the tiny
+random checkpoint, with its folders in a temporary VOICEDESK_HOME. Shared by the API and browser
+tests of one session."""
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 300
+
+
+@dataclass
+class RunningApp:
+    url: str
+    home: Path
+    log: Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def running_app(tmp_path_factory):
+    from gradio_client import Client
+
+    home = tmp_path_factory.mktemp("voicedesk_home")
+    log = home / "app.log"
+    port = free_port()
+    env = {**os.environ, "VOICEDESK_HOME": str(home), "GRADIO_ANALYTICS_ENABLED": "False"}
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "launcher.py", "--demo", "--no-browser", "--port", str(port)],
+                                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the app exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"the app did not become ready in {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
+            try:
+                status = Client(url, verbose=False).predict(api_name="/model_status")
+                if status["ready"]:
+                    break
+                assert status["stage"] != "failed", status
+            except (httpx.HTTPError, OSError, ValueError):
+                pass  # not listening yet
+            time.sleep(1)
+        yield RunningApp(url, home, log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="session")
+def reference_wav(tmp_path_factory) -> Path:
+    """4 s of a voiced, syllable-like sound (a buzz with a 4 Hz envelope) at 24 kHz."""
+    rate = 24000
+    t = np.arange(4 * rate) / rate
+    buzz = sum(np.sin(2 * np.pi * 140 * k * t) / k for k in range(1, 8))
+    wave = 0.25 * buzz / np.abs(buzz).max() * (0.55 + 0.45 * np.sin(2 * np.pi * 4 * t))
+    path = tmp_path_factory.mktemp("clips") / "reference.wav"
+    sf.write(path, wave.astype(np.float32), rate)
+    return path

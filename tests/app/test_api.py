@@ -1,0 +1,143 @@
+"""The launched app through its HTTP API (gradio_client), on the tiny random checkpoint."""
+import threading
+import time
+
+import httpx
+import pytest
+import soundfile as sf
+from gradio_client import Client, handle_file
+from gradio_client.exceptions import AppError
+
+FAST = {"steps": 4, "randomize": False, "seed": 7}
+THREE_SENTENCES = "First a short clause, then more. The second sentence follows here. And a third one ends it!"
+# outputs of /clone: audio, status, metrics html, metrics json, wav, flac, transcript, seed
+STATUS, METRICS, WAV, FLAC, SEED = 1, 3, 4, 5, 7
+
+
+@pytest.fixture
+def client(running_app):
+    return Client(running_app.url, verbose=False)
+
+
+def clone(client, reference, text, **settings):
+    return client.submit(reference=handle_file(str(reference)), transcript="A clip of a buzzing voice.", text=text,
+                         **{**FAST, **settings}, api_name="/clone")
+
+
+def timed_outputs(job):
+    """(seconds since submit, outputs) for every update the app streamed."""
+    start, seen = time.monotonic(), []
+    for outputs in job:
+        seen.append((time.monotonic() - start, outputs))
+    return seen
+
+
+def test_clone_streams_chunks_before_the_end_with_consistent_metrics(client, reference_wav):
+    updates = timed_outputs(clone(client, reference_wav, THREE_SENTENCES))
+    chunk_times = [t for t, out in updates if "Generating" in str(out[STATUS])]
+    assert len(chunk_times) >= 2, [out[STATUS] for _, out in updates]
+    finished_at, final = updates[-1]
+    assert "Done" in final[STATUS]
+    assert chunk_times[0] < finished_at - 0.2  # the first audio reached the client well before the end
+
+    metrics = final[METRICS]
+    assert metrics["chunks"] == len(chunk_times) and metrics["demo"] is True and metrics["backend"]
+    assert 0 < metrics["first_audio_s"] < metrics["elapsed_s"]
+    assert metrics["rtf"] == pytest.approx(metrics["elapsed_s"] / metrics["audio_s"], rel=1e-9)
+    assert metrics["seed"] == 7 and any(out[SEED] == 7 for _, out in updates)
+
+    wav = sf.info(final[WAV]["value"])
+    assert (wav.samplerate, wav.channels, wav.format) == (24000, 1, "WAV")
+    assert wav.frames / 24000 == pytest.approx(metrics["audio_s"], abs=1e-3)
+    flac = sf.info(final[FLAC]["value"])
+    assert flac.format == "FLAC" and flac.frames == wav.frames
+
+
+def test_history_records_each_result(client, reference_wav):
+    text = "History should remember this exact sentence."
+    final = clone(client, reference_wav, text).result()
+    entry = client.predict(api_name="/list_history")[0]
+    assert entry["text"] == text and entry["voice"] == "reference clip" and entry["seed"] == 7
+    assert entry["rtf"] == pytest.approx(final[METRICS]["rtf"])
+
+
+def test_save_a_voice_then_speak_with_it(client, reference_wav):
+    saved = client.predict(name="Buzzy Test Voice", reference=handle_file(str(reference_wav)),
+                           transcript="A clip of a buzzing voice.", api_name="/save_voice")
+    slug = saved[0]["value"]
+    voices = {v["slug"]: v for v in client.predict(api_name="/list_voices")}
+    assert voices[slug]["name"] == "Buzzy Test Voice" and voices[slug]["seconds"] > 1
+
+    final = client.submit(voice_slug=slug, reference=None, transcript="", text="Speaking with a saved voice.",
+                          **FAST, api_name="/clone").result()
+    assert "Done" in final[STATUS]
+    assert client.predict(api_name="/list_history")[0]["voice"] == "Buzzy Test Voice"
+
+    with pytest.raises(AppError, match="already exists"):
+        client.predict(name="buzzy test voice", reference=handle_file(str(reference_wav)), transcript="x",
+                       api_name="/save_voice")
+
+
+def test_voice_design_generates(client):
+    final = client.submit(text="A designed voice speaks.", gender="female", pitch="low pitch", **FAST,
+                          api_name="/design").result()
+    assert "Done" in final[STATUS]
+    assert client.predict(api_name="/list_history")[0]["voice"] == "designed: female, low pitch"
+
+
+@pytest.mark.parametrize("case, message", [
+    ("corrupt", "could not be read as audio"),
+    ("empty_text", "Type the text"),
+    ("url", "web addresses"),
+    ("no_clip", "reference clip"),
+])
+def test_bad_input_gives_a_readable_error(client, reference_wav, tmp_path, case, message):
+    corrupt = tmp_path / "corrupt.wav"
+    corrupt.write_bytes(b"RIFF\x00\x00\x00\x00WAVEjunk" * 100)
+    reference, text = {
+        "corrupt": (handle_file(str(corrupt)), "Hello."),
+        "empty_text": (handle_file(str(reference_wav)), "   "),
+        "url": (handle_file("https://example.com/voice.wav"), "Hello."),
+        "no_clip": (None, "Hello."),
+    }[case]
+    with pytest.raises(AppError, match=message):
+        client.predict(reference=reference, transcript="", text=text, **FAST, api_name="/clone")
+
+
+def test_oversized_upload_is_refused(running_app, tmp_path, client, reference_wav):
+    big = tmp_path / "big.wav"
+    big.write_bytes(b"RIFF" + b"\x00" * (26 * 2**20))
+    with big.open("rb") as f:
+        response = httpx.post(f"{running_app.url}/gradio_api/upload", files={"files": ("big.wav", f, "audio/wav")},
+                              timeout=60)
+    assert response.status_code == 413 and "maximum" in response.text
+    assert "Done" in clone(client, reference_wav, "Still working after a refused upload.").result()[STATUS]
+
+
+def test_concurrent_requests_queue_and_all_finish(running_app, reference_wav):
+    clients = [Client(running_app.url, verbose=False) for _ in range(3)]
+    jobs = [clone(c, reference_wav, f"Request number {i}. It has two sentences.") for i, c in enumerate(clients)]
+    results = [timed_outputs(job) for job in jobs]
+    for updates in results:
+        assert "Done" in updates[-1][1][STATUS]
+    statuses = [str(out[STATUS]) for updates in results for _, out in updates]
+    assert any("Waiting in line" in s for s in statuses), "nobody had to wait: the requests did not overlap"
+    texts = [e["text"] for e in clients[0].predict(api_name="/list_history")[:3]]
+    assert sorted(texts) == sorted(f"Request number {i}. It has two sentences." for i in range(3))
+
+
+def test_stop_in_the_middle_then_keep_working(client, reference_wav):
+    long_text = " ".join(f"This is sentence number {i}, and it goes on for a while." for i in range(12))
+    job = clone(client, reference_wav, long_text, steps=16)
+    stopper = None
+    start = time.monotonic()
+    for outputs in job:
+        if "Generating" in str(outputs[STATUS]) and stopper is None:
+            stopper = threading.Thread(target=client.predict, kwargs={"api_name": "/clone_stop"})
+            stopper.start()
+        assert time.monotonic() - start < 240
+    stopper.join(30)
+    final = job.outputs()[-1]
+    assert "Stopped after" in final[STATUS], final[STATUS]
+    assert final[METRICS]["chunks"] < 12
+    assert "Done" in clone(client, reference_wav, "Working again after a stop.").result()[STATUS]

@@ -1,0 +1,41 @@
+from pathlib import Path
+
+from app import doctor
+
+TINY = Path(__file__).resolve().parents[1] / "data" / "tiny_omnivoice"
+
+
+def test_every_check_prints_and_a_good_setup_passes(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("VOICEDESK_HOME", str(tmp_path))
+    assert doctor.run(model=str(TINY)) == 0
+    out = capsys.readouterr().out
+    for name in ("Python", "GPU", "NVIDIA driver", "ffmpeg", "Speakers", "Model", "Disk space", "App folders",
+                 "Gradio"):
+        assert name in out
+    assert "All required checks passed" in out
+
+
+def test_a_broken_model_folder_fails_with_a_fix(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("VOICEDESK_HOME", str(tmp_path / "home"))
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    assert doctor.run(model=str(tmp_path / "model")) == 1
+    out = capsys.readouterr().out
+    assert "[FAIL] Model" in out and "missing" in out and "fix:" in out and "Needs fixing: Model" in out
+
+
+def test_missing_ffmpeg_is_a_warning_with_install_advice(monkeypatch):
+    monkeypatch.setattr(doctor.shutil, "which", lambda name: None)
+    check = doctor.check_ffmpeg()
+    assert check.status == doctor.WARN and "apt-get install ffmpeg" in check.fix
+
+
+def test_a_crashing_check_does_not_hide_the_others(monkeypatch, tmp_path):
+    monkeypatch.setenv("VOICEDESK_HOME", str(tmp_path))
+
+    def explode():
+        raise RuntimeError("driver went away")
+
+    monkeypatch.setattr(doctor, "check_driver", explode)
+    results = doctor.run_checks(str(TINY))
+    assert len(results) == 9 and any("driver went away" in c.detail for c in results)

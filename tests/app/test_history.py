@@ -1,0 +1,54 @@
+import logging
+
+import numpy as np
+import soundfile as sf
+
+from app.history import History
+
+RATE = 24000
+
+
+def tone(seconds):
+    return (0.2 * np.sin(np.arange(int(seconds * RATE)) / 5)).astype(np.float32)
+
+
+def test_add_list_get_delete(tmp_path):
+    history = History(tmp_path)
+    first = history.add(tone(0.5), RATE, "Hello.", voice="Ann", rtf=0.1)
+    second = history.add(tone(0.3), RATE, "Bye.", voice="Bob", rtf=0.2)
+    assert [e.text for e in history.entries()] == ["Hello.", "Bye."]
+    assert history.get(first.id).meta == {"voice": "Ann", "rtf": 0.1}
+    assert sf.info(str(second.audio)).frames == int(0.3 * RATE)
+    history.delete(first.id)
+    assert [e.id for e in history.entries()] == [second.id] and not first.audio.exists()
+
+
+def test_count_cap_drops_the_oldest(tmp_path):
+    history = History(tmp_path, max_entries=3)
+    ids = [history.add(tone(0.05), RATE, f"t{i}").id for i in range(5)]
+    assert [e.id for e in history.entries()] == ids[2:]
+    assert sorted(p.stem for p in history.audio_dir.iterdir()) == sorted(ids[2:])
+
+
+def test_size_cap_keeps_the_newest_even_when_it_alone_is_too_big(tmp_path):
+    one_second = 2 * RATE + 44  # 16-bit WAV
+    history = History(tmp_path, max_bytes=int(2.5 * one_second))
+    ids = [history.add(tone(1.0), RATE, f"t{i}").id for i in range(4)]
+    assert [e.id for e in history.entries()] == ids[2:]
+    big = history.add(tone(3.0), RATE, "big").id
+    assert [e.id for e in history.entries()] == [big]
+
+
+def test_damaged_lines_and_missing_audio_are_skipped(tmp_path, caplog):
+    history = History(tmp_path)
+    keep = history.add(tone(0.1), RATE, "keep")
+    lost = history.add(tone(0.1), RATE, "lost")
+    lost.audio.unlink()
+    with history.index.open("a") as f:
+        f.write('{"id": "20260101-000000-abcdef", "created": "x", "te')  # cut short by a crash
+        f.write('\n{"id": "../../etc/passwd", "created": "x", "text": "y"}\n')
+    with caplog.at_level(logging.WARNING, logger="voicedesk"):
+        assert [e.id for e in history.entries()] == [keep.id]
+    assert "unreadable line" in caplog.text and "bad id" in caplog.text and "missing" in caplog.text
+    history.add(tone(0.1), RATE, "after")  # appending still works after a damaged line
+    assert [e.text for e in history.entries()] == ["keep", "after"]

@@ -1,0 +1,139 @@
+import logging
+import zipfile
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+from app.library import LibraryError, VoiceLibrary, clean_name, slugify
+from engine.errors import AudioInputError
+from engine.voice import Voice
+
+
+def make_voice(transcript="Hello there.", frames=50, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return Voice(tokens=torch.randint(0, 1024, (8, frames), generator=g), transcript=transcript, rms=0.08)
+
+
+@pytest.fixture
+def library(tmp_path):
+    return VoiceLibrary(tmp_path / "voices")
+
+
+@pytest.mark.parametrize("name, slug", [
+    ("Grandpa Reading", "grandpa-reading"),
+    ("Müller's voice!", "muller-s-voice"),
+    ("../../etc/passwd", "etc-passwd"),
+    ("C:\\Windows\\system32", "c-windows-system32"),
+    ("小明", "voice"),
+    ("CON", "con-voice"),
+    ("a" * 100, "a" * 40),
+])
+def test_slugify_gives_safe_folder_names(name, slug):
+    assert slugify(name) == slug
+
+
+def test_clean_name_strips_control_characters_and_spaces():
+    assert clean_name("  Ann\x00\n  Smith\t ") == "Ann Smith"
+    assert len(clean_name("x" * 500)) == 60
+    with pytest.raises(LibraryError, match="name"):
+        clean_name(" \n\t ")
+
+
+def test_save_list_load(library):
+    ref = (np.sin(np.arange(24000) / 10).astype(np.float32) * 0.3, 24000)
+    entry = library.save("Grandpa Reading", make_voice(frames=75), reference=ref, language="en")
+    assert entry.slug == "grandpa-reading" and entry.seconds == 3.0 and entry.language == "en"
+    assert [e.name for e in library.entries()] == ["Grandpa Reading"]
+    loaded = library.load_voice(entry.slug)
+    assert torch.equal(loaded.tokens, make_voice(frames=75).tokens) and loaded.transcript == "Hello there."
+    assert sf.info(str(entry.reference)).frames == 24000
+
+
+def test_same_slug_gets_a_suffix_but_same_name_is_refused(library):
+    a = library.save("Ann!", make_voice())
+    b = library.save("Ann?", make_voice(seed=1))
+    assert (a.slug, b.slug) == ("ann", "ann-2")
+    with pytest.raises(LibraryError, match="already exists"):
+        library.save("ann!", make_voice())
+
+
+def test_rename_moves_the_folder(library):
+    entry = library.save("Ann", make_voice())
+    renamed = library.rename(entry.slug, "Bob Marley")
+    assert renamed.slug == "bob-marley" and not entry.folder.exists()
+    assert [e.name for e in library.entries()] == ["Bob Marley"]
+    assert library.rename(renamed.slug, "BOB marley").slug == "bob-marley"  # same slug: name only
+
+
+def test_delete_and_unknown_slugs(library):
+    entry = library.save("Ann", make_voice())
+    library.delete(entry.slug)
+    assert library.entries() == []
+    for bad in ("ann", "..", "../voices", "/etc", ".tmp-x"):
+        with pytest.raises(LibraryError):
+            library.get(bad)
+
+
+def test_unreadable_folders_are_skipped_with_a_warning(library, caplog):
+    good = library.save("Good", make_voice())
+    (library.root / "no-files").mkdir()
+    broken = library.save("Broken meta", make_voice(seed=2))
+    (broken.folder / "meta.json").write_text("{oops")
+    with caplog.at_level(logging.WARNING, logger="voicedesk"):
+        assert [e.slug for e in library.entries()] == [good.slug]
+    assert "no-files" in caplog.text and "broken-meta" in caplog.text
+
+
+def test_a_crash_mid_save_leaves_nothing_behind(library, monkeypatch):
+    def fail(self, folder):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Voice, "save", fail)
+    with pytest.raises(OSError):
+        library.save("Ann", make_voice())
+    assert list(library.root.iterdir()) == []
+
+
+def test_export_import_round_trip(library, tmp_path):
+    entry = library.save("Ann", make_voice(), reference=(np.zeros(2400, np.float32), 24000))
+    archive = library.export(entry.slug, tmp_path / "out")
+    other = VoiceLibrary(tmp_path / "other")
+    imported = other.import_archive(archive)
+    assert imported.name == "Ann" and imported.reference is not None
+    assert torch.equal(other.load_voice(imported.slug).tokens, library.load_voice(entry.slug).tokens)
+    with pytest.raises(LibraryError, match="already exists"):
+        other.import_archive(archive)
+
+
+def test_import_reads_only_known_members(library, tmp_path):
+    entry = library.save("Ann", make_voice())
+    archive = tmp_path / "evil.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for name in ("voice.safetensors", "voice.json"):
+            z.write(entry.folder / name, name)
+        z.writestr("../../escape.txt", "pwned")
+        z.writestr("meta.json", '{"name": "Evil"}')
+    imported = library.import_archive(archive)
+    assert imported.name == "Evil"
+    assert sorted(p.name for p in imported.folder.iterdir()) == ["meta.json", "voice.json", "voice.safetensors"]
+    assert not (tmp_path / "escape.txt").exists() and not (library.root.parent / "escape.txt").exists()
+
+
+@pytest.mark.parametrize("content, error", [(b"not a zip", LibraryError), (None, LibraryError),
+                                            ("bad-tokens", AudioInputError)])
+def test_import_rejects_bad_archives(library, tmp_path, content, error):
+    archive = tmp_path / "bad.zip"
+    if content is None:
+        with zipfile.ZipFile(archive, "w") as z:
+            z.writestr("readme.txt", "no voice here")
+    elif content == "bad-tokens":
+        with zipfile.ZipFile(archive, "w") as z:
+            z.writestr("voice.safetensors", b"\x00" * 64)
+            z.writestr("voice.json", '{"format": "voicedesk-voice", "version": 1}')
+    else:
+        archive.write_bytes(content)
+    with pytest.raises(error):
+        library.import_archive(archive)
+    assert library.entries() == [] and not any(library.root.iterdir())

@@ -1,0 +1,82 @@
+import threading
+import time
+
+import pytest
+
+from app.worker import GpuWorker
+from engine.errors import Cancelled
+
+
+@pytest.fixture
+def worker():
+    w = GpuWorker()
+    yield w
+    w.shutdown()
+
+
+def test_jobs_run_one_at_a_time_in_order(worker):
+    running, order, overlap = [], [], []
+
+    def job(i):
+        def fn(cancel):
+            running.append(i)
+            overlap.append(len(running))
+            time.sleep(0.02)
+            order.append(i)
+            running.remove(i)
+            return i
+        return fn
+
+    jobs = [worker.submit(job(i)) for i in range(5)]
+    results = [list(j.follow(worker))[-1] for j in jobs]
+    assert results == [("result", i) for i in range(5)] and order == list(range(5)) and max(overlap) == 1
+
+
+def test_waiting_jobs_report_their_place_in_line(worker):
+    release = threading.Event()
+    blocker = worker.submit(lambda cancel: release.wait(5))
+    second = worker.submit(lambda cancel: "second")
+    third = worker.submit(lambda cancel: "third")
+    time.sleep(0.1)
+    assert (worker.place(blocker), worker.place(second), worker.place(third)) == (0, 2, 3)
+    events = third.follow(worker, poll_s=0.01)
+    assert next(events) == ("waiting", 3)
+    release.set()
+    assert list(events)[-1] == ("result", "third")
+
+
+def test_streamed_items_then_result(worker):
+    job = worker.submit(lambda cancel: iter([1, 2, 3]))
+    assert list(job.follow(worker)) == [("item", 1), ("item", 2), ("item", 3), ("result", None)]
+
+
+def test_cancel_stops_the_running_job_and_drops_waiting_ones(worker):
+    started = threading.Event()
+
+    def steps(cancel):
+        started.set()
+        for step in range(1000):
+            if cancel.is_set():
+                raise Cancelled("Stopped.")
+            yield step
+            time.sleep(0.005)
+
+    running = worker.submit(steps, owner="alice")
+    waiting = worker.submit(lambda cancel: "never", owner="alice")
+    other = worker.submit(lambda cancel: "bob's", owner="bob")
+    started.wait(2)
+    assert worker.cancel("alice") == 2
+    with pytest.raises(Cancelled, match="Stopped"):
+        list(running.follow(worker))
+    with pytest.raises(Cancelled, match="before it started"):
+        list(waiting.follow(worker))
+    assert list(other.follow(worker))[-1] == ("result", "bob's")
+
+
+def test_a_failing_job_does_not_stop_the_worker(worker):
+    def boom(cancel):
+        raise RuntimeError("CUDA error: out of memory")
+
+    with pytest.raises(RuntimeError, match="out of memory"):
+        worker.call(boom)
+    assert worker.call(lambda cancel: 42) == 42
