@@ -1,0 +1,61 @@
+"""`launcher.py bench` and `profile` on the tiny checkpoint (CPU): output structure and consistency."""
+import gzip
+import json
+
+import pytest
+
+import launcher
+from engine.trace_stats import category, cpu_launch_count, kernel_events, stats_from_events
+
+
+def test_bench_outputs_are_consistent(tmp_path, capsys):
+    md = tmp_path / "BENCH.md"
+    assert launcher.main(["bench", "--demo", "--modes", "eager", "--runs", "2", "--warmup", "0",
+                          "--workloads", "en-ref3-out3", "--results", str(tmp_path), "--append-md", str(md)]) == 0
+    out = capsys.readouterr().out
+    assert "| eager | en-ref3-out3 |" in out and "mean tok agree" in out
+    (result,) = tmp_path.glob("bench-*.json")
+    data = json.loads(result.read_text())
+    assert {"date", "torch", "commit", "gpu", "command"} <= set(data["info"])
+    (row,) = data["rows"]
+    assert row["mode"] == "eager" and row["workload"] == "en-ref3-out3" and len(row["times_s"]) == 2
+    assert row["spread_s"][0] <= row["median_s"] <= row["spread_s"][1]
+    assert row["rtf"] == pytest.approx(row["median_s"] / row["audio_s"])
+    assert row["audio_s"] == pytest.approx(3.2, abs=0.05)  # duration 3.0 s + 0.1 s padding per side
+    assert row["ratios"]["speedup_vs_eager"] == pytest.approx(1.0)
+    # on the CPU the eager mode IS the fp32 reference path: fidelity must be perfect
+    assert row["token_agreement"] == 1.0 and row["step0_agreement"] == 1.0
+    assert row["mel_distance_db"] == pytest.approx(0.0, abs=1e-6)
+    assert row["first_audio_s"] is not None and 0 < row["first_audio_s"]
+    assert row["kernels"] is None  # no GPU figures on a CPU
+    assert "| eager | en-ref3-out3 |" in md.read_text() and data["info"]["commit"] in md.read_text()
+
+
+def test_profile_writes_a_trace(tmp_path, capsys):
+    trace = tmp_path / "t.json.gz"
+    assert launcher.main(["profile", "--demo", "--mode", "eager", "--workload", "en-ref3-out3",
+                          "--out", str(trace)]) == 0
+    assert "kernels 0" in capsys.readouterr().out  # a CPU run launches no CUDA kernels
+    events = json.load(gzip.open(trace, "rt"))["traceEvents"]
+    assert any(e.get("name", "").startswith("aten::linear") for e in events)
+
+
+def test_trace_statistics_on_a_synthetic_trace():
+    def k(name, ts, dur):
+        return {"cat": "kernel", "name": name, "ts": ts, "dur": dur}
+    trace = {"traceEvents": [
+        k("nvjet_sm90_hsh_128x64", 0, 10), k("void at::native::elementwise_kernel<add>", 15, 5),
+        k("cudnn_generated_fort_native_sdpa_sm90_flash", 18, 4),  # overlaps the previous one by 2 us
+        k("_rmsnorm_kernel", 40, 10),
+        {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 0, "dur": 1},
+        {"cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": 1, "dur": 1},
+        {"cat": "cuda_runtime", "name": "cudaStreamIsCapturing", "ts": 2, "dur": 1},
+    ]}
+    s = stats_from_events(kernel_events(trace))
+    assert s.kernels == 4 and s.span_ms == pytest.approx(0.050)
+    assert s.busy_ms == pytest.approx(0.027)  # union: 10 + 7 + 10 us
+    assert s.busy_fraction == pytest.approx(27 / 50)
+    assert s.by_category_count == {"gemm": 1, "elementwise/copy": 1, "attention": 1, "reduction": 1}
+    assert s.gap_median_us == pytest.approx(5.0)  # gaps 5, 0 (overlap), 18
+    assert cpu_launch_count(trace) == 2
+    assert category("_w4a4_gemm_kernel") == "gemm" and category("triton_snake") == "other"
