@@ -34,9 +34,15 @@ class Pcm16:
         self.samples = np.asarray(samples, dtype=np.int16)
         self.sample_rate = sample_rate
         self.spm = sample_rate // 1000
-        # int64 prefix sums of squares: any window's energy in O(1), exactly
-        squares = self.samples.astype(np.int64) ** 2
-        self._energy = np.concatenate([[0], np.cumsum(squares)])
+        self._prefix_energy: np.ndarray | None = None
+
+    @property
+    def _energy(self) -> np.ndarray:
+        """int64 prefix sums of squares (made on first use): any window's energy in O(1), exactly."""
+        if self._prefix_energy is None:
+            squares = self.samples.astype(np.int64) ** 2
+            self._prefix_energy = np.concatenate([[0], np.cumsum(squares)])
+        return self._prefix_energy
 
     def __len__(self) -> int:
         """Length in ms, rounded (half to even) as pydub rounds it."""
@@ -127,12 +133,25 @@ def detect_nonsilent(clip: Pcm16, min_silence_ms: int, threshold_dbfs: float, se
     return ranges
 
 
+_PROBE_MS = 1000  # edges are measured on the first second first: output edges are short
+
+
+def _first_loud_chunk(clip: Pcm16, threshold_dbfs: float, chunk_ms: int) -> int | None:
+    starts = np.arange(0, len(clip), chunk_ms)
+    loud = clip.window_rms(starts, chunk_ms) >= _loud_rms_floor(threshold_dbfs)
+    return int(starts[loud.argmax()]) if loud.any() else None
+
+
 def leading_silence_ms(clip: Pcm16, threshold_dbfs: float, chunk_ms: int = 10) -> int:
     """Where the first chunk at or above the threshold starts (pydub's detect_leading_silence)."""
-    n_ms = len(clip)
-    starts = np.arange(0, n_ms, chunk_ms)
-    loud = clip.window_rms(starts, chunk_ms) >= _loud_rms_floor(threshold_dbfs)
-    return int(starts[loud.argmax()]) if loud.any() else n_ms
+    if len(clip) > 2 * _PROBE_MS:
+        # chunks wholly inside the first second hold the same samples in the head as in the clip
+        head = Pcm16(clip.samples[:_PROBE_MS * clip.spm], clip.sample_rate)
+        found = _first_loud_chunk(head, threshold_dbfs, chunk_ms)
+        if found is not None and found + chunk_ms <= _PROBE_MS:
+            return found
+    found = _first_loud_chunk(clip, threshold_dbfs, chunk_ms)
+    return len(clip) if found is None else found
 
 
 def remove_silence(wave: np.ndarray, sample_rate: int, mid_ms: int, lead_ms: int, trail_ms: int,
