@@ -223,14 +223,12 @@ def record_audio_pipeline(model: OmniVoice, taps: CodecTaps) -> dict:
             "encode_min_codebook_margin": margins,
         }
         tensors[f"{name}.codes"] = codes
-        # Waveforms only where they carry information (size): a 24 kHz mono file loads as its
-        # own samples, and the long clip keeps just its trim (a prefix of its loaded samples).
+        # The long clip keeps just its trim (a prefix of its loaded samples): 7 MB less.
         if name == "voice_25s":
             tensors[f"{name}.trimmed"] = mono(trimmed)
         else:
+            tensors[f"{name}.loaded"] = mono(loaded)
             tensors[f"{name}.preprocessed"] = mono(preprocessed)
-            if sr != SR or channels != 1:
-                tensors[f"{name}.loaded"] = mono(loaded)
 
     # Without a transcript upstream trims long clips before silence removal; ASR is replaced by
     # a fixed string, which only becomes the prompt's text.
@@ -296,7 +294,8 @@ def record_postprocess(model: OmniVoice) -> None:
     """`_post_process_audio` for both loudness branches on a clip with a 1.2 s pause (more than
     twice the 500 ms kept on each side, so the mid-silence removal shortens it)."""
     x = voiced(2.5, SR, [(0.2, 0.8), (2.0, 2.4)], 0.3, seed=4)[None]
-    cases = {"ref_rms_none": (None, True), "ref_rms_0.05": (0.05, True)}
+    cases = {"ref_rms_none": (None, True), "ref_rms_0.05": (0.05, True), "ref_rms_0.2": (0.2, True),
+             "ref_rms_none.no_postprocess": (None, False)}
     tensors = {"input": mono(x)}
     meta = {"input": "key `input` as (1, N)", "cases": {}}
     for name, (ref_rms, post) in cases.items():
@@ -569,9 +568,9 @@ REQUESTS = {
                           postprocess_output=False, **GREEDY),
 }
 # Requests whose decoded and final audio are stored (between them every post-processing branch:
-# ref_rms >= 0.1, ref_rms < 0.1, no reference with chunk cross-fade, postprocess_output=False);
+# ref_rms >= 0.1, ref_rms < 0.1, no reference, chunk cross-fade, postprocess_output=False);
 # the others keep tokens, lengths and loudness only (size).
-KEEP_AUDIO = {"clone_6s", "vi_clone_stereo_44k", "chunked_auto", "no_preprocess"}
+KEEP_AUDIO = {"clone_6s", "vi_clone_stereo_44k", "auto_en", "chunked_auto", "no_preprocess"}
 SAMPLED = ("sampled_seed_1234", 1234,
            dict(text=EN_SHORT, language="en", ref_audio="voice_6s", ref_text=TRANSCRIPTS["voice_6s"],
                 num_step=8))
@@ -739,7 +738,7 @@ def main() -> None:
     name, seed, kwargs = SAMPLED
     run_request(model, gen_taps, name, kwargs, seed=seed)
     quantiles = (0.0, 0.001, 0.01, 0.1, 0.5)
-    write_json("generate/gap_summary.json", {
+    write_json("gap_summary.json", {
         name: {"count": int(torch.cat(values).numel()),
                "quantiles": {str(q): float(torch.cat(values).float().quantile(q)) for q in quantiles}}
         for name, values in GAPS.items()})
