@@ -1,7 +1,5 @@
-"""Gradio components with the app's input rules built in."""
+"""Input rules that Gradio components do not have on their own."""
 from __future__ import annotations
-
-from pathlib import Path
 
 import gradio as gr
 from gradio_client.utils import is_http_url_like
@@ -9,13 +7,19 @@ from gradio_client.utils import is_http_url_like
 from engine.errors import AudioInputError
 
 
-class LocalAudio(gr.Audio):
-    """An audio input that accepts only uploads and recordings: a web address sent through the API is
-    refused instead of being downloaded by the server."""
+def refuse_urls(audio: gr.Audio) -> gr.Audio:
+    """Make `audio` accept only uploads and recordings: a web address sent through the API is refused
+    instead of being downloaded by the server.
 
-    is_template = True  # drawn by the frontend's ordinary Audio component
+    (An instance override rather than a subclass: Gradio writes a .pyi stub next to the module of
+    every component subclass, which must not happen inside an installed package.)
+    """
+    fetch = audio.async_move_resource_to_block_cache
 
-    async def async_move_resource_to_block_cache(self, url_or_file_path: str | Path | None) -> str | None:
+    async def local_only(url_or_file_path):
         if url_or_file_path is not None and is_http_url_like(str(url_or_file_path)):
             raise AudioInputError("Audio from web addresses is not accepted: upload the file instead.")
-        return await super().async_move_resource_to_block_cache(url_or_file_path)
+        return await fetch(url_or_file_path)
+
+    audio.async_move_resource_to_block_cache = local_only
+    return audio

@@ -6,9 +6,9 @@ import platform
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 MIN_FREE_GB = 1.0
@@ -47,7 +47,8 @@ def check_gpu() -> Check:
     detail = (f"{props.name}, sm_{props.major}{props.minor}, {props.total_memory / 2**30:.1f} GiB, "
               f"CUDA {torch.version.cuda}")
     if props.total_memory < 4 * 2**30:
-        return Check("GPU", WARN, detail + ": less than 4 GiB of memory", "Close other GPU programs or use a larger GPU.")
+        return Check("GPU", WARN, detail + ": less than 4 GiB of memory",
+                     "Close other GPU programs or use a larger GPU.")
     return Check("GPU", OK, detail)
 
 
@@ -58,7 +59,7 @@ def check_driver() -> Check:
                      "Install the NVIDIA driver for your GPU (Ubuntu: sudo ubuntu-drivers install).")
     try:
         out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=20)
+                             check=False, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as err:
         return Check("NVIDIA driver", WARN, f"nvidia-smi failed ({err})", "Reinstall the NVIDIA driver.")
     if out.returncode != 0 or not out.stdout.strip():
@@ -74,7 +75,8 @@ def check_ffmpeg() -> Check:
                      "Install ffmpeg (Debian/Ubuntu: sudo apt-get install ffmpeg; macOS: brew install ffmpeg; "
                      "Windows: winget install ffmpeg) and restart.")
     try:
-        first = subprocess.run([ffmpeg, "-version"], capture_output=True, text=True, timeout=20).stdout.splitlines()
+        version = subprocess.run([ffmpeg, "-version"], capture_output=True, check=False, text=True, timeout=20)
+        first = version.stdout.splitlines()
     except (OSError, subprocess.TimeoutExpired) as err:
         return Check("ffmpeg", WARN, f"{ffmpeg} does not run ({err})", "Reinstall ffmpeg.")
     return Check("ffmpeg", OK, first[0] if first else ffmpeg)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from engine.config import GenerationConfig, Mode
 from engine.errors import VoiceDeskError

@@ -7,8 +7,8 @@ whether this update is the finished result, now stored in the history.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import gradio as gr
 import numpy as np
@@ -40,7 +40,7 @@ class GenerationRequest:
 
 def to_int16(audio: np.ndarray) -> np.ndarray:
     """Gradio normalises float chunks by their own peak, which makes loudness jump: send int16."""
-    return (np.clip(audio, -1.0, 1.0) * 32767).astype(np.int16)
+    return np.round(np.clip(audio, -1.0, 1.0) * 32767).astype(np.int16)
 
 
 def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tuple[tuple, bool]]:
@@ -64,7 +64,8 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
     try:
         for kind, value in job.follow(ctx.worker):
             if kind == "waiting":
-                yield _update(metrics, status=f"Waiting in line: {_ordinal(value)} (one generation runs at a time)."), False
+                waiting = f"Waiting in line: {_ordinal(value)} (one generation runs at a time)."
+                yield _update(metrics, status=waiting), False
             elif kind == "item":
                 elapsed, chunk = value
                 pieces.append(chunk.audio)
@@ -83,14 +84,15 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
             player.finish()  # let the queued audio play out
         elif player is not None:
             player.stop()
-    audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+    # the files hold exactly the samples that were streamed
+    audio = to_int16(np.concatenate(pieces)) if pieces else np.zeros(0, np.int16)
     entry = ctx.history.add(audio, rate, request.text, voice=request.voice_label, mode=metrics.mode,
                             backend=metrics.backend, rtf=metrics.to_json()["rtf"],
                             first_audio_s=metrics.first_audio_s, audio_s=metrics.audio_s,
                             seed=request.config.seed, language=request.language, demo=metrics.demo)
     flac = _export_flac(ctx, entry.id, audio, rate)
     done = f"Done: {metrics.audio_s:.1f} s of audio in {metrics.elapsed_s:.2f} s. Saved in the history."
-    yield _update(metrics, audio=gr.skip() if ctx.streaming else (rate, to_int16(audio)),
+    yield _update(metrics, audio=gr.skip() if ctx.streaming else (rate, audio),
                   status=_status(done, notices),
                   wav=gr.DownloadButton(value=str(entry.audio), interactive=True),
                   flac=gr.DownloadButton(value=str(flac), interactive=True)), True

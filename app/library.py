@@ -86,7 +86,7 @@ class VoiceLibrary:
             shutil.rmtree(stale, ignore_errors=True)
 
     @classmethod
-    def open(cls, dirs: AppDirs) -> "VoiceLibrary":
+    def open(cls, dirs: AppDirs) -> VoiceLibrary:
         return cls(dirs.voices)
 
     # -- reading --------------------------------------------------------------------------------

@@ -82,7 +82,10 @@ class SpeakerPlayer:
 
     def __init__(self, sample_rate: int, device: str | None = None, sd=None):
         self._sd = sd or load_sounddevice()
-        self._device = _device_index(self._sd, device)
+        status = probe(self._sd)
+        if not status.available:
+            raise SpeakersUnavailable(status.reason)
+        self._device = _device_index(status.devices, device)
         self._source_rate = sample_rate
         self.rate = _supported_rate(self._sd, self._device, sample_rate)
         self._chunks: queue.Queue[np.ndarray | None] = queue.Queue()
@@ -154,11 +157,11 @@ class SpeakerPlayer:
             raise self._sd.CallbackStop
 
 
-def _device_index(sd, name: str | None) -> int | None:
+def _device_index(devices: list[OutputDevice], name: str | None) -> int | None:
     """The index of the output device called `name`; None (the default) when it is gone."""
     if not name:
         return None
-    for device in list_output_devices(sd):
+    for device in devices:
         if device.name == name:
             return device.index
     log.warning("output device %r not found: using the default output", name)
@@ -170,5 +173,8 @@ def _supported_rate(sd, device: int | None, rate: int) -> int:
         sd.check_output_settings(device=device, channels=1, dtype="float32", samplerate=rate)
         return rate
     except Exception:  # the device refuses this rate: use its own and resample
-        info = sd.query_devices(device if device is not None else sd.default.device[1])
-        return int(info["default_samplerate"])
+        try:
+            info = sd.query_devices(device if device is not None else sd.default.device[1])
+            return int(info["default_samplerate"])
+        except Exception as err:
+            raise SpeakersUnavailable(f"The output device cannot be used ({err}); browser playback only.") from err

@@ -40,16 +40,19 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     port : None means the first free port from 7860.
     open_browser : open the page in the default browser once the server is up.
     """
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    log.setLevel(logging.INFO)
     dirs = AppDirs.default().create()
     configure_environment(dirs)
     import gradio as gr
+    from starlette.middleware import Middleware
 
     from .context import AppContext
     from .engine_host import EngineHost
     from .history import History
     from .library import VoiceLibrary
     from .playback import probe
+    from .security import SameOriginOnly
     from .settings import Settings
     from .ui import build_app
     from .worker import GpuWorker
@@ -72,17 +75,20 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
         print(f"WARNING: listening on {host}: anyone who can reach this address can use this app, your GPU and "
               "your saved voices (there is no login). The browser microphone only works on "
               "http://127.0.0.1 or localhost.", file=sys.stderr)
-    print(f"VoiceDesk keeps voices and history in {dirs.data}")
     blocks = build_app(ctx)
     try:
-        blocks.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE).launch(
-            server_name=host, server_port=port, inbrowser=open_browser, share=False,
+        _, url, _ = blocks.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE).launch(
+            server_name=host, server_port=port, inbrowser=open_browser, share=False, quiet=True,
+            prevent_thread_lock=True,
             max_file_size=MAX_UPLOAD, strict_cors=True,
             allowed_paths=[str(ctx.history.audio_dir), str(dirs.exports)],  # the only folders served
             blocked_paths=[str(dirs.config), str(dirs.voices)],
             enable_monitoring=False, mcp_server=False, run_history=False, pwa=False, ssr_mode=False,
             footer_links=["api"], show_error=True, favicon_path=str(ASSETS / "icon.svg"),
-            theme=_theme(gr), css_paths=[ASSETS / "style.css"])
+            theme=_theme(gr), css_paths=[ASSETS / "style.css"],
+            app_kwargs={"middleware": [Middleware(SameOriginOnly)]})
+        print(f"VoiceDesk is running at {url}  (voices and history: {dirs.data}; Ctrl+C to quit)", flush=True)
+        blocks.block_thread()
     finally:
         worker.shutdown()
 

@@ -13,7 +13,7 @@ log = logging.getLogger("voicedesk")
 @dataclass
 class Settings:
     mode: str = "hifi"  # hifi | realtime | eager
-    language: str = "Auto"
+    language: str = "auto"  # a language id, or "auto"
     last_voice: str | None = None  # folder name of a saved voice
     play_on_speakers: bool = False
     output_device: str | None = None  # None: the system's default output
@@ -26,7 +26,7 @@ class Settings:
     history_max_mb: int = 500
 
     @classmethod
-    def load(cls, path: Path) -> "Settings":
+    def load(cls, path: Path) -> Settings:
         """Settings from `path`; a missing file gives the defaults, a bad value its default (with a warning)."""
         if not path.exists():
             return cls()
@@ -46,7 +46,7 @@ class Settings:
     def save(self, path: Path) -> None:
         atomic_write_json(path, asdict(self))
 
-    def updated(self, path: Path, **changes) -> "Settings":
+    def updated(self, path: Path, **changes) -> Settings:
         """Apply `changes`, save, return self (unknown names raise TypeError)."""
         known = {f.name for f in fields(self)}
         if set(changes) - known:

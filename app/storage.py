@@ -53,7 +53,7 @@ class AppDirs:
         return self.config / "settings.json"
 
     @classmethod
-    def default(cls) -> "AppDirs":
+    def default(cls) -> AppDirs:
         home = os.environ.get(HOME_ENV)
         if home:
             root = Path(home).expanduser().resolve()
@@ -65,7 +65,7 @@ class AppDirs:
             cache=Path(dirs.user_cache_dir),
         )
 
-    def create(self) -> "AppDirs":
+    def create(self) -> AppDirs:
         for folder in (self.config, self.data, self.cache, self.voices, self.history, self.exports, self.uploads):
             # 0o700: voice clips are personal data
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -10,11 +10,18 @@ from engine.errors import TextInputError
 
 from . import generation
 from .clip_check import check_file
-from .components import LocalAudio
+from .components import refuse_urls
 from .context import AppContext, checked_upload
 from .ui_advanced import AdvancedSettings, build_advanced, make_config
-from .ui_common import (MAX_TEXT_CHARS, describe_entry, describe_text, friendly_errors, languages,
-                        reference_audio, sample_texts)
+from .ui_common import (
+    MAX_TEXT_CHARS,
+    describe_entry,
+    describe_text,
+    friendly_errors,
+    languages,
+    reference_audio,
+    sample_texts,
+)
 from .ui_output import OutputPanel, build_output_panel, output_device
 
 NEW_CLIP = "__clip__"  # the voice dropdown's value for "make a voice from the clip below"
@@ -45,11 +52,10 @@ def build_clone_tab(ctx: AppContext, library_version: gr.State, history_version:
                 saved_preview = gr.Audio(reference_audio(start_entry) if start_entry else None, type="numpy",
                                          label="Reference of the saved voice", interactive=False, buttons=[])
             with gr.Group(visible=start_voice == NEW_CLIP, elem_classes="vd-clip") as clip_box:
-                reference = LocalAudio(sources=["microphone", "upload"], type="filepath", editable=True,
-                                     label="Reference clip: record or upload 3–10 s of clear speech",
-                                     elem_id="clone-reference",
-                                     waveform_options=gr.WaveformOptions(sample_rate=24000,
-                                                                         show_recording_waveform=True))
+                reference = refuse_urls(gr.Audio(
+                    sources=["microphone", "upload"], type="filepath", editable=True, elem_id="clone-reference",
+                    label="Reference clip: record or upload 3–10 s of clear speech",
+                    waveform_options=gr.WaveformOptions(sample_rate=24000, show_recording_waveform=True)))
                 clip_hint = gr.Markdown(elem_classes="vd-hint", elem_id="clone-clip-hint")
                 transcript = gr.Textbox(label="What is said in the clip", lines=2, elem_id="clone-transcript",
                                         placeholder="Type it for the best result (filled in automatically when "
@@ -65,8 +71,9 @@ def build_clone_tab(ctx: AppContext, library_version: gr.State, history_version:
             text_info = gr.Markdown(describe_text(""), elem_classes="vd-hint")
             with gr.Row():
                 sample = gr.Dropdown(list(sample_texts()), value=None, label="Or pick a sample text")
-                language = gr.Dropdown(languages(), value=ctx.settings.language.lower() if ctx.settings.language
-                                       else "auto", label="Language", filterable=True)
+                known = {value for _, value in languages()}
+                language = gr.Dropdown(languages(), label="Language", filterable=True,
+                                       value=ctx.settings.language if ctx.settings.language in known else "auto")
             advanced = build_advanced(ctx)
             generate = gr.Button("Generate", variant="primary", interactive=False, elem_id="clone-generate",
                                  size="lg")
@@ -125,14 +132,15 @@ def _generate(ctx: AppContext):
             raise TextInputError("Type the text to speak first.")
         owner = request.session_hash
         yield (*generation.idle_outputs("Preparing the voice…"), gr.skip(), gr.skip(), gr.skip(), gr.skip())
-        if voice_slug and voice_slug != NEW_CLIP:
-            entry = ctx.library.get(voice_slug)
-            voice, label = ctx.library.load_voice(voice_slug), entry.name
-        else:
+        from_clip = not voice_slug or voice_slug == NEW_CLIP
+        if from_clip:
             voice = ctx.voice_from_clip(reference, transcript, preprocess, owner=owner)
             label = "reference clip"
+        else:
+            voice, label = ctx.library.load_voice(voice_slug), ctx.library.get(voice_slug).name
         config = make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess)
-        filled = voice.transcript if voice_slug == NEW_CLIP and not (transcript or "").strip() else gr.skip()
+        # a transcript made by speech recognition goes back into the box, to be checked and corrected
+        filled = voice.transcript if from_clip and not (transcript or "").strip() else gr.skip()
         request_ = generation.GenerationRequest(text, voice, None, language, config, label, bool(speakers),
                                                 output_device(device))
         first = True

@@ -30,15 +30,16 @@ def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
         with gr.Column(scale=3):
             table = gr.Dataframe(rows, headers=COLUMNS, interactive=False, elem_id="history-table", wrap=True,
                                  elem_classes="vd-table", max_height=480,
-                                 column_widths=["15%", "40%", "17%", "12%", "8%", "8%"])
+                                 column_widths=["15%", "37%", "17%", "12%", "9%", "10%"])
             empty_note = gr.Markdown("*Nothing yet: results appear here when they finish.*", visible=not rows)
         with gr.Column(scale=2):
-            with gr.Group(visible=False) as details:
+            with gr.Group(visible=False, elem_classes="vd-details") as details:
                 info = gr.Markdown()
-                player = gr.Audio(label="Replay", interactive=False, type="filepath", buttons=[], elem_id="history-player")
+                player = gr.Audio(label="Replay", interactive=False, type="filepath", buttons=[],
+                                  elem_id="history-player")
                 with gr.Row():
-                    download = gr.DownloadButton("Download WAV", size="sm")
-                    delete = gr.Button("Delete", variant="stop", size="sm")
+                    download = gr.DownloadButton("Download WAV", size="sm", min_width=90)
+                    delete = gr.Button("Delete", variant="stop", size="sm", min_width=90)
     ids_state = gr.State(ids)
     selected = gr.State(None)
 
@@ -51,8 +52,9 @@ def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
         meta = entry.meta
         rtf = "—" if meta.get("rtf") is None else f"{meta['rtf']:.3f}"
         ttfa = "—" if meta.get("first_audio_s") is None else f"{meta['first_audio_s'] * 1000:.0f} ms"
-        text = f"{entry.text}\n\n*{meta.get('voice', '')} · {meta.get('mode', '')} · RTF {rtf} · first audio {ttfa}" \
-               f" · seed {meta.get('seed', '—')} · {meta.get('backend', '')}*"
+        details = [meta.get("voice", ""), meta.get("mode", ""), f"RTF {rtf}", f"first audio {ttfa}",
+                   f"seed {meta.get('seed', '—')}", meta.get("backend", "")]
+        text = f"{entry.text}\n\n*{' · '.join(details)}*"
         return entry.id, gr.Group(visible=True), text, str(entry.audio), gr.DownloadButton(value=str(entry.audio))
 
     def do_delete(entry_id, version):

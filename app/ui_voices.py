@@ -22,19 +22,19 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
                 "A voice exported here can be imported on another computer.", elem_classes="vd-hint")
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
-            table = gr.Dataframe(rows, headers=COLUMNS, interactive=False, elem_id="voices-table",
-                                 elem_classes="vd-table", column_widths=["25%", "10%", "15%", "50%"], wrap=True, max_height=420)
+            table = gr.Dataframe(rows, headers=COLUMNS, interactive=False, elem_id="voices-table", wrap=True,
+                                 elem_classes="vd-table", column_widths=["25%", "10%", "15%", "50%"], max_height=420)
             empty_note = gr.Markdown("*No saved voices yet: make one in the Clone tab.*", visible=not rows)
             import_button = gr.UploadButton("Import a voice (.zip)", file_types=[".zip"], size="sm")
         with gr.Column(scale=2):
-            with gr.Group(visible=False) as details:
+            with gr.Group(visible=False, elem_classes="vd-details") as details:
                 info = gr.Markdown()
                 preview = gr.Audio(label="Reference clip", interactive=False, type="numpy", buttons=[])
                 new_name = gr.Textbox(label="Name", max_length=60)
                 with gr.Row():
-                    rename = gr.Button("Rename", size="sm")
-                    export = gr.DownloadButton("Export (.zip)", size="sm")
-                    delete = gr.Button("Delete", variant="stop", size="sm")
+                    rename = gr.Button("Rename", size="sm", min_width=90)
+                    export = gr.DownloadButton("Export (.zip)", size="sm", min_width=90)
+                    delete = gr.Button("Delete", variant="stop", size="sm", min_width=90)
     slugs_state = gr.State(slugs)
     selected = gr.State(None)
 
@@ -73,7 +73,8 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
         gr.Info(f"Imported '{entry.name}'.", duration=4)
         return version + 1
 
-    library_version.change(refresh, clone_voice, [table, slugs_state, empty_note, clone_voice], api_visibility="private")
+    library_version.change(refresh, clone_voice, [table, slugs_state, empty_note, clone_voice],
+                           api_visibility="private")
     table.select(friendly_errors(select), slugs_state, [selected, details, info, preview, new_name, export],
                  api_visibility="private")
     rename.click(friendly_errors(do_rename), [selected, new_name, library_version], [selected, info, library_version],

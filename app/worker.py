@@ -12,8 +12,9 @@ import itertools
 import queue
 import threading
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from engine.errors import Cancelled
 
@@ -28,7 +29,7 @@ class Job:
     cancel: threading.Event = field(default_factory=threading.Event)
     _events: queue.Queue = field(default_factory=queue.Queue)
 
-    def follow(self, worker: "GpuWorker", poll_s: float = 0.25) -> Iterator[tuple[str, Any]]:
+    def follow(self, worker: GpuWorker, poll_s: float = 0.25) -> Iterator[tuple[str, Any]]:
         """Yield ("waiting", place in line) while queued, then ("item", x) for each streamed item,
         then ("result", value). Exceptions raised by the job are raised here."""
         last_place = None

@@ -141,3 +141,44 @@ def test_stop_in_the_middle_then_keep_working(client, reference_wav):
     assert "Stopped after" in final[STATUS], final[STATUS]
     assert final[METRICS]["chunks"] < 12
     assert "Done" in clone(client, reference_wav, "Working again after a stop.").result()[STATUS]
+
+
+def test_only_the_apps_own_files_are_served(running_app, client, reference_wav):
+    clone(client, reference_wav, "A result to fetch over HTTP.").result()
+    newest = client.predict(api_name="/list_history")[0]["file"]
+    home, get = running_app.home, lambda path: httpx.get(f"{running_app.url}/gradio_api/file={path}")
+    assert get(home / "data" / "history" / "audio" / newest).status_code == 200
+    for private in ("/etc/passwd", home / "config" / "settings.json", home / "app.log",
+                    next((home / "data" / "voices").rglob("voice.json"), home / "data" / "voices"),
+                    home / "data" / "history" / "index.jsonl"):
+        assert get(private).status_code in (403, 404), private
+    assert httpx.get(f"{running_app.url}/monitoring").status_code in (403, 404)
+    assert httpx.get(f"{running_app.url}/gradio_api/mcp/schema").status_code == 404
+
+
+def test_other_websites_cannot_post_to_the_app(running_app, reference_wav):
+    def upload(**headers):
+        with reference_wav.open("rb") as f:
+            return httpx.post(f"{running_app.url}/gradio_api/upload", headers=headers,
+                              files={"files": ("clip.wav", f, "audio/wav")})
+
+    assert upload(Origin="https://evil.example").status_code == 403
+    assert upload(Origin=running_app.url).status_code == 200
+    assert upload().status_code == 200  # API clients send no Origin
+
+
+def switch_mode(client, mode) -> dict:
+    client.predict(mode, api_name="/set_mode")
+    deadline = time.monotonic() + 120
+    while not (status := client.predict(api_name="/model_status"))["ready"]:
+        assert status["stage"] != "failed" and time.monotonic() < deadline, status
+        time.sleep(0.5)
+    return status
+
+
+def test_switching_quality_mode_reloads_the_model(client, reference_wav):
+    status = switch_mode(client, "realtime")
+    assert status["mode"] == "realtime" and status["message"]  # the backend this machine runs
+    final = clone(client, reference_wav, "Speaking after a mode switch.").result()
+    assert "Done" in final[STATUS] and final[METRICS]["mode"] == "Realtime"
+    assert switch_mode(client, "hifi")["mode"] == "hifi"

@@ -49,6 +49,7 @@ def page(running_app, fake_microphone):
 def shoot(page, name):
     for close in page.get_by_test_id("toast-close").all():  # notifications would cover the page
         close.click()
+    page.wait_for_function("!document.querySelector('[data-testid=toast-body]')", timeout=10_000)
     page.mouse.move(0, 0)  # no hover effects
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
@@ -99,10 +100,13 @@ def test_voices_and_history_tabs_list_the_results(page):
 
     page.get_by_role("tab", name="History").click()
     page.locator("#history-table [role=gridcell]", has_text="Hello from the browser test").first.click()
-    page.locator("#history-player").get_by_role("button", name="Play", exact=True).click()
     # the waveform player keeps its <audio> in a shadow root, which locators (unlike querySelector) reach
     players = page.locator("#history-player audio")
     deadline = time.monotonic() + 30
+    while not any(d > 0 for d in players.evaluate_all("els => els.map(a => a.duration || 0)")):
+        assert time.monotonic() < deadline, "the replay did not load"
+        time.sleep(0.2)
+    page.locator("#history-player").get_by_role("button", name="Play", exact=True).click()
     while not any(t > 0.2 for t in players.evaluate_all("els => els.map(a => a.currentTime)")):
         assert time.monotonic() < deadline, "the replay did not start"
         time.sleep(0.2)

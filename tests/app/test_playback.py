@@ -17,8 +17,8 @@ class FakeSoundDevice:
     CallbackStop = CallbackStop
 
     def __init__(self, devices, default=(-1, -1), rates=(24000,), fail_open=False):
-        self.devices, self.default, self.rates, self.fail_open = devices, SimpleNamespace(device=list(default)), rates, \
-            fail_open
+        self.devices, self.rates, self.fail_open = devices, rates, fail_open
+        self.default = SimpleNamespace(device=list(default))
         self.streams = []
 
     def query_devices(self, device=None):

@@ -45,7 +45,7 @@ def null_sink(tmp_path):
          "-L", "module-native-protocol-unix", "-L", "module-null-sink sink_name=vd_test rate=24000 channels=1",
          "-L", "module-always-sink"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 15
-    while subprocess.run(["pactl", "info"], env=env, capture_output=True).returncode != 0:
+    while subprocess.run(["pactl", "info"], env=env, capture_output=True, check=False).returncode != 0:
         if daemon.poll() is not None or time.monotonic() > deadline:
             daemon.kill()
             pytest.fail(f"pulseaudio did not start: {daemon.stderr.read().decode()[-500:]}")
@@ -64,7 +64,7 @@ def test_tone_reaches_the_speakers(null_sink, tmp_path):
         try:
             time.sleep(0.3)
             played = subprocess.run([sys.executable, "-c", PLAY], env={**null_sink, "PYTHONPATH": str(ROOT)},
-                                    cwd=ROOT, capture_output=True, text=True, timeout=60)
+                                    cwd=ROOT, capture_output=True, check=False, text=True, timeout=60)
             time.sleep(0.5)
         finally:
             recorder.terminate()

@@ -1,0 +1,1 @@
+"""VoiceDesk desktop app: the Gradio UI and what it needs around the engine (library, history, playback)."""
