@@ -1,10 +1,12 @@
-"""Realtime mode's quantization: SVDQuant W4A4 linears (and W8A8 ones for sensitive layers).
+"""Realtime mode's quantization: SVDQuant W4A4 linears, W8A8 FP8 linears (the realtime backend on
+Hopper, which has no INT4 tensor cores) and int8 W8A8 ones for sensitive layers.
 
 One verb, `quantize_(model, W4A4Config(), calibration_fn)`: it records the per-channel input maxima of
 every `qkv_proj`, `o_proj`, `gate_up_proj` and `down_proj` linear while `calibration_fn(model)` runs,
-then swaps them for `W4A4Linear.from_linear(...)`. Converted models are saved as safetensors whose
-metadata carries the quant config and the layer plan, so loading never guesses from a file name.
-Numerics: `kernels/w4a4_ref.py` (the contract every backend matches).
+then swaps them for `W4A4Linear.from_linear(...)` (or the scheme the config names for the layer).
+Converted models are saved as safetensors whose metadata carries the quant config and the layer
+plan, so loading never guesses from a file name. Numerics: `kernels/w4a4_ref.py` and
+`kernels/fp8_ref.py` (the contracts every backend matches).
 """
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import fnmatch
 import functools
 import hashlib
 import json
+import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,22 +26,35 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.errors import CheckpointError, VoiceDeskError
-from kernels import w4a4_cuda
+from kernels import fp8, w4a4_cuda
 from kernels._triton import HAS_TRITON
-from kernels.w4a4_ref import GROUP, pack_int4, quantize_act_lowrank_ref, quantize_groups_ref, w4a4_linear_ref
+from kernels.fp8_ref import FP8_DTYPE, fp8_linear_ref, quantize_rows_fp8_ref
+from kernels.w4a4_ref import (
+    GROUP,
+    pack_int4,
+    quantize_act_lowrank_ref,
+    quantize_groups_ref,
+    w4a4_linear_ref,
+)
+
+log = logging.getLogger(__name__)
 
 TARGET_NAMES = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 FILE_FORMAT = "voicedesk-quantized/1"
-BACKEND_LABELS = {"cuda": "W4A4 INT4-MMA", "triton": "W4A4 int8-MMA Triton", "ref": "W4A4 PyTorch reference"}
+W4A4_LABELS = {"cuda": "W4A4 INT4-MMA", "ref": "W4A4 PyTorch reference"}  # Triton's names its MMA
+FP8_LABELS = {"scaled_mm": "W8A8 FP8", "ref": "W8A8 FP8 PyTorch reference"}
+FP8_ALIGN = 16  # _scaled_mm needs K and N to be multiples of 16
 
 
 @dataclass(frozen=True)
 class W4A4Config:
     """How to quantize: SVDQuant rank and smoothing, and which layers stay 16-bit or go W8A8.
 
-    `keep_fp16` and `w8a8` are fnmatch patterns on module names (e.g. "layers.0.*", "*.down_proj").
-    `smooth_alpha=None` turns smoothing off and `rank=0` the low-rank branch (plain RTN W4A4; the
-    GPU kernels need a rank that is a multiple of 16).
+    `keep_fp16`, `w8a8` (int8) and `fp8` (W8A8 FP8) are fnmatch patterns on module names (e.g.
+    "layers.0.*", "*.down_proj"; `fp8=("*",)` makes a whole-model FP8 config). `smooth_alpha=None`
+    turns smoothing off and `rank=0` the W4A4 low-rank branch (plain RTN W4A4; the GPU kernels need a
+    rank that is a multiple of 16). FP8 layers have their own low-rank branch, off by default
+    (`fp8_rank=0`): 8-bit activations need no help from it.
     """
 
     rank: int = 32
@@ -45,14 +62,16 @@ class W4A4Config:
     smooth_alpha: float | None = 0.5
     keep_fp16: tuple[str, ...] = ()
     w8a8: tuple[str, ...] = ()
+    fp8: tuple[str, ...] = ()
+    fp8_rank: int = 0
 
     def __post_init__(self):
         if self.group_size != GROUP:
             raise ValueError(f"group_size must be {GROUP}: the numerics contract and the kernels are built for it")
-        if self.rank < 0:
-            raise ValueError(f"rank must be >= 0, got {self.rank}")
-        object.__setattr__(self, "keep_fp16", tuple(self.keep_fp16))
-        object.__setattr__(self, "w8a8", tuple(self.w8a8))
+        if self.rank < 0 or self.fp8_rank < 0:
+            raise ValueError(f"ranks must be >= 0, got rank={self.rank}, fp8_rank={self.fp8_rank}")
+        for patterns in ("keep_fp16", "w8a8", "fp8"):
+            object.__setattr__(self, patterns, tuple(getattr(self, patterns)))
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -62,11 +81,14 @@ class W4A4Config:
         return cls(**json.loads(text))
 
     def scheme(self, name: str, linear: nn.Linear) -> str:
-        """'fp16', 'w8a8' or 'w4a4' for the linear called `name`."""
+        """'fp16', 'w8a8', 'fp8' or 'w4a4' for the linear called `name` (shapes a kernel cannot take stay fp16)."""
         if any(fnmatch.fnmatchcase(name, p) for p in self.keep_fp16):
             return "fp16"
         if any(fnmatch.fnmatchcase(name, p) for p in self.w8a8):
             return "w8a8"
+        if any(fnmatch.fnmatchcase(name, p) for p in self.fp8):
+            aligned = linear.in_features % FP8_ALIGN == 0 and linear.out_features % FP8_ALIGN == 0
+            return "fp8" if aligned else "fp16"
         return "w4a4" if linear.in_features % GROUP == 0 else "fp16"
 
 
@@ -103,6 +125,21 @@ def select_backend(device: torch.device, dtype: torch.dtype, rank: int) -> str:
     return "ref"
 
 
+def _split_low_rank(w_smooth: torch.Tensor, lora_down: torch.Tensor, lora_up: torch.Tensor) -> torch.Tensor:
+    """Fill lora_down [K, R] and lora_up [N, R] with the top-R SVD of w_smooth [N, K] (zero columns past
+    min(N, K)); return the residual w_smooth - lora_up lora_down^T, fp32, that the low-bit weights hold."""
+    lora_down.zero_()
+    lora_up.zero_()
+    if lora_down.shape[1] > 0:
+        u, s, vh = torch.linalg.svd(w_smooth, full_matrices=False)
+        rank = min(lora_down.shape[1], s.numel())
+        root = s[:rank].sqrt()  # split the singular values evenly so both factors suit fp16
+        lora_down[:, :rank] = vh[:rank].t() * root  # [K, r]
+        lora_up[:, :rank] = u[:, :rank] * root  # [N, r]
+    # The residual is taken against the rounded factors, so it also absorbs their rounding.
+    return w_smooth - lora_up.float() @ lora_down.float().t()
+
+
 class W4A4Linear(nn.Module):
     """SVDQuant W4A4 linear: y = Q4(x / lambda) Q4(R)^T + (x / lambda) L1 L2 + b, R = W diag(lambda) - L1 L2.
 
@@ -124,6 +161,7 @@ class W4A4Linear(nn.Module):
         self.register_buffer("lora_down", make(in_features, rank, dtype=dtype))
         self.register_buffer("lora_up", make(out_features, rank, dtype=dtype))
         self.register_buffer("bias", make(out_features, dtype=dtype) if bias else None)
+        self._codes, self._codes_key = None, None  # the Triton GEMM's copy of qweight, see _mma_weight_codes
 
     @classmethod
     def empty_like(cls, linear: nn.Linear, cfg: W4A4Config) -> W4A4Linear:
@@ -135,19 +173,8 @@ class W4A4Linear(nn.Module):
     def from_linear(cls, linear: nn.Linear, act_amax: torch.Tensor, cfg: W4A4Config) -> W4A4Linear:
         """Convert `linear` given the max |x| of each input channel seen during calibration ([K])."""
         layer = cls.empty_like(linear, cfg)
-        weight = linear.weight.float()  # [N, K]
-        smooth = smoothing_factors(act_amax, weight, cfg.smooth_alpha)
-        w_smooth = weight * smooth  # [N, K]: x W^T = (x / smooth) (W diag(smooth))^T
-        layer.lora_down.zero_()  # a layer narrower than the rank keeps zero columns
-        layer.lora_up.zero_()
-        if cfg.rank > 0:
-            u, s, vh = torch.linalg.svd(w_smooth, full_matrices=False)
-            rank = min(cfg.rank, s.numel())
-            root = s[:rank].sqrt()  # split the singular values evenly so both factors suit fp16
-            layer.lora_down[:, :rank] = vh[:rank].t() * root  # [K, r]
-            layer.lora_up[:, :rank] = u[:, :rank] * root  # [N, r]
-        # The residual is taken against the rounded factors, so it also absorbs their rounding.
-        residual = w_smooth - layer.lora_up.float() @ layer.lora_down.float().t()  # [N, K]
+        smooth = smoothing_factors(act_amax, linear.weight.float(), cfg.smooth_alpha)
+        residual = _split_low_rank(linear.weight.float() * smooth, layer.lora_down, layer.lora_up)  # [N, K]
         codes, scales = quantize_groups_ref(residual)
         layer.smooth.copy_(smooth)
         layer.qweight.copy_(pack_int4(codes))
@@ -160,25 +187,47 @@ class W4A4Linear(nn.Module):
         """The backend forward() uses on this module's device: 'cuda', 'triton' or 'ref'."""
         return self.backend or select_backend(self.qweight.device, self.lora_up.dtype, self.rank)
 
+    def backend_label(self) -> str:
+        """'W4A4 INT4-MMA', 'W4A4 e4m3-MMA Triton', 'W4A4 int8-MMA Triton' or 'W4A4 PyTorch reference'."""
+        backend = self.backend_name()
+        if backend == "triton":
+            from kernels.w4a4_triton import mma_layout
+
+            return f"W4A4 {mma_layout(self.qweight.device)}-MMA Triton"
+        return W4A4_LABELS[backend]
+
+    def _mma_weight_codes(self, layout: str) -> torch.Tensor:
+        """qweight one code per byte, as the Triton GEMM reads it: made on first use (during warm-up, before
+        any CUDA graph capture) and again whenever qweight is replaced or changed; not in the state dict."""
+        from kernels.w4a4_triton import weight_codes
+
+        key = (self.qweight.data_ptr(), self.qweight._version, layout)
+        if self._codes_key != key:
+            self._codes, self._codes_key = weight_codes(self.qweight, layout), key
+        return self._codes
+
     def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         backend = self.backend_name()
         if backend == "ref":
             return w4a4_linear_ref(x, self, residual)
         x2 = x.reshape(-1, self.in_features)  # [M, K]
         res2 = None if residual is None else residual.reshape(-1, self.out_features)
-        if HAS_TRITON:
-            from kernels.w4a4_triton import quantize_act
-
-            act = quantize_act(x2, self.smooth, self.lora_down)
-        else:  # e.g. Windows without Triton: the same codes from plain PyTorch ops
-            act = quantize_act_lowrank_ref(x2, self.smooth, self.lora_down)
         if backend == "cuda":
+            if HAS_TRITON:
+                from kernels.w4a4_triton import quantize_act
+
+                act = quantize_act(x2, self.smooth, self.lora_down, layout="packed")
+            else:  # e.g. Windows without Triton: the same codes from plain PyTorch ops
+                act = quantize_act_lowrank_ref(x2, self.smooth, self.lora_down)
             y = w4a4_cuda.w4a4_gemm_cuda(act, self.qweight, self.wscales, self.lora_up, self.bias, res2,
                                          out_dtype=x.dtype)
         else:
-            from kernels.w4a4_triton import w4a4_gemm
+            from kernels.w4a4_triton import mma_layout, quantize_act, w4a4_gemm
 
-            y = w4a4_gemm(act, self.qweight, self.wscales, self.lora_up, self.bias, res2, out_dtype=x.dtype)
+            layout = mma_layout(x.device)
+            act = quantize_act(x2, self.smooth, self.lora_down, layout=layout)
+            y = w4a4_gemm(act, self._mma_weight_codes(layout), self.wscales, self.lora_up, self.bias, res2,
+                          out_dtype=x.dtype)
         return y.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
@@ -245,7 +294,78 @@ class W8A8Linear(nn.Module):
         return y.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
 
 
-QUANTIZED_LINEARS = {"w4a4": W4A4Linear, "w8a8": W8A8Linear}
+class W8A8FP8Linear(nn.Module):
+    """Smoothed W8A8 FP8 linear: y = Q8(x / lambda) Q8(R)^T + (x / lambda) L1 L2 + b, R = W diag(lambda) - L1 L2,
+    with e4m3 codes, per-token dynamic activation scales and per-output-channel weight scales.
+
+    Buffers: `smooth` lambda [K] fp32, `qweight` [N, K] float8_e4m3fn, `wscales` [N] fp32, `bias` [N], and
+    with `rank` > 0 `lora_down` L1 [K, R] and `lora_up` L2^T [N, R] in the model dtype (else None).
+    On GPUs with FP8 tensor cores forward() is one Triton quantize kernel and one `torch._scaled_mm`
+    (graph-capturable); elsewhere it is the fp32 reference (`kernels/fp8_ref.py`).
+    """
+
+    def __init__(self, in_features: int, out_features: int, rank: int, bias: bool,
+                 dtype: torch.dtype = torch.float16, device: torch.device | str | None = None):
+        super().__init__()
+        if in_features % FP8_ALIGN or out_features % FP8_ALIGN:
+            raise ValueError(f"FP8 linears need sizes that are multiples of {FP8_ALIGN}, "
+                             f"got {in_features} -> {out_features}")
+        self.in_features, self.out_features, self.rank = in_features, out_features, rank
+        self.backend: str | None = None  # None: chosen from the device; or force "ref" / "scaled_mm"
+        make = functools.partial(torch.empty, device=device)
+        self.register_buffer("smooth", make(in_features, dtype=torch.float32))
+        self.register_buffer("qweight", make(out_features, in_features, dtype=FP8_DTYPE))
+        self.register_buffer("wscales", make(out_features, dtype=torch.float32))
+        self.register_buffer("lora_down", make(in_features, rank, dtype=dtype) if rank else None)
+        self.register_buffer("lora_up", make(out_features, rank, dtype=dtype) if rank else None)
+        self.register_buffer("bias", make(out_features, dtype=dtype) if bias else None)
+
+    @classmethod
+    def empty_like(cls, linear: nn.Linear, cfg: W4A4Config) -> W8A8FP8Linear:
+        return cls(linear.in_features, linear.out_features, cfg.fp8_rank, linear.bias is not None,
+                   linear.weight.dtype, linear.weight.device)
+
+    @classmethod
+    @torch.no_grad()
+    def from_linear(cls, linear: nn.Linear, act_amax: torch.Tensor, cfg: W4A4Config) -> W8A8FP8Linear:
+        """Convert `linear` given the max |x| of each input channel seen during calibration ([K])."""
+        layer = cls.empty_like(linear, cfg)
+        smooth = smoothing_factors(act_amax, linear.weight.float(), cfg.smooth_alpha)
+        w_smooth = linear.weight.float() * smooth  # [N, K]
+        if layer.rank:
+            w_smooth = _split_low_rank(w_smooth, layer.lora_down, layer.lora_up)
+        codes, scales = quantize_rows_fp8_ref(w_smooth)
+        layer.smooth.copy_(smooth)
+        layer.qweight.copy_(codes)
+        layer.wscales.copy_(scales)
+        if linear.bias is not None:
+            layer.bias.copy_(linear.bias)
+        return layer
+
+    def backend_name(self) -> str:
+        """'scaled_mm' (Triton quantizer + torch._scaled_mm, FP8 tensor cores) or 'ref'."""
+        if self.backend:
+            return self.backend
+        return "scaled_mm" if fp8.fp8_supported(self.qweight.device) else "ref"
+
+    def backend_label(self) -> str:
+        return FP8_LABELS[self.backend_name()]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.backend_name() == "ref":
+            return fp8_linear_ref(x, self)
+        x2 = x.reshape(-1, self.in_features)  # [M, K]
+        y = fp8.fp8_linear(x2, self.smooth, self.qweight, self.wscales, self.bias)  # [M, N]
+        if self.lora_down is not None:  # off by default: plain torch ops are enough for an option
+            xs = x2.float() / self.smooth
+            y += ((xs @ self.lora_down.float()) @ self.lora_up.float().t()).to(y.dtype)
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, rank={self.rank}"
+
+
+QUANTIZED_LINEARS = {"w4a4": W4A4Linear, "w8a8": W8A8Linear, "fp8": W8A8FP8Linear}
 
 
 def _target_linears(model: nn.Module) -> dict[str, nn.Linear]:
@@ -380,25 +500,70 @@ def synthetic_calibration(lm: nn.Module, batches: int = 4, seq_len: int = 256, s
         lm(ids.to(device), audio_mask.to(device), attn_mask.to(device))
 
 
-def quantize_for_realtime(lm: nn.Module, folder: Path, report: Callable[[float, str], None],
-                          cfg: W4A4Config = W4A4Config()) -> str:
-    """Put the LM in realtime mode: load the cached W4A4 conversion of this checkpoint, or make it.
+REALTIME_ENV = "VOICEDESK_REALTIME"  # "auto" (default), "w4a4" or "fp8"
+HOPPER_NOTE = "Hopper has no INT4 tensor cores"
 
-    Returns the backend label for the UI, e.g. "W4A4 INT4-MMA".
+
+def realtime_scheme(arch: int | None, fp8_ok: bool, choice: str = "auto") -> str:
+    """'w4a4' or 'fp8': what realtime mode quantizes to on a GPU of compute capability `arch` (e.g. 90;
+    None without a GPU), given whether the FP8 path runs there and the user's `choice`.
+
+    W4A4 runs on INT4 tensor cores on sm_80/86/89. Hopper (sm_90) has none, and W8A8 FP8 is the faster
+    realtime backend there; "w4a4" forces W4A4 (Triton) and "fp8" forces FP8 wherever it runs.
+    """
+    if choice not in ("auto", "w4a4", "fp8"):
+        raise VoiceDeskError(f"{REALTIME_ENV}={choice!r}: choose auto, w4a4 or fp8")
+    wants_fp8 = choice == "fp8" or (choice == "auto" and arch == 90)
+    if wants_fp8 and not fp8_ok:
+        log.warning("W8A8 FP8 does not run on this device (it needs sm_89+, Triton and torch._scaled_mm): "
+                    "realtime mode uses W4A4")
+    return "fp8" if wants_fp8 and fp8_ok else "w4a4"
+
+
+def realtime_config(device: torch.device) -> W4A4Config:
+    """The quant config of realtime mode on `device` (see `realtime_scheme`; env VOICEDESK_REALTIME)."""
+    arch = w4a4_cuda.arch_of(device) if device.type == "cuda" else None
+    choice = os.environ.get(REALTIME_ENV, "auto").strip().lower() or "auto"
+    if realtime_scheme(arch, fp8.fp8_supported(device), choice) == "fp8":
+        return W4A4Config(fp8=("*",))
+    return W4A4Config()
+
+
+def backend_label(model: nn.Module) -> str:
+    """What runs the quantized linears of `model`, for the UI, e.g. "W4A4 INT4-MMA" or
+    "W8A8 FP8 (Hopper has no INT4 tensor cores)"."""
+    layers = [m for m in model.modules() if isinstance(m, (W4A4Linear, W8A8FP8Linear))]
+    labels = sorted({m.backend_label() for m in layers})
+    label = " + ".join(labels) or "FP16 (no layer quantized)"
+    hopper = any(m.qweight.is_cuda and w4a4_cuda.arch_of(m.qweight.device) == 90 for m in layers)
+    if hopper and FP8_LABELS["scaled_mm"] in labels:
+        label += f" ({HOPPER_NOTE})"
+    return label
+
+
+def quantize_for_realtime(lm: nn.Module, folder: Path, report: Callable[[float, str], None],
+                          cfg: W4A4Config | None = None) -> str:
+    """Put the LM in realtime mode: load the cached conversion of this checkpoint, or make it.
+
+    `cfg` defaults to `realtime_config` of the LM's device: W4A4, or W8A8 FP8 on Hopper. Returns the
+    backend label for the UI, e.g. "W4A4 INT4-MMA" or "W8A8 FP8 (Hopper has no INT4 tensor cores)".
     """
     import platformdirs
 
+    first = next(lm.parameters())
+    cfg = cfg or realtime_config(first.device)
+    kind = "fp8" if cfg.fp8 else "w4a4"
+    name = {"fp8": "W8A8 FP8", "w4a4": "W4A4"}[kind]
     source_hash = checkpoint_fingerprint(folder)
-    key = hashlib.sha256(f"{source_hash}:{cfg.to_json()}:{next(lm.parameters()).dtype}".encode()).hexdigest()[:20]
-    path = Path(platformdirs.user_cache_dir("voicedesk")) / "quantized" / f"omnivoice-w4a4-{key}.safetensors"
+    key = hashlib.sha256(f"{source_hash}:{cfg.to_json()}:{first.dtype}".encode()).hexdigest()[:20]
+    path = Path(platformdirs.user_cache_dir("voicedesk")) / "quantized" / f"omnivoice-{kind}-{key}.safetensors"
     if path.exists():
-        report(0.0, "loading the W4A4 model")
+        report(0.0, f"loading the {name} model")
         load_quantized(lm, path, source_hash)
     else:
-        report(0.0, "calibrating and converting to W4A4 (once per checkpoint)")
+        report(0.0, f"calibrating and converting to {name} (once per checkpoint)")
         quantize_(lm, cfg, synthetic_calibration)
-        report(0.9, "saving the W4A4 model")
+        report(0.9, f"saving the {name} model")
         save_quantized(lm, path, cfg, source_hash)
-    report(1.0, "W4A4 ready")
-    backends = {m.backend_name() for m in lm.modules() if isinstance(m, W4A4Linear)}
-    return " + ".join(BACKEND_LABELS[b] for b in sorted(backends)) or "FP16 (no layer quantized)"
+    report(1.0, f"{name} ready")
+    return backend_label(lm)

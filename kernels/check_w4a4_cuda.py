@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels import w4a4_cuda
+from kernels.numerics import fp16_rounding_ratio
 from kernels.w4a4_ref import (
     group_sums_ref,
     pack_int4,
@@ -51,16 +52,15 @@ def make_input(m: int, k: int, seed: int) -> torch.Tensor:
     return x.half()
 
 
-def fp16_rounding_ratio(out, ref32, ref16) -> float:
-    """max of err / allowed; <= 1 means within twice the reference's fp16 error + 1 ulp of the max."""
-    err = (out.float() - ref32).abs()
-    allowed = 2 * (ref16.float() - ref32).abs() + 2.0 ** -10 * ref32.abs().max()
-    return (err / allowed).max().item()
-
-
 def check_correctness(ms: list[int]) -> bool:
-    from kernels.w4a4_triton import quantize_act, w4a4_gemm_debug
+    from kernels.w4a4_triton import (
+        mma_layout,
+        quantize_act,
+        w4a4_gemm_debug,
+        weight_codes,
+    )
 
+    layout = mma_layout(torch.device("cuda"))
     print(f"\n1. correctness on sm_{w4a4_cuda.arch_of(torch.device('cuda'))} "
           f"(sums: exact over the first {SUM_ROWS} rows; ratio <= 1: within fp16 rounding)")
     print(f"{'layer':<13}{'M':>6} {'quantizer':>10} {'cuda sums':>10} {'cuda ratio':>11} "
@@ -70,12 +70,12 @@ def check_correctness(ms: list[int]) -> bool:
         layer = make_layer(k, n)
         for m in ms:
             x = make_input(m, k, seed=m)
-            act = quantize_act(x, layer.smooth, layer.lora_down)
+            act = quantize_act(x, layer.smooth, layer.lora_down, layout="packed")
             want = quantize_act_lowrank_ref(x, layer.smooth, layer.lora_down)
-            codes_ok = torch.equal(act.packed, want.packed) and torch.equal(act.scales, want.scales)
+            codes_ok = torch.equal(act.codes, want.codes) and torch.equal(act.scales, want.scales)
             ref32, ref16 = w4a4_linear_ref(x.float(), layer), w4a4_linear_ref(x, layer)
             rows = slice(0, min(m, SUM_ROWS))
-            sums_ref = group_sums_ref(unpack_int4(act.packed[rows]), unpack_int4(layer.qweight))
+            sums_ref = group_sums_ref(unpack_int4(act.codes[rows]), unpack_int4(layer.qweight))
             cuda_sums, cuda_ratio = True, 0.0
             for tile in (w4a4_cuda.LARGE, w4a4_cuda.SMALL):
                 y, sums = w4a4_cuda.w4a4_gemm_cuda_debug(act, layer.qweight, layer.wscales, layer.lora_up,
@@ -83,14 +83,16 @@ def check_correctness(ms: list[int]) -> bool:
                 cuda_sums &= torch.equal(sums[rows], sums_ref)
                 cuda_ratio = max(cuda_ratio, fp16_rounding_ratio(y, ref32, ref16))
                 del sums
-            y, sums = w4a4_gemm_debug(act, layer.qweight, layer.wscales, layer.lora_up, layer.bias)
+            mma_act = quantize_act(x, layer.smooth, layer.lora_down, layout=layout)
+            y, sums = w4a4_gemm_debug(mma_act, weight_codes(layer.qweight, layout), layer.wscales, layer.lora_up,
+                                      layer.bias)
             triton_sums = torch.equal(sums[rows], sums_ref)
             triton_ratio = fp16_rounding_ratio(y, ref32, ref16)
             del sums
             row_ok = codes_ok and cuda_sums and triton_sums and cuda_ratio <= 1 and triton_ratio <= 1
             ok &= row_ok
-            print(f"{name:<13}{m:>6} {str(codes_ok):>10} {str(cuda_sums):>10} {cuda_ratio:>11.3f} "
-                  f"{str(triton_sums):>12} {triton_ratio:>13.3f}{'' if row_ok else '   <-- FAIL'}", flush=True)
+            print(f"{name:<13}{m:>6} {codes_ok!s:>10} {cuda_sums!s:>10} {cuda_ratio:>11.3f} "
+                  f"{triton_sums!s:>12} {triton_ratio:>13.3f}{'' if row_ok else '   <-- FAIL'}", flush=True)
     return ok
 
 
@@ -127,26 +129,29 @@ def check_sass() -> bool:
 def bench(ms: list[int]) -> None:
     from triton.testing import do_bench
 
-    from kernels.w4a4_triton import quantize_act, w4a4_gemm
+    from kernels.w4a4_triton import mma_layout, quantize_act, w4a4_gemm, weight_codes
 
     native = w4a4_cuda.arch_of(torch.device("cuda")) in w4a4_cuda.NATIVE_INT4_ARCHS
     print(f"\n3. time per call, us (do_bench median){'' if native else '; CUDA INT4 MMA is EMULATED on this GPU'}")
     print(f"{'layer':<13}{'M':>6} {'fp16 cuBLAS':>12} {'quantize':>9} {'triton gemm':>12} {'cuda gemm':>10} "
           f"{'triton all':>11} {'cuda all':>9}")
     totals: dict[int, list[float]] = {}
+    layout = mma_layout(torch.device("cuda"))
     for name, k, n in SHAPES:
         layer = make_layer(k, n)
         w16 = torch.randn(n, k, device="cuda", dtype=torch.float16)
+        codes = weight_codes(layer.qweight, layout)
         for m in ms:
             x = make_input(m, k, seed=m)
-            act = quantize_act(x, layer.smooth, layer.lora_down)
+            act = quantize_act(x, layer.smooth, layer.lora_down, layout="packed")
+            mma_act = quantize_act(x, layer.smooth, layer.lora_down, layout=layout)
             out = torch.empty(m, n, device="cuda", dtype=torch.float16)
-            gemm_args = (act, layer.qweight, layer.wscales, layer.lora_up, layer.bias)
+            tail = (layer.wscales, layer.lora_up, layer.bias)
             times = [
                 do_bench(lambda: F.linear(x, w16)),
-                do_bench(lambda: quantize_act(x, layer.smooth, layer.lora_down)),
-                do_bench(lambda: w4a4_gemm(*gemm_args, out=out)),
-                do_bench(lambda: w4a4_cuda.w4a4_gemm_cuda(*gemm_args, out=out)),
+                do_bench(lambda: quantize_act(x, layer.smooth, layer.lora_down, layout="packed")),
+                do_bench(lambda: w4a4_gemm(mma_act, codes, *tail, out=out)),
+                do_bench(lambda: w4a4_cuda.w4a4_gemm_cuda(act, layer.qweight, *tail, out=out)),
             ]
             times += [times[1] + times[2], times[1] + times[3]]
             totals.setdefault(m, [0.0] * len(times))

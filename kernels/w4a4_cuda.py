@@ -246,14 +246,14 @@ def _tile_for(m: int, n: int, device: torch.device) -> Tile:
 
 
 def _launch_gemm(act: QuantizedAct, qweight, wscales, lora_up, bias, residual, out, out_dtype, sums, tile):
-    m, kb = act.packed.shape
+    m, kb = act.codes.shape
     n, k, rank = qweight.shape[0], kb * 2, lora_up.shape[1]
     device = qweight.device
     if device.type != "cuda" or any(t.device != device for t in (*act, wscales, lora_up)):
         raise ValueError("the CUDA W4A4 GEMM needs all tensors on one CUDA device")
     if rank % 16 or rank == 0:
         raise ValueError(f"the CUDA W4A4 GEMM needs a low-rank dimension that is a multiple of 16, got {rank}")
-    for name, t, shape, dtypes in [("act.packed", act.packed, (m, kb), (torch.int8,)),
+    for name, t, shape, dtypes in [("act.codes", act.codes, (m, kb), (torch.int8,)),
                                    ("act.scales", act.scales, (m, k // GROUP), (torch.float32,)),
                                    ("act.lowrank", act.lowrank, (m, rank), (torch.float32,)),
                                    ("qweight", qweight, (n, kb), (torch.int8,)),
@@ -262,7 +262,7 @@ def _launch_gemm(act: QuantizedAct, qweight, wscales, lora_up, bias, residual, o
         _launch.check(name, t, shape, dtypes)
         if not t.is_contiguous():
             raise ValueError(f"{name} must be contiguous")
-    if act.packed.data_ptr() % 16 or qweight.data_ptr() % 16:
+    if act.codes.data_ptr() % 16 or qweight.data_ptr() % 16:
         raise ValueError("packed codes must start at a 16-byte aligned address")
     out_dtype = out_dtype or torch.float16
     if out_dtype not in (torch.float16, torch.float32):
@@ -283,7 +283,7 @@ def _launch_gemm(act: QuantizedAct, qweight, wscales, lora_up, bias, residual, o
     def ptr(t: torch.Tensor | None) -> ctypes.c_void_p:
         return ctypes.c_void_p(None if t is None else t.data_ptr())
 
-    args = [ptr(act.packed), ptr(act.scales), ptr(qweight), ptr(wscales), ptr(act.lowrank), ptr(lora_up),
+    args = [ptr(act.codes), ptr(act.scales), ptr(qweight), ptr(wscales), ptr(act.lowrank), ptr(lora_up),
             ptr(bias), ptr(residual), ptr(out), ptr(sums), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
     grid = (-(-n // tile.bn), -(-m // tile.bm), 1)
     driver.launch(device.index, fn, grid, (tile.threads, 1, 1), args)
@@ -296,8 +296,9 @@ def w4a4_gemm_cuda(act: QuantizedAct, qweight: torch.Tensor, wscales: torch.Tens
                    tile: Tile | None = None) -> torch.Tensor:
     """y = W4A4(act, weight) + act.lowrank @ lora_up^T + bias + residual on INT4 tensor cores.
 
-    Same arguments and result as `kernels.w4a4_triton.w4a4_gemm`, with lora_up in fp16 and the output
-    (and so bias and residual) in fp16 (default) or fp32. `tile` forces `LARGE` or `SMALL`.
+    Same arguments and result as `kernels.w4a4_triton.w4a4_gemm`, except that the codes are packed
+    INT4: act from `quantize_act(..., layout="packed")`, qweight [N, K/2]; lora_up is fp16 and the
+    output (and so bias and residual) fp16 (default) or fp32. `tile` forces `LARGE` or `SMALL`.
     """
     return _launch_gemm(act, qweight, wscales, lora_up, bias, residual, out, out_dtype, None, tile)
 
@@ -307,7 +308,7 @@ def w4a4_gemm_cuda_debug(act: QuantizedAct, qweight: torch.Tensor, wscales: torc
                          tile: Tile | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """`w4a4_gemm_cuda` that also returns the int32 group sums [M, N, K/64], for exact tests. It runs
     on any sm_80+ GPU: on sm_90 the INT4 MMA is emulated (slow, still exact), enough for checking."""
-    m, n, groups = act.packed.shape[0], qweight.shape[0], act.scales.shape[1]
+    m, n, groups = act.codes.shape[0], qweight.shape[0], act.scales.shape[1]
     sums = torch.empty(m, n, groups, dtype=torch.int32, device=qweight.device)
     out = _launch_gemm(act, qweight, wscales, lora_up, bias, None, None, out_dtype, sums, tile)
     return out, sums

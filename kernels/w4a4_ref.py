@@ -23,9 +23,9 @@ QMIN = -8
 
 
 class QuantizedAct(NamedTuple):
-    """Activations as the W4A4 GEMM consumes them (what the fused quantize kernel returns)."""
+    """Activations as the W4A4 GEMMs consume them (what the fused quantize kernel returns)."""
 
-    packed: torch.Tensor  # [M, K/2] int8, group-halves layout
+    codes: torch.Tensor  # [M, K/2] int8 packed (group-halves) for the CUDA GEMM, or [M, K] int8 for Triton's
     scales: torch.Tensor  # [M, K/64] fp32
     lowrank: torch.Tensor  # [M, R] fp32: x_smoothed @ lora_down
 
@@ -63,11 +63,13 @@ def quantize_act_ref(x: torch.Tensor, smooth: torch.Tensor, group: int = GROUP) 
     return quantize_groups_ref(smooth_ref(x, smooth), group)
 
 
-def quantize_act_lowrank_ref(x: torch.Tensor, smooth: torch.Tensor, lora_down: torch.Tensor) -> QuantizedAct:
-    """What the fused quantize kernel computes, in plain PyTorch: packed codes, scales, x_s @ lora_down."""
+def quantize_act_lowrank_ref(x: torch.Tensor, smooth: torch.Tensor, lora_down: torch.Tensor,
+                             pack: bool = True) -> QuantizedAct:
+    """What the fused quantize kernel computes, in plain PyTorch: codes (packed unless `pack` is False),
+    scales and x_s @ lora_down."""
     xs = smooth_ref(x, smooth)  # [M, K] fp32
     codes, scales = quantize_groups_ref(xs)
-    return QuantizedAct(pack_int4(codes), scales, xs @ lora_down.float())
+    return QuantizedAct(pack_int4(codes) if pack else codes, scales, xs @ lora_down.float())
 
 
 def pack_int4(codes: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,120 @@
+"""W8A8 FP8 on GPUs with FP8 tensor cores (sm_89 Ada, sm_90 Hopper and later).
+
+A Triton kernel divides each activation row by the smoothing factors and quantizes it to e4m3 with
+a per-token scale (one program per row, one pass over x); `torch._scaled_mm` multiplies the codes
+with rowwise scales. No host syncs and no shape-dependent choices at run time, so it captures into
+CUDA graphs. Numerics: `kernels/fp8_ref.py`; the activation codes and scales match it bit for bit.
+"""
+import functools
+
+import torch
+
+from kernels import _launch
+from kernels._triton import _INTERPRET, HAS_TRITON, tl, triton
+from kernels.fp8_ref import FP8_DTYPE
+
+
+@triton.jit
+def _round_to_e4m3(v):
+    """|v| <= 448 rounded to the e4m3 grid, ties to even, in fp32 arithmetic (the interpreter's own
+    fp32 -> fp8 cast rounds wrongly near powers of two; the GPU's cvt.rn needs no help)."""
+    bits = v.to(tl.int32, bitcast=True)
+    exponent = tl.maximum(((bits >> 23) & 0xFF) - 127, -6)  # below 2**-6 e4m3 is subnormal, spaced 2**-9
+    # Adding 1.5 * 2**(exponent + 20) leaves no bits below 2**(exponent - 3), e4m3's spacing there.
+    magic = (((exponent + 147) << 23) | (1 << 22)).to(tl.float32, bitcast=True)
+    rounded = (tl.abs(v) + magic) - magic
+    return tl.where(bits < 0, -rounded, rounded)  # the sign bit, so -0.0 stays -0.0 as in torch
+
+
+@triton.jit
+def _quantize_fp8_kernel(x_ptr, smooth_ptr, codes_ptr, scales_ptr, K, stride_xm, BLOCK_K: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    k = tl.arange(0, BLOCK_K)
+    k_ok = k < K
+    x = tl.load(x_ptr + row * stride_xm + k, mask=k_ok, other=0.0).to(tl.float32)
+    xs = tl.math.div_rn(x, tl.load(smooth_ptr + k, mask=k_ok, other=1.0))  # [BK]
+    amax = tl.max(tl.abs(xs), axis=0)
+    scale = tl.math.div_rn(tl.full((1,), 0.0, tl.float32) + amax, tl.full((1,), 448.0, tl.float32))  # amax / 448, [1]
+    safe = tl.where(scale > 0, scale, 1.0)  # an all-zero row gets codes 0
+    v = tl.math.div_rn(xs, safe)
+    v = tl.minimum(tl.maximum(v, -448.0), 448.0)  # e4m3's largest finite value
+    if _INTERPRET:
+        v = _round_to_e4m3(v)
+    tl.store(codes_ptr + row * K + k, v.to(tl.float8e4nv), mask=k_ok)
+    tl.store(scales_ptr + row + tl.arange(0, 1), scale)
+
+
+def quantize_act_fp8(x: torch.Tensor, smooth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """e4m3 codes and per-token scales of x / smooth, in one pass.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        [M, K] fp16/bf16/fp32 activations, last dimension contiguous.
+    smooth : torch.Tensor
+        [K] fp32 smoothing factors (x is divided by them).
+
+    Returns
+    -------
+    (torch.Tensor, torch.Tensor)
+        codes [M, K] float8_e4m3fn and fp32 scales [M] (amax / 448 of each smoothed row).
+    """
+    m, k = x.shape
+    device = _launch.device_of(x, smooth)
+    _launch.check("x", x, (m, k), _launch.FLOAT_DTYPES)
+    _launch.check("smooth", smooth, (k,), (torch.float32,))
+    codes = torch.empty(m, k, dtype=FP8_DTYPE, device=device)
+    scales = torch.empty(m, dtype=torch.float32, device=device)
+    block = triton.next_power_of_2(k)
+    with _launch.on_device(device):
+        _quantize_fp8_kernel[(m,)](x, smooth, codes, scales, k, x.stride(0), BLOCK_K=block,
+                                   num_warps=_launch.num_warps(block), enable_fp_fusion=False)
+    return codes, scales
+
+
+@functools.cache
+def _scaled_mm_out_dtype(device: torch.device, dtype: torch.dtype) -> torch.dtype:
+    """`dtype` where rowwise `_scaled_mm` can write it here (fp16 needs a recent PyTorch), else bf16."""
+    a = torch.zeros(16, 32, device=device).to(FP8_DTYPE)
+    w = torch.zeros(16, 32, device=device).to(FP8_DTYPE)
+    ones = functools.partial(torch.ones, dtype=torch.float32, device=device)
+    try:
+        torch._scaled_mm(a, w.t(), scale_a=ones(16, 1), scale_b=ones(1, 16), out_dtype=dtype)
+        return dtype
+    except (RuntimeError, ValueError):
+        return torch.bfloat16
+
+
+def scaled_mm_rowwise(codes: torch.Tensor, scales: torch.Tensor, qweight: torch.Tensor, wscales: torch.Tensor,
+                      out_dtype: torch.dtype) -> torch.Tensor:
+    """(codes @ qweight^T) * scales[:, None] * wscales[None, :] -> [M, N] in out_dtype.
+
+    codes [M, K] and qweight [N, K] are row-major e4m3, scales [M] and wscales [N] fp32; K and N must
+    be multiples of 16 (cuBLAS's FP8 alignment).
+    """
+    direct = _scaled_mm_out_dtype(codes.device, out_dtype)
+    y = torch._scaled_mm(codes, qweight.t(), scale_a=scales[:, None], scale_b=wscales[None, :], out_dtype=direct)
+    return y if direct == out_dtype else y.to(out_dtype)
+
+
+def fp8_linear(x: torch.Tensor, smooth: torch.Tensor, qweight: torch.Tensor, wscales: torch.Tensor,
+               bias: torch.Tensor | None = None) -> torch.Tensor:
+    """y = W8A8-FP8(x / smooth, qweight) + bias for x [M, K]; returns [M, N] in x's dtype."""
+    codes, scales = quantize_act_fp8(x, smooth)
+    y = scaled_mm_rowwise(codes, scales, qweight, wscales, x.dtype)
+    return y if bias is None else y.add_(bias)
+
+
+@functools.cache
+def fp8_supported(device: torch.device) -> bool:
+    """True where this path runs: FP8 tensor cores (sm_89+), Triton, and a PyTorch with rowwise `_scaled_mm`."""
+    if device.type != "cuda" or not HAS_TRITON or torch.cuda.get_device_capability(device) < (8, 9):
+        return False
+    try:
+        a = torch.zeros(16, 32, device=device).to(FP8_DTYPE)
+        ones = functools.partial(torch.ones, dtype=torch.float32, device=device)
+        torch._scaled_mm(a, a.t(), scale_a=ones(16, 1), scale_b=ones(1, 16), out_dtype=torch.bfloat16)
+        return True
+    except (RuntimeError, ValueError, AttributeError):
+        return False
+

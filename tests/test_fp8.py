@@ -1,0 +1,193 @@
+"""W8A8 FP8: the plain-PyTorch contract, the Triton activation quantizer and the `_scaled_mm` path
+against it, the conversion, and which backend realtime mode picks.
+
+The quantizer's codes and scales must equal the reference's bit for bit; the linear's output must be
+within fp16 rounding of the fp32 reference computed from the same codes. Without CUDA the quantizer
+runs in Triton's interpreter (tests/conftest.py) and `torch._scaled_mm` on the CPU.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from engine.errors import VoiceDeskError
+from engine.quant import (
+    W4A4Config,
+    W8A8FP8Linear,
+    backend_label,
+    load_quantized,
+    quantization_plan,
+    quantize_,
+    realtime_scheme,
+    save_quantized,
+    sqnr_db,
+)
+from kernels import fp8
+from kernels._triton import HAS_TRITON
+from kernels.fp8_ref import FP8_DTYPE, FP8_MAX, fp8_linear_ref, quantize_rows_fp8_ref
+from kernels.numerics import fp16_rounding_ratio
+
+ON_GPU = torch.cuda.is_available()
+DEVICE = "cuda" if ON_GPU else "cpu"
+needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="Triton is not installed")
+E4M3_GRID = torch.arange(256, dtype=torch.uint8).view(FP8_DTYPE).float()
+E4M3_GRID = E4M3_GRID[~E4M3_GRID.isnan()].unique()  # the 253 finite values, sorted (+-0 merged)
+
+
+def scaled_mm_runs_here() -> bool:
+    if ON_GPU:
+        return fp8.fp8_supported(torch.device("cuda"))
+    try:
+        one = torch.ones(16, 16).to(FP8_DTYPE)
+        torch._scaled_mm(one, one.t(), scale_a=torch.ones(16, 1), scale_b=torch.ones(1, 16), out_dtype=torch.float16)
+        return True
+    except (RuntimeError, NotImplementedError):
+        return False
+
+
+needs_scaled_mm = pytest.mark.skipif(not (HAS_TRITON and scaled_mm_runs_here()),
+                                     reason="no rowwise torch._scaled_mm here (or no Triton)")
+
+
+def bits(codes: torch.Tensor) -> torch.Tensor:
+    return codes.view(torch.uint8)
+
+
+def outlier_activations(rows, k, seed, dtype=torch.float32):
+    x = torch.randn(rows, k, generator=torch.Generator().manual_seed(seed))
+    x[:, [3, k // 2 + 5]] *= 40  # a few channels carry outliers, as in LLM activations
+    return x.to(device=DEVICE, dtype=dtype)
+
+
+def test_reference_quantizer_scales_rounds_and_saturates():
+    x = torch.zeros(3, 32)
+    x[0, :4] = torch.tensor([448.0, 17.0, 19.0, -2.0 ** -10])  # amax 448 -> scale exactly 1
+    x[1] = torch.linspace(-3, 5, 32)
+    codes, scales = quantize_rows_fp8_ref(x)  # row 2 is all zeros
+    assert codes.dtype == FP8_DTYPE and torch.equal(scales, torch.tensor([448.0, 5.0, 0.0]) / FP8_MAX)
+    assert codes[0, :4].float().tolist() == [448.0, 16.0, 20.0, 0.0]  # ties to even, below half the smallest
+    assert bits(codes[0, 3:4]).item() == 0x80  # ... subnormal: -0, sign kept
+    assert codes[1].float().abs().max() == FP8_MAX and (codes[2].float() == 0).all()
+
+
+@needs_triton
+@pytest.mark.parametrize("m,k", [(1, 16), (3, 200), (17, 1024)])
+def test_triton_quantizer_is_bit_exact(m, k):
+    x = outlier_activations(m, k, seed=m + k, dtype=torch.float16)
+    x[-1, : k // 2] = 0
+    x[0, 0] = -0.0
+    smooth = (0.5 + torch.rand(k, generator=torch.Generator().manual_seed(k))).to(DEVICE)
+    codes, scales = fp8.quantize_act_fp8(x, smooth)
+    want_codes, want_scales = quantize_rows_fp8_ref(x.float() / smooth)
+    assert torch.equal(bits(codes), bits(want_codes)) and torch.equal(scales, want_scales)
+    codes, _ = fp8.quantize_act_fp8(torch.zeros(2, k, dtype=torch.float16, device=DEVICE), smooth)
+    assert (bits(codes) == 0).all()
+
+
+@needs_triton
+def test_triton_quantizer_rounds_every_tie_like_torch():
+    mids = (E4M3_GRID[1:] + E4M3_GRID[:-1]) / 2
+    values = torch.cat([E4M3_GRID, mids, mids.nextafter(mids + 1), mids.nextafter(mids - 1)])
+    rows = torch.nn.functional.pad(values, (0, -values.numel() % 63)).view(-1, 63)
+    rows = torch.cat([rows, torch.full((rows.shape[0], 1), FP8_MAX)], dim=1).to(DEVICE)  # scale 1 in every row
+    codes, scales = fp8.quantize_act_fp8(rows, torch.ones(rows.shape[1], device=DEVICE))
+    assert (scales == 1).all()
+    assert torch.equal(bits(codes), bits(rows.clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)))
+
+
+def fp8_layer(k, n, rank=0, bias=True, seed=0, dtype=torch.float32):
+    torch.manual_seed(seed)
+    linear = nn.Linear(k, n, bias=bias).to(DEVICE, dtype)
+    calibration = outlier_activations(64, k, seed=seed + 1)
+    return linear, W8A8FP8Linear.from_linear(linear, calibration.abs().amax(0), W4A4Config(fp8_rank=rank))
+
+
+@needs_scaled_mm
+@pytest.mark.parametrize("rank", [0, 16])
+@pytest.mark.parametrize("m", [1, 17])
+def test_scaled_mm_path_matches_ref(m, rank):
+    _, layer = fp8_layer(96, 48, rank=rank, seed=m, dtype=torch.float16)
+    x = outlier_activations(m, 96, seed=m + 7, dtype=torch.float16).view(1, m, 96)
+    layer.backend = "scaled_mm"
+    y = layer(x)
+    assert y.shape == (1, m, 48) and y.dtype == torch.float16
+    ratio = fp16_rounding_ratio(y, fp8_linear_ref(x.float(), layer), fp8_linear_ref(x, layer))
+    assert ratio <= 1, ratio
+
+
+def test_fp8_linear_is_accurate_with_outliers():
+    linear, layer = fp8_layer(128, 64)
+    assert layer.lora_down is None and layer.qweight.dtype == FP8_DTYPE
+    x = outlier_activations(32, 128, seed=3)
+    assert layer.backend_name() in ("ref", "scaled_mm")
+    assert sqnr_db(linear(x), layer(x)) > 25
+    with pytest.raises(ValueError, match="multiples of 16"):
+        W8A8FP8Linear(100, 64, rank=0, bias=False)
+
+
+class Pair(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv_proj = nn.Linear(64, 96, bias=False)
+        self.down_proj = nn.Linear(96, 40)  # 40 outputs: not FP8-aligned, stays fp16
+
+    def forward(self, x):
+        return self.down_proj(torch.relu(self.qkv_proj(x)))
+
+
+def test_fp8_conversion_plan_and_file_round_trip(tmp_path):
+    torch.manual_seed(0)
+    model, original = Pair(), Pair()
+    original.load_state_dict(model.state_dict())
+    batches = [torch.randn(4, 64, generator=torch.Generator().manual_seed(s)) for s in range(2)]
+    cfg = W4A4Config(fp8=("*",))
+    assert quantize_(model, cfg, lambda m: [m(b) for b in batches]) == {"qkv_proj": "fp8", "down_proj": "fp16"}
+    assert backend_label(model) == "W8A8 FP8 PyTorch reference"
+    x = torch.randn(5, 64, generator=torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        assert sqnr_db(original(x), model(x)) > 25
+    save_quantized(model, tmp_path / "pair.safetensors", cfg, source_hash="h")
+    fresh = Pair()
+    assert load_quantized(fresh, tmp_path / "pair.safetensors", source_hash="h") == cfg
+    assert quantization_plan(fresh) == {"qkv_proj": "fp8"}
+    with torch.no_grad():
+        assert torch.equal(model(x), fresh(x))
+
+
+@pytest.mark.parametrize("arch,fp8_ok,choice,want", [
+    (90, True, "auto", "fp8"),  # Hopper: no INT4 tensor cores
+    (90, True, "w4a4", "w4a4"),  # forced
+    (90, False, "auto", "w4a4"),  # an old PyTorch without rowwise _scaled_mm
+    (89, True, "auto", "w4a4"),  # Ada: INT4 tensor cores
+    (89, True, "fp8", "fp8"),
+    (86, False, "fp8", "w4a4"),  # no FP8 tensor cores
+    (None, False, "auto", "w4a4"),
+])
+def test_realtime_scheme(arch, fp8_ok, choice, want):
+    assert realtime_scheme(arch, fp8_ok, choice) == want
+
+
+def test_realtime_scheme_rejects_unknown_choices():
+    with pytest.raises(VoiceDeskError, match="VOICEDESK_REALTIME"):
+        realtime_scheme(90, True, "int4")
+
+
+@needs_triton
+def test_realtime_kernels_compile_for_hopper_with_wgmma():
+    """The interpreter never compiles: build the real kernels for sm_90 (Triton's own compiler and
+    ptxas, no GPU needed) and check the MMAs are wgmma and nothing spills."""
+    pytest.importorskip("triton.backends.nvidia.compiler", reason="Triton without its NVIDIA backend")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-m", "kernels.aot", "90"], capture_output=True, text=True, env=env,
+                         cwd=Path(__file__).parents[1], timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = run.stdout
+    assert report.count("LOCAL:0 ") == 5, report  # five kernels, none spilling registers
+    for mma in ("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3",
+                "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8",
+                "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"):  # the low-rank epilogue
+        assert mma in report, report
