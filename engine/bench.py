@@ -55,33 +55,52 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_mode(m: ModeUnderTest, w: Workload, runs: int, warmup: int) -> Row:
+def _timed(fn) -> tuple[float, object]:
     t0 = time.perf_counter()
-    prompt = m.prepare(w)
-    _sync(m.device)
-    ref_encode_s = time.perf_counter() - t0
-    for _ in range(warmup):
-        m.generate(w, prompt)
-    times, audio_s = [], 0.0
-    if m.device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(m.device)
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def bench_workload(modes: dict[str, ModeUnderTest], w: Workload, runs: int, warmup: int) -> list[Row]:
+    """All modes on one workload, their timed runs interleaved (run i of every mode, then run i + 1):
+    drift of the host's speed then hits every mode alike, so the ratios are fair."""
+    prompts, encode_s = {}, {}
+    for name, m in modes.items():
+        encode_s[name], prompts[name] = _timed(lambda: (m.prepare(w), _sync(m.device))[0])
+        for _ in range(warmup):
+            m.generate(w, prompts[name])
+    times: dict[str, list[float]] = {name: [] for name in modes}
+    audio_s: dict[str, float] = {}
     for _ in range(runs):
-        _sync(m.device)
-        t0 = time.perf_counter()
-        audio = m.generate(w, prompt)
-        _sync(m.device)
-        times.append(time.perf_counter() - t0)
-        audio_s = len(audio) / m.sample_rate
-    med = statistics.median(times)
-    row = Row(mode=m.name, backend=m.backend, workload=w.name, audio_s=audio_s, times_s=times, median_s=med,
-              spread_s=(min(times), max(times)), rtf=med / audio_s if audio_s else float("nan"),
-              first_audio_s=m.first_audio(w, prompt), ref_encode_s=ref_encode_s, load_s=m.load_s,
-              capture_s=m.capture_s)
-    if m.device.type == "cuda":
-        row.peak_mem_gib = torch.cuda.max_memory_allocated(m.device) / 2**30
-        stats = m.profile(w, prompt)
-        row.kernels, row.busy_fraction, row.cpu_launches = stats.kernels, stats.busy_fraction, stats.cpu_launches
-    return row
+        for name, m in modes.items():
+            _sync(m.device)
+            dt, audio = _timed(lambda: (m.generate(w, prompts[name]), _sync(m.device))[0])
+            times[name].append(dt)
+            audio_s[name] = len(audio) / m.sample_rate
+    rows = []
+    for name, m in modes.items():
+        med = statistics.median(times[name])
+        row = Row(mode=name, backend=m.backend, workload=w.name, audio_s=audio_s[name], times_s=times[name],
+                  median_s=med, spread_s=(min(times[name]), max(times[name])),
+                  rtf=med / audio_s[name] if audio_s[name] else float("nan"),
+                  first_audio_s=m.first_audio(w, prompts[name]), ref_encode_s=encode_s[name], load_s=m.load_s,
+                  capture_s=m.capture_s)
+        if m.device.type == "cuda":
+            row.peak_mem_gib = (m.resident_bytes + _working_bytes(m, w, prompts[name])) / 2**30
+            stats = m.profile(w, prompts[name])
+            row.kernels, row.busy_fraction, row.cpu_launches = stats.kernels, stats.busy_fraction, stats.cpu_launches
+        rows.append(row)
+    return rows
+
+
+def _working_bytes(m: ModeUnderTest, w: Workload, prompt) -> int:
+    """Peak memory one generation adds on top of what is allocated before it."""
+    _sync(m.device)
+    before = torch.cuda.memory_allocated(m.device)
+    torch.cuda.reset_peak_memory_stats(m.device)
+    m.generate(w, prompt)
+    _sync(m.device)
+    return torch.cuda.max_memory_allocated(m.device) - before
 
 
 def add_fidelity(rows: list[Row], modes: dict[str, ModeUnderTest], reference: ModeUnderTest,
@@ -183,16 +202,15 @@ def main(args, model: str | None) -> int:
     for name in mode_names:
         try:
             m = load_mode(name, model, args.device, random_weights=args.random_weights)
-            if m is None:
-                print(f"skipping mode {name}: not available here", file=sys.stderr)
-                continue
-            mode_rows = [time_mode(m, w, args.runs, args.warmup)
-                         for w in tqdm(workloads, desc=f"{name}{label}", unit="workload")]
         except Exception:  # one broken mode must not cost the figures of the others
-            print(f"mode {name} FAILED:\n{traceback.format_exc()}", file=sys.stderr)
+            print(f"mode {name} FAILED to load:\n{traceback.format_exc()}", file=sys.stderr)
+            continue
+        if m is None:
+            print(f"skipping mode {name}: not available here", file=sys.stderr)
             continue
         modes[name] = m
-        rows.extend(mode_rows)
+    for w in tqdm(workloads, desc=f"workloads{label}", unit="workload"):
+        rows.extend(bench_workload(modes, w, args.runs, args.warmup))
     device = next(iter(modes.values())).device if modes else torch.device("cpu")
     reference = load_mode("fp32", model, args.device, random_weights=args.random_weights)
     add_fidelity(rows, modes, reference, workloads)

@@ -33,6 +33,7 @@ class ModeUnderTest:
     sample_rate = SAMPLE_RATE
     load_s = 0.0
     capture_s: float | None = None
+    resident_bytes = 0  # GPU memory the mode keeps allocated (weights, graphs, buffers)
 
     def prepare(self, w: Workload):
         raise NotImplementedError
@@ -58,10 +59,12 @@ class EngineMode(ModeUnderTest):
         from engine.engine import Engine
 
         stages: dict[str, float] = {}
+        before = _allocated()
         t0 = time.perf_counter()
         self.engine = Engine.load(model, device=device, mode=mode, dtype=dtype,
                                   progress=lambda p: stages.setdefault(p.stage, time.perf_counter()))
         self.load_s = time.perf_counter() - t0
+        self.resident_bytes = _allocated() - before
         if "capture" in stages:
             self.capture_s = time.perf_counter() - stages["capture"]
         self.name, self.backend, self.device = name, self.engine.backend, self.engine.device
@@ -95,11 +98,13 @@ class UpstreamMode(ModeUnderTest):
         from omnivoice import OmniVoice
 
         t0 = time.perf_counter()
+        before = _allocated()
         self.device = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else
                                    ("cpu" if device == "auto" else device))
         dtype = torch.float16 if self.device.type == "cuda" else torch.float32
         self.model = OmniVoice.from_pretrained(model, device_map=str(self.device), dtype=dtype).eval()
         self.load_s = time.perf_counter() - t0
+        self.resident_bytes = _allocated() - before
         self.backend = f"upstream omnivoice eager {str(dtype).removeprefix('torch.')}"
 
     def prepare(self, w):
@@ -142,6 +147,10 @@ class UpstreamMode(ModeUnderTest):
         # one item: the batch is as long as the cond row, whose target is its last T positions
         cond = logits[0, :, -T:]
         return tokens, audio, torch.stack([cond, logits[1, :, :T]]).cpu()
+
+
+def _allocated() -> int:
+    return torch.cuda.memory_allocated() if torch.cuda.is_available() else 0
 
 
 def ensure_random_checkpoint() -> str:
