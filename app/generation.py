@@ -48,8 +48,8 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
     rate = engine.sample_rate
     metrics = LiveMetrics(mode=_mode_label(engine.mode.value), backend=engine.backend, demo=engine.is_demo,
                           seed=request.config.seed)
-    notices = [] if ctx.streaming else ["ffmpeg is not installed, so the result plays when it is complete "
-                                        "(install ffmpeg for live streaming)."]
+    notices = [] if ctx.streaming else [("ffmpeg is not installed, so the result plays when it is complete "
+                                         "(install ffmpeg for live streaming).")]
     player = _open_speakers(request, rate, notices)
 
     def produce(cancel):

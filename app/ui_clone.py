@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from engine.asr import asr_available
 from engine.audio import SAMPLE_RATE, load_clip
 from engine.errors import TextInputError
 
@@ -58,8 +59,7 @@ def build_clone_tab(ctx: AppContext, library_version: gr.State, history_version:
                     waveform_options=gr.WaveformOptions(sample_rate=24000, show_recording_waveform=True)))
                 clip_hint = gr.Markdown(elem_classes="vd-hint", elem_id="clone-clip-hint")
                 transcript = gr.Textbox(label="What is said in the clip", lines=2, elem_id="clone-transcript",
-                                        placeholder="Type it for the best result (filled in automatically when "
-                                                    "speech recognition is installed)")
+                                        placeholder=_transcript_hint())
                 with gr.Row(equal_height=True, elem_classes="vd-save-row"):
                     voice_name = gr.Textbox(show_label=False, container=False, scale=3, max_length=60,
                                             placeholder="Name this voice to keep it, e.g. Grandpa reading",
@@ -99,6 +99,12 @@ def build_clone_tab(ctx: AppContext, library_version: gr.State, history_version:
     generate.click(friendly_errors(_generate(ctx)), inputs + [history_version], outputs, api_name="clone",
                    concurrency_limit=8, concurrency_id="generate", show_progress="hidden")
     return CloneTab(voice, generate, panel, advanced)
+
+
+def _transcript_hint() -> str:
+    if asr_available():
+        return "Leave empty to transcribe it automatically (Whisper), or type it for the best result"
+    return "Type exactly what is said (no speech recogniser is installed to do it automatically)"
 
 
 def _show_voice(ctx: AppContext):

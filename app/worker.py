@@ -8,7 +8,6 @@ never share the GPU, whatever the browser or API client does.
 """
 from __future__ import annotations
 
-import itertools
 import queue
 import threading
 from collections import deque
@@ -18,14 +17,11 @@ from typing import Any
 
 from engine.errors import Cancelled
 
-_ids = itertools.count(1)
-
 
 @dataclass(eq=False)
 class Job:
     fn: Callable[[threading.Event], Any]  # returns a value, or an iterator whose items are streamed
     owner: str | None
-    id: int = field(default_factory=lambda: next(_ids))
     cancel: threading.Event = field(default_factory=threading.Event)
     _events: queue.Queue = field(default_factory=queue.Queue)
 

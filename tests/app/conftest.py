@@ -38,7 +38,7 @@ def running_app(tmp_path_factory):
     home = tmp_path_factory.mktemp("voicedesk_home")
     log = home / "app.log"
     port = free_port()
-    env = {**os.environ, "VOICEDESK_HOME": str(home), "GRADIO_ANALYTICS_ENABLED": "False"}
+    env = {**os.environ, "VOICEDESK_HOME": str(home)}
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "launcher.py", "--demo", "--no-browser", "--port", str(port)],
                                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)

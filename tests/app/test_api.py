@@ -8,6 +8,8 @@ import soundfile as sf
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
+from engine.asr import asr_available
+
 FAST = {"steps": 4, "randomize": False, "seed": 7}
 THREE_SENTENCES = "First a short clause, then more. The second sentence follows here. And a third one ends it!"
 # outputs of /clone: audio, status, metrics html, metrics json, wav, flac, transcript, seed
@@ -33,16 +35,17 @@ def timed_outputs(job):
 
 
 def test_clone_streams_chunks_before_the_end_with_consistent_metrics(client, reference_wav):
-    updates = timed_outputs(clone(client, reference_wav, THREE_SENTENCES))
+    updates = timed_outputs(clone(client, reference_wav, THREE_SENTENCES, steps=16))
     chunk_times = [t for t, out in updates if "Generating" in str(out[STATUS])]
     assert len(chunk_times) >= 2, [out[STATUS] for _, out in updates]
     finished_at, final = updates[-1]
     assert "Done" in final[STATUS]
-    assert chunk_times[0] < finished_at - 0.2  # the first audio reached the client well before the end
 
     metrics = final[METRICS]
     assert metrics["chunks"] == len(chunk_times) and metrics["demo"] is True and metrics["backend"]
     assert 0 < metrics["first_audio_s"] < metrics["elapsed_s"]
+    # The first audio reached the client while the rest was still being generated, not in one burst at the end.
+    assert finished_at - chunk_times[0] >= 0.5 * (metrics["elapsed_s"] - metrics["first_audio_s"])
     assert metrics["rtf"] == pytest.approx(metrics["elapsed_s"] / metrics["audio_s"], rel=1e-9)
     assert metrics["seed"] == 7 and any(out[SEED] == 7 for _, out in updates)
 
@@ -90,8 +93,11 @@ def test_voice_design_generates(client):
     ("empty_text", "Type the text"),
     ("url", "web addresses"),
     ("no_clip", "reference clip"),
+    ("no_transcript", "Type what is said"),
 ])
 def test_bad_input_gives_a_readable_error(client, reference_wav, tmp_path, case, message):
+    if case == "no_transcript" and asr_available():
+        pytest.skip("Whisper weights are on this machine: an empty transcript is filled in")
     corrupt = tmp_path / "corrupt.wav"
     corrupt.write_bytes(b"RIFF\x00\x00\x00\x00WAVEjunk" * 100)
     reference, text = {
@@ -99,6 +105,7 @@ def test_bad_input_gives_a_readable_error(client, reference_wav, tmp_path, case,
         "empty_text": (handle_file(str(reference_wav)), "   "),
         "url": (handle_file("https://example.com/voice.wav"), "Hello."),
         "no_clip": (None, "Hello."),
+        "no_transcript": (handle_file(str(reference_wav)), "Hello."),
     }[case]
     with pytest.raises(AppError, match=message):
         client.predict(reference=reference, transcript="", text=text, **FAST, api_name="/clone")
