@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU session script for the lent H200 (see BENCHMARKS.md). Runs from the repo root there:
 #   bash tests/gpu/h200.sh STEP...   (steps: setup ckpt bench profile kernels w4a4 gputests)
-# Carries: .whl (omnivoice 0.2.1, pydub, soundfile, cffi, pycparser wheels; see BENCHMARKS.md).
+# Carries: .whl (omnivoice 0.2.1, pydub, soundfile, cffi, pycparser, platformdirs wheels; see BENCHMARKS.md).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD
@@ -16,11 +16,14 @@ for step in "$@"; do
     ckpt) [ -f $FULL/config.json ] || python3 tests/data/make_checkpoint.py --full $FULL 2>&1 | tail -3 ;;
     bench) python3 launcher.py bench --model $FULL --random-weights --modes ${MODES:-upstream,eager,hifi} \
              --workloads ${WORKLOADS:-all} $BENCH_ARGS --results "$OUT" --append-md "$OUT/bench.md" 2>&1 | grep -v "it/s\]" ;;
-    profile) for m in ${PROFILE_MODES:-upstream eager hifi}; do
+    profile) for m in ${PROFILE_MODES:-upstream eager hifi realtime}; do
                python3 launcher.py profile --model $FULL --random-weights --mode $m --out "$OUT/trace-$m.json.gz" 2>&1 | tail -25
              done ;;
-    kernels) python3 kernels/bench_fused.py 2>&1 | tail -40 ;;
-    w4a4) python3 kernels/check_w4a4_cuda.py 2>&1 | tail -40 ;;
-    gputests) python3 -m pytest -q -x tests -k "gpu or cuda" 2>&1 | tail -30 ;;
+    kernels) python3 -m kernels.bench_fused --dtype fp16 --rows 600 1200 2>&1 | tail -30 ;;
+    realtime) timeout 120 python3 -m kernels.check_realtime_gpu 2>&1 | tail -45 ;;
+    w4a4) timeout 90 python3 -m kernels.check_w4a4_cuda --quick --no-bench 2>&1 | tail -25 ;;
+    decode) timeout 60 python3 -m kernels.bench_decode 2>&1 | tail -15 ;;
+    gputests) timeout 150 python3 -m pytest -q tests/test_kernels_fused.py tests/test_w4a4.py tests/test_fp8.py \
+                tests/test_model.py tests/test_snake.py 2>&1 | tail -15 ;;
   esac
 done
