@@ -11,11 +11,14 @@ ROOT = Path(__file__).resolve().parent
 DEMO_MODEL = ROOT / "tests" / "data" / "tiny_omnivoice"
 
 
-def _model_args(p: argparse.ArgumentParser, modes=("eager", "hifi", "realtime")) -> None:
+def _model_args(p: argparse.ArgumentParser, modes=("eager", "hifi", "realtime"), default_mode: str | None = "hifi",
+                device: bool = True) -> None:
     p.add_argument("--model", help="checkpoint folder or hub id (default: $VOICEDESK_MODEL, else k2-fsa/OmniVoice)")
     p.add_argument("--demo", action="store_true", help="use the tiny random checkpoint (output is noise)")
-    p.add_argument("--mode", default="hifi", choices=modes, help="quality mode")
-    p.add_argument("--device", default="auto", help="auto, cuda, cuda:N or cpu")
+    p.add_argument("--mode", default=default_mode, choices=modes,
+                   help="quality mode" + (f" (default {default_mode})" if default_mode else " (default: the last one used)"))
+    if device:
+        p.add_argument("--device", default="auto", help="auto, cuda, cuda:N or cpu")
 
 
 def _model(args) -> str | None:
@@ -23,11 +26,8 @@ def _model(args) -> str | None:
 
 
 def cmd_ui(args) -> int:
-    from app.server import serve
+    from app.server import serve  # it warns itself when the host is not loopback
 
-    if args.host not in ("127.0.0.1", "localhost"):
-        print(f"WARNING: serving on {args.host}: anyone who can reach this address can use your GPU "
-              "and hear your voices. There is no login.", file=sys.stderr)
     serve(model=_model(args), mode=args.mode, demo=args.demo, host=args.host, port=args.port,
           open_browser=not args.no_browser)
     return 0
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
 
     ui = sub.add_parser("ui", help="start the app in your browser (default)")
-    _model_args(ui)
+    _model_args(ui, default_mode=None, device=False)
     ui.add_argument("--host", default="127.0.0.1")
     ui.add_argument("--port", type=int, default=None, help="default: first free port from 7860")
     ui.add_argument("--no-browser", action="store_true")
