@@ -34,7 +34,7 @@ def cmd_ui(args) -> int:
 
 
 def cmd_synth(args) -> int:
-    from engine.cli import synth
+    from app.cli import synth
 
     return synth(args, model=_model(args))
 
