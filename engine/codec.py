@@ -5,19 +5,27 @@
 encode: HuBERT features of the 16 kHz-resampled clip (mean of all hidden states, every 2nd frame)
         -> semantic conv encoder; in parallel the DAC acoustic encoder on the 24 kHz clip;
         concatenated -> fc -> residual vector quantisation (8 codebooks, Euclidean nearest code).
-decode: sum of the 8 code vectors -> fc2 -> DAC decoder (no final tanh, ConvTranspose
-        output_padding = stride % 2: the codec as trained, which transformers patches in).
+decode: sum of the 8 code vectors (projected for every code at load) -> fc2 -> DAC decoder (no
+        final tanh, ConvTranspose output_padding = stride % 2: the codec as trained, which
+        transformers patches in).
+
+With CUDA and Triton, each Snake activation is one fused kernel (kernels/snake.py) that also adds
+the bias of the convolution before it and the residual connection, which PyTorch would each add
+with a kernel of their own; it rounds as PyTorch does, so the output does not change. Elsewhere
+the plain-PyTorch path runs, operation for operation as transformers.
 
 The same numbers as transformers' HiggsAudioV2TokenizerModel, without importing it (it needs
 torchaudio). HuBERT is transformers' own HubertModel; everything else is written here.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +37,8 @@ from transformers.models.hubert.modeling_hubert import HubertModel
 
 from engine.errors import AudioInputError, CheckpointError
 from engine.resample import resample
+from kernels import triton_available
+from kernels.snake import snake, snake_input_ref, snake_ref
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -65,7 +75,7 @@ class CodecConfig:
     semantic: dict = field(default_factory=dict)  # HubertConfig keyword arguments
 
     @classmethod
-    def from_json(cls, raw: dict) -> "CodecConfig":
+    def from_json(cls, raw: dict) -> CodecConfig:
         acoustic = raw.get("acoustic_model_config") or {}
         semantic = {"mask_time_prob": 0.0, **(raw.get("semantic_model_config") or {})}
         top = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()
@@ -113,6 +123,40 @@ class CodecConfig:
 # Acoustic path: the DAC encoder and decoder
 
 
+@functools.cache
+def _triton_installed_with_cuda() -> bool:
+    return triton_available()
+
+
+def use_triton(x: torch.Tensor) -> bool:
+    """Whether the fused Snake kernel runs on tensors like x: CUDA tensors, where Triton is installed."""
+    return x.is_cuda and _triton_installed_with_cuda()
+
+
+class PendingSum(NamedTuple):
+    """`residual + (x + bias)`, left for the next Snake to add up within its own pass.
+
+    Only the fused path leaves a convolution's bias here: on the plain-PyTorch path convolutions
+    add their own, as in transformers, and `bias` is None.
+    """
+
+    x: torch.Tensor
+    bias: torch.Tensor | None = None
+    residual: torch.Tensor | None = None
+
+
+def conv_pending(conv: nn.Conv1d | nn.ConvTranspose1d, x: torch.Tensor) -> PendingSum:
+    """conv(x), its bias left to the fused Snake that follows where that kernel runs."""
+    if not use_triton(x):
+        return PendingSum(conv(x))
+    if isinstance(conv, nn.ConvTranspose1d):
+        y = F.conv_transpose1d(x, conv.weight, None, conv.stride, conv.padding, conv.output_padding,
+                               conv.groups, conv.dilation)
+    else:
+        y = F.conv1d(x, conv.weight, None, conv.stride, conv.padding, conv.dilation, conv.groups)
+    return PendingSum(y, conv.bias)
+
+
 class Snake(nn.Module):
     """x + sin^2(alpha x) / alpha, per channel."""
 
@@ -120,8 +164,20 @@ class Snake(nn.Module):
         super().__init__()
         self.alpha = nn.Parameter(torch.ones(1, channels, 1))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + (self.alpha + 1e-9).reciprocal() * torch.sin(self.alpha * x).pow(2)
+    def forward(self, x: torch.Tensor | PendingSum) -> torch.Tensor:
+        return self._snake(x, keep_input=False)[0]
+
+    def with_input(self, x: torch.Tensor | PendingSum) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Snake of the sum x stands for, that sum): the input a residual connection adds back."""
+        return self._snake(x, keep_input=True)
+
+    def _snake(self, x: torch.Tensor | PendingSum, keep_input: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        x = x if isinstance(x, PendingSum) else PendingSum(x)
+        if use_triton(x.x):
+            h = torch.empty_like(x.x) if keep_input else None
+            return snake(x.x, self.alpha, bias=x.bias, residual=x.residual, input_out=h), h
+        h = snake_input_ref(x.x, bias=x.bias, residual=x.residual)
+        return snake_ref(h, self.alpha), h
 
 
 class DacResidualUnit(nn.Module):
@@ -132,8 +188,11 @@ class DacResidualUnit(nn.Module):
         self.snake2 = Snake(channels)
         self.conv2 = nn.Conv1d(channels, channels, kernel_size=1)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.conv2(self.snake2(self.conv1(self.snake1(x))))
+    def forward(self, x: PendingSum) -> PendingSum:
+        """h (the sum x stands for) -> h + conv2(snake2(conv1(snake1(h)))), that addition left pending."""
+        y, h = self.snake1.with_input(x)
+        y = self.snake2(conv_pending(self.conv1, y))
+        return conv_pending(self.conv2, y)._replace(residual=h)
 
 
 def _residual_units(channels: int) -> list[DacResidualUnit]:
@@ -148,8 +207,8 @@ class DacEncoderBlock(nn.Module):
         self.conv1 = nn.Conv1d(channels, 2 * channels, kernel_size=2 * stride, stride=stride,
                                padding=math.ceil(stride / 2))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv1(self.snake1(self.res_unit3(self.res_unit2(self.res_unit1(x)))))
+    def forward(self, x: PendingSum) -> PendingSum:
+        return conv_pending(self.conv1, self.snake1(self.res_unit3(self.res_unit2(self.res_unit1(x)))))
 
 
 class DacEncoder(nn.Module):
@@ -165,10 +224,10 @@ class DacEncoder(nn.Module):
         self.conv2 = nn.Conv1d(width, cfg.acoustic_hidden_size, kernel_size=3, padding=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.conv1(x)
+        pending = conv_pending(self.conv1, x)
         for block in self.block:
-            x = block(x)
-        return self.conv2(self.snake1(x))
+            pending = block(pending)
+        return self.conv2(self.snake1(pending))
 
     def output_length(self, n: int) -> int:
         for conv in (m for m in self.modules() if isinstance(m, nn.Conv1d)):
@@ -185,8 +244,8 @@ class DacDecoderBlock(nn.Module):
                                           padding=math.ceil(stride / 2), output_padding=stride % 2)
         self.res_unit1, self.res_unit2, self.res_unit3 = _residual_units(channels // 2)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.res_unit3(self.res_unit2(self.res_unit1(self.conv_t1(self.snake1(x)))))
+    def forward(self, x: PendingSum) -> PendingSum:
+        return self.res_unit3(self.res_unit2(self.res_unit1(conv_pending(self.conv_t1, self.snake1(x)))))
 
 
 class DacDecoder(nn.Module):
@@ -202,10 +261,10 @@ class DacDecoder(nn.Module):
         self.conv2 = nn.Conv1d(width, 1, kernel_size=7, padding=3)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.conv1(x)
+        pending = conv_pending(self.conv1, x)
         for block in self.block:
-            x = block(x)
-        return self.conv2(self.snake1(x))
+            pending = block(pending)
+        return self.conv2(self.snake1(pending))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,6 +350,23 @@ class ResidualVectorQuantizer(nn.Module):
     def __init__(self, cfg: CodecConfig):
         super().__init__()
         self.quantizers = nn.ModuleList(VectorQuantizer(cfg) for _ in range(cfg.num_quantizers))
+        # (Q, K, D): every code's vector, as `vectors` makes it; filled by `tabulate` (`AudioCodec.load` calls it)
+        self.register_buffer("code_vectors", None, persistent=False)
+
+    @torch.no_grad()
+    def tabulate(self) -> None:
+        """Project every code of every codebook once, so that decoding is one gather and one sum.
+
+        The rows equal what `vectors` computes for a batch of codes, except that for batches of
+        fewer than ~20 codes the CPU's BLAS rounds some differently (1 ulp).
+        """
+        self.code_vectors = torch.stack([q.project_out(q.codebook.embed) for q in self.quantizers])
+
+    def decode(self, codes: torch.Tensor) -> torch.Tensor:
+        """(Q, T) indices -> (T, D): the sum of their vectors (transformers adds them one codebook at a
+        time; on a CPU `sum` adds in that order, on a GPU the order may differ by fp32 rounding)."""
+        index = codes[:, :, None].expand(-1, -1, self.code_vectors.shape[-1])  # (Q, T, D)
+        return self.code_vectors.gather(1, index).sum(0)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, D) -> (Q, B, T): each codebook quantises what the previous ones left."""
@@ -329,7 +405,7 @@ class AudioCodec(nn.Module):
 
     @classmethod
     def load(cls, folder: str | Path, device: torch.device | str = "cpu",
-             dtype: torch.dtype = torch.float32) -> "AudioCodec":
+             dtype: torch.dtype = torch.float32) -> AudioCodec:
         """Read `folder/config.json` and `folder/model.safetensors` (weight norm folded).
 
         Raises CheckpointError naming the file and tensor when something is missing or wrong.
@@ -343,6 +419,7 @@ class AudioCodec(nn.Module):
                 parametrize.remove_parametrizations(module, "weight")
         state = _read_weights(folder / WEIGHTS_FILE, codec.state_dict())
         codec.load_state_dict(state, assign=True)
+        codec.quantizer.tabulate()  # in float32 on the CPU, whatever the device and dtype asked for
         return codec.to(device=device, dtype=dtype).eval().requires_grad_(False)
 
     @property
@@ -386,10 +463,7 @@ class AudioCodec(nn.Module):
 
         Pure device work (no host sync, shapes fixed by T), so it can be captured in a CUDA graph.
         """
-        latent = self.quantizer.quantizers[0].vectors(codes[0])  # (T, D)
-        for quantizer, index in zip(self.quantizer.quantizers[1:], codes[1:]):
-            latent = latent + quantizer.vectors(index)
-        acoustic = self.fc2(latent)  # (T, A)
+        acoustic = self.fc2(self.quantizer.decode(codes))  # (T, A)
         return self.acoustic_decoder(acoustic.t()[None])[0, 0]  # (T * hop,)
 
 
