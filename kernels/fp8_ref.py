@@ -10,6 +10,8 @@
 """
 import torch
 
+from kernels.numerics import ieee_div
+
 FP8_DTYPE = torch.float8_e4m3fn
 FP8_MAX = 448.0
 
@@ -17,7 +19,7 @@ FP8_MAX = 448.0
 def quantize_rows_fp8_ref(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """e4m3 codes [R, K] and fp32 scales [R] of each row of a 2-D tensor (computed in fp32)."""
     t = t.float()
-    scales = t.abs().amax(dim=1) / FP8_MAX  # [R]
+    scales = ieee_div(t.abs().amax(dim=1), FP8_MAX)  # [R]
     safe = torch.where(scales > 0, scales, torch.ones_like(scales))
     return (t / safe[:, None]).clamp_(-FP8_MAX, FP8_MAX).to(FP8_DTYPE), scales
 

@@ -1,4 +1,4 @@
-"""How far apart two floating-point tensors are, in units in the last place."""
+"""Floating-point helpers shared by kernels and references: ulp distances, IEEE division by a constant."""
 import torch
 
 _BITS = {torch.float16: (torch.int16, 0x7FFF), torch.bfloat16: (torch.int16, 0x7FFF),
@@ -30,3 +30,11 @@ def fp16_rounding_ratio(out: torch.Tensor, ref32: torch.Tensor, ref16: torch.Ten
     err = (out.float() - ref32).abs()
     allowed = 2 * (ref16.float() - ref32).abs() + 2.0 ** -10 * ref32.abs().max()
     return (err / allowed.clamp_min(torch.finfo(torch.float32).tiny)).max().item()
+
+
+def ieee_div(t: torch.Tensor, divisor: float) -> torch.Tensor:
+    """t / divisor with IEEE division on every device. PyTorch's CUDA `tensor / python_scalar`
+    multiplies by the rounded reciprocal instead, which moves some quotients by an ulp (and so the
+    quantization scales the kernels, using div_rn, must match)."""
+    return t / torch.full((), divisor, dtype=t.dtype, device=t.device)
+

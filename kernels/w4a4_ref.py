@@ -17,6 +17,8 @@ from typing import NamedTuple
 
 import torch
 
+from kernels.numerics import ieee_div
+
 GROUP = 64
 QMAX = 7
 QMIN = -8
@@ -47,7 +49,7 @@ def quantize_groups_ref(t: torch.Tensor, group: int = GROUP) -> tuple[torch.Tens
     if k % group:
         raise ValueError(f"K = {k} is not a multiple of the group size {group}")
     tg = t.float().reshape(rows, k // group, group)  # [R, G, 64]
-    scales = tg.abs().amax(dim=-1) / QMAX  # [R, G]
+    scales = ieee_div(tg.abs().amax(dim=-1), QMAX)  # [R, G]
     safe = torch.where(scales > 0, scales, torch.ones_like(scales))  # an all-zero group gives codes 0
     codes = torch.round(tg / safe[..., None]).clamp_(QMIN, QMAX)  # torch.round is round-half-even
     return codes.to(torch.int8).reshape(rows, k), scales
