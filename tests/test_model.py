@@ -18,7 +18,7 @@ def lm():
 
 def _target_logits(lm, prompts):
     """Logits [rows, C, V] of the target rows of upstream's CFG batch for `prompts`."""
-    batch = build_cfg_batch(prompts, lm.cfg.audio_mask_id, "cpu")
+    batch = build_cfg_batch(prompts, lm.cfg.audio_mask_id, next(lm.parameters()).device)
     with torch.inference_mode():
         return lm(batch.input_ids, batch.audio_mask, batch.attn_mask, rows=batch.rows)
 
