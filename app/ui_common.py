@@ -19,7 +19,7 @@ from .library import VoiceEntry
 log = logging.getLogger("voicedesk")
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
-MAX_TEXT_CHARS = 5000
+MAX_TEXT_CHARS = 50_000  # long texts stream sentence by sentence; the counter shows the limit
 
 
 @functools.lru_cache(maxsize=1)
