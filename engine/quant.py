@@ -378,6 +378,27 @@ def _replace(model: nn.Module, name: str, module: nn.Module) -> None:
     setattr(model.get_submodule(parent), child, module)
 
 
+def record_input_amax(model: nn.Module, linears: dict[str, nn.Linear],
+                      calibration_fn: Callable[[nn.Module], None]) -> dict[str, torch.Tensor]:
+    """Max |x| of each input channel (fp32 [K]) of every named linear that ran while
+    `calibration_fn(model)` did: the calibration statistic the smoothing factors are made from."""
+    amax: dict[str, torch.Tensor] = {}
+
+    def record(name, module, inputs, output):
+        x = inputs[0].detach().reshape(-1, module.in_features)
+        seen = x.abs().amax(dim=0).float()  # [K]
+        amax[name] = seen if name not in amax else torch.maximum(amax[name], seen)
+
+    hooks = [linear.register_forward_hook(functools.partial(record, name)) for name, linear in linears.items()]
+    try:
+        with torch.no_grad():
+            calibration_fn(model)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return amax
+
+
 def quantize_(model: nn.Module, cfg: W4A4Config, calibration_fn: Callable[[nn.Module], None]) -> dict[str, str]:
     """Calibrate and swap the model's projection linears in place.
 
@@ -397,27 +418,13 @@ def quantize_(model: nn.Module, cfg: W4A4Config, calibration_fn: Callable[[nn.Mo
     """
     linears = _target_linears(model)
     plan = {name: cfg.scheme(name, linear) for name, linear in linears.items()}
-    amax: dict[str, torch.Tensor] = {}
-
-    def record(name, module, inputs, output):
-        x = inputs[0].detach().reshape(-1, module.in_features)
-        seen = x.abs().amax(dim=0).float()  # [K]
-        amax[name] = seen if name not in amax else torch.maximum(amax[name], seen)
-
-    hooks = [linears[name].register_forward_hook(functools.partial(record, name))
-             for name, scheme in plan.items() if scheme != "fp16"]
-    try:
-        with torch.no_grad():
-            calibration_fn(model)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    missed = [name for name, scheme in plan.items() if scheme != "fp16" and name not in amax]
+    converted = {name: linears[name] for name, scheme in plan.items() if scheme != "fp16"}
+    amax = record_input_amax(model, converted, calibration_fn)
+    missed = [name for name in converted if name not in amax]
     if missed:
         raise VoiceDeskError(f"calibration never ran these layers, so they cannot be quantized: {missed[:5]}")
-    for name, scheme in plan.items():
-        if scheme != "fp16":
-            _replace(model, name, QUANTIZED_LINEARS[scheme].from_linear(linears[name], amax.pop(name), cfg))
+    for name, linear in converted.items():
+        _replace(model, name, QUANTIZED_LINEARS[plan[name]].from_linear(linear, amax.pop(name), cfg))
     return plan
 
 
