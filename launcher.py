@@ -1,4 +1,4 @@
-"""VoiceDesk launcher: `python launcher.py [ui|synth|bench|profile|voices|doctor] ...`.
+"""VoiceDesk launcher: `python launcher.py [ui|synth|bench|profile|quant-report|voices|doctor] ...`.
 
 Builds things and injects them; heavy imports happen only inside the chosen command."""
 from __future__ import annotations
@@ -47,6 +47,12 @@ def cmd_bench(args) -> int:
 
 def cmd_profile(args) -> int:
     from engine.profile import main
+
+    return main(args, model=_model(args))
+
+
+def cmd_quant_report(args) -> int:
+    from engine.quant_report import main
 
     return main(args, model=_model(args))
 
@@ -107,6 +113,15 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--out", default="results/trace.json.gz")
     prof.set_defaults(func=cmd_profile)
 
+    qr = sub.add_parser("quant-report", help="per-linear SQNR of the realtime quantization (CPU, fp32)")
+    qr.add_argument("--model", help="checkpoint folder or hub id")
+    qr.add_argument("--demo", action="store_true", help="use the tiny random checkpoint")
+    qr.add_argument("--random-weights", action="store_true", help="random weights at the true sizes")
+    qr.add_argument("--layers", help="comma list of layer indices (default: 5 evenly spaced, first and last)")
+    qr.add_argument("--tokens", type=int, default=1024, help="prompt positions evaluated per linear (default 1024)")
+    qr.add_argument("--out", help="also write the markdown report to this file")
+    qr.set_defaults(func=cmd_quant_report)
+
     voices = sub.add_parser("voices", help="list saved voices")
     voices.set_defaults(func=cmd_voices)
 
@@ -119,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"ui", "synth", "bench", "profile", "voices", "doctor", "-h", "--help"}
+    commands = {"ui", "synth", "bench", "profile", "quant-report", "voices", "doctor", "-h", "--help"}
     if not argv or argv[0] not in commands:
         argv.insert(0, "ui")
     args = build_parser().parse_args(argv)
