@@ -13,7 +13,7 @@ at load, others on first use. With `eager=True` the same static algorithm runs w
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Callable
 
 import torch
@@ -63,24 +63,9 @@ class Buffers:
                    torch.zeros((), dtype=torch.long, **z))
 
 
-@dataclass
-class Packed:
-    """Host-side layout of one request inside a bucket of S rows."""
-
-    ids: torch.Tensor
-    audio_mask: torch.Tensor
-    positions: torch.Tensor
-    attn: torch.Tensor
-    rows: torch.Tensor
-    cond_cols: torch.Tensor
-    uncond_cols: torch.Tensor
-    valid: torch.Tensor
-    tokens: torch.Tensor
-    schedule: torch.Tensor
-
-
-def pack(prompt: PromptItem, S: int, mask_id: int, schedule: list[int], dtype: torch.dtype) -> Packed:
-    """Lay out [prompt (c) | uncond target (T) | pads] in S rows; the last row is always a pad."""
+def pack(prompt: PromptItem, S: int, mask_id: int, schedule: list[int], dtype: torch.dtype) -> Buffers:
+    """Lay out [prompt (c) | uncond target (T) | pads] in S rows (host-side Buffers, step 0);
+    the last row is always a pad."""
     C, c = prompt.ids.shape
     T = prompt.target_len
     H = S // 2
@@ -106,17 +91,15 @@ def pack(prompt: PromptItem, S: int, mask_id: int, schedule: list[int], dtype: t
     uncond_cols = torch.where(t < T, c + t, junk)
     sched = torch.zeros(MAX_STEPS, dtype=torch.long)
     sched[:len(schedule)] = torch.tensor(schedule)
-    return Packed(ids, audio_mask, positions, attn[None, None], torch.cat([cond_cols, uncond_cols]),
-                  cond_cols, uncond_cols, (t < T).expand(C, H).clone(),
-                  torch.full((C, H), mask_id, dtype=torch.long), sched)
+    return Buffers(ids, audio_mask, positions, attn[None, None], torch.cat([cond_cols, uncond_cols]),
+                   cond_cols, uncond_cols, (t < T).expand(C, H).clone(),
+                   torch.full((C, H), mask_id, dtype=torch.long), sched, torch.zeros((), dtype=torch.long))
 
 
 @dataclass
 class StepGraph:
-    graph: torch.cuda.CUDAGraph | None
+    graph: torch.cuda.CUDAGraph | None  # None when running eagerly
     buffers: Buffers
-    cfg: GenerationConfig
-    generator: torch.Generator | None = None
 
 
 @dataclass
@@ -169,7 +152,7 @@ class StaticRunner:
         if key in self.graphs:
             return self.graphs[key]
         buf = Buffers.allocate(S, self.lm.cfg.num_codebooks, self.device, self.dtype)
-        entry = StepGraph(None, buf, cfg)
+        entry = StepGraph(None, buf)
         if not self.eager:
             entry.graph = self._capture(buf, cfg)
         self.graphs[key] = entry
@@ -213,10 +196,8 @@ class StaticRunner:
         schedule = unmask_schedule(T, C, cfg.num_step, cfg.t_shift)
         packed = pack(prompt, S, self.lm.cfg.audio_mask_id, schedule, self.dtype)
         buf = entry.buffers
-        for name in ("ids", "audio_mask", "positions", "attn", "rows", "cond_cols", "uncond_cols", "valid",
-                     "tokens", "schedule"):
-            getattr(buf, name).copy_(getattr(packed, name), non_blocking=True)
-        buf.step.zero_()
+        for f in fields(Buffers):  # the step counter restarts at 0 with the rest
+            getattr(buf, f.name).copy_(getattr(packed, f.name), non_blocking=True)
         with torch.inference_mode():
             for step in range(cfg.num_step):
                 if on_step is not None:
