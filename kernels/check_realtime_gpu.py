@@ -20,19 +20,16 @@ import torch
 import triton
 
 from kernels import aot, fp8, w4a4_triton
+from kernels.check_w4a4_cuda import LAYERS, SHAPES, make_input, make_layer
 from kernels.fp8_ref import fp8_linear_ref, quantize_rows_fp8_ref
 from kernels.numerics import fp16_rounding_ratio
 from kernels.w4a4_ref import (
     group_sums_ref,
-    pack_int4,
     quantize_act_lowrank_ref,
-    quantize_groups_ref,
     unpack_int4,
     w4a4_linear_ref,
 )
 
-SHAPES = [("qkv_proj", 1024, 4096), ("o_proj", 2048, 1024), ("gate_up_proj", 1024, 6144), ("down_proj", 3072, 1024)]
-LAYERS = 28
 STEPS = 32  # forwards per generation (the baseline request)
 COPIES = 8  # weight sets cycled through while timing
 SUM_ROWS = 256
@@ -41,12 +38,9 @@ DEVICE = "cuda"
 
 
 def make_w4a4(k: int, n: int, seed: int) -> SimpleNamespace:
-    g = torch.Generator(device=DEVICE).manual_seed(seed)
-    codes, scales = quantize_groups_ref(0.05 * torch.randn(n, k, device=DEVICE, generator=g))
-    return SimpleNamespace(
-        smooth=0.5 + torch.rand(k, device=DEVICE, generator=g), qweight=pack_int4(codes), wscales=scales,
-        lora_down=(0.2 * torch.randn(k, RANK, device=DEVICE, generator=g)).half(),
-        lora_up=(0.2 * torch.randn(n, RANK, device=DEVICE, generator=g)).half(), bias=None)
+    layer = make_layer(k, n, RANK, seed)  # the same draws as the INT4 check, without a bias
+    layer.bias = None
+    return layer
 
 
 def make_fp8(k: int, n: int, seed: int) -> SimpleNamespace:
@@ -54,12 +48,6 @@ def make_fp8(k: int, n: int, seed: int) -> SimpleNamespace:
     codes, scales = quantize_rows_fp8_ref(0.05 * torch.randn(n, k, device=DEVICE, generator=g))
     return SimpleNamespace(smooth=0.5 + torch.rand(k, device=DEVICE, generator=g), qweight=codes, wscales=scales,
                            lora_down=None, lora_up=None, bias=None)
-
-
-def make_input(m: int, k: int, seed: int) -> torch.Tensor:
-    x = torch.randn(m, k, device=DEVICE, generator=torch.Generator(device=DEVICE).manual_seed(seed))
-    x[:, 7] *= 30  # an outlier channel
-    return x.half()
 
 
 def graph_us(fn, calls: int = 4 * COPIES, replays: int = 10) -> float:
