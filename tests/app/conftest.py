@@ -68,12 +68,20 @@ def running_app(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def reference_wav(tmp_path_factory) -> Path:
-    """4 s of a voiced, syllable-like sound (a buzz with a 4 Hz envelope) at 24 kHz."""
-    rate = 24000
-    t = np.arange(4 * rate) / rate
-    buzz = sum(np.sin(2 * np.pi * 140 * k * t) / k for k in range(1, 8))
-    wave = 0.25 * buzz / np.abs(buzz).max() * (0.55 + 0.45 * np.sin(2 * np.pi * 4 * t))
-    path = tmp_path_factory.mktemp("clips") / "reference.wav"
-    sf.write(path, wave.astype(np.float32), rate)
-    return path
+def buzz_wav(tmp_path_factory):
+    """Writes a voiced, syllable-like sound (a 140 Hz buzz with a 4 Hz envelope) to a WAV file:
+    `buzz_wav(name, seconds, rate, subtype=None) -> Path`."""
+    def write(name: str, seconds: float, rate: int, subtype: str | None = None) -> Path:
+        t = np.arange(int(seconds * rate)) / rate
+        buzz = sum(np.sin(2 * np.pi * 140 * k * t) / k for k in range(1, 8))
+        wave = 0.25 * buzz / np.abs(buzz).max() * (0.55 + 0.45 * np.sin(2 * np.pi * 4 * t))
+        path = tmp_path_factory.mktemp("clips") / name
+        sf.write(path, wave.astype(np.float32), rate, subtype=subtype)
+        return path
+    return write
+
+
+@pytest.fixture(scope="session")
+def reference_wav(buzz_wav) -> Path:
+    """4 s of the buzz at 24 kHz (float WAV)."""
+    return buzz_wav("reference.wav", 4, 24000)

@@ -4,9 +4,7 @@ import shutil
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
-import soundfile as sf
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "docs" / "screenshots"
@@ -17,15 +15,9 @@ pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's ch
 
 
 @pytest.fixture(scope="module")
-def fake_microphone(tmp_path_factory) -> Path:
-    """What Chromium's fake microphone plays (it loops the file): a buzzing voice-like sound."""
-    rate = 48000
-    t = np.arange(6 * rate) / rate
-    buzz = sum(np.sin(2 * np.pi * 140 * k * t) / k for k in range(1, 8))
-    wave = 0.25 * buzz / np.abs(buzz).max() * (0.55 + 0.45 * np.sin(2 * np.pi * 4 * t))
-    path = tmp_path_factory.mktemp("mic") / "mic.wav"
-    sf.write(path, wave.astype(np.float32), rate, subtype="PCM_16")
-    return path
+def fake_microphone(buzz_wav) -> Path:
+    """What Chromium's fake microphone plays (it loops the file): 6 s of the buzz, 48 kHz 16-bit."""
+    return buzz_wav("mic.wav", 6, 48000, subtype="PCM_16")
 
 
 @pytest.fixture(scope="module")
