@@ -94,7 +94,7 @@ def check_speakers() -> Check:
 
 
 def check_model(model: str | None) -> Check:
-    from engine.checkpoint import ENV_VAR, HUB_ID, validate_checkpoint
+    from engine.lm.checkpoint import ENV_VAR, HUB_ID, validate_checkpoint
     from engine.errors import CheckpointError
 
     source = model or os.environ.get(ENV_VAR) or HUB_ID

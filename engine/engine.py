@@ -3,7 +3,7 @@
 `Engine.load` resolves and loads a checkpoint and sets up the chosen mode; `voice_from_clip` turns a
 reference clip into a reusable Voice; `synthesize` returns a whole clip; `stream` yields it chunk by
 chunk (a short first clause, then sentences) so that playback starts early. Generation follows
-upstream OmniVoice's `generate()` step for step (see engine/plan.py)."""
+upstream OmniVoice's `generate()` step for step (see engine/lm/plan.py)."""
 from __future__ import annotations
 
 import logging
@@ -17,13 +17,13 @@ import numpy as np
 import torch
 
 from engine import audio as audio_io
-from engine.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
+from engine.lm.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
 from engine.codec import AudioCodec
 from engine.config import GenerationConfig, Mode
-from engine.decode import generate_tokens
+from engine.lm.decode import generate_tokens
 from engine.errors import Cancelled, TranscriptRequiredError
-from engine.plan import Plan, plan_request
-from engine.prompt import PromptItem, build_prompt
+from engine.lm.plan import Plan, plan_request
+from engine.lm.prompt import PromptItem, build_prompt
 from engine.text import stream_chunks
 from engine.voice import Voice
 
@@ -117,7 +117,7 @@ class Engine:
         tokenizer = load_text_tokenizer(folder)
         report(LoadProgress("codec", 0.0, "Loading the audio codec"))
         codec = AudioCodec.load(folder / "audio_tokenizer", dev)
-        from engine.modes import prepare_mode  # the fast paths live there
+        from engine.lm.modes import prepare_mode  # the fast paths live there
 
         runner, backend = prepare_mode(lm, mode, dev, folder, lambda stage, f, m: report(LoadProgress(stage, f, m)))
         report(LoadProgress("ready", 1.0, f"Ready: {backend}"))
@@ -202,7 +202,7 @@ class Engine:
         cfg = config or GenerationConfig()
         plan = plan_request(text, voice, instruct, language, cfg)
         prompt = self._prompt(plan, 0, None)
-        from engine.decode import build_cfg_batch
+        from engine.lm.decode import build_cfg_batch
 
         batch = build_cfg_batch([prompt], self.lm.cfg.audio_mask_id, self.device)
         with torch.inference_mode():

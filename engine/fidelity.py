@@ -19,7 +19,7 @@ def step0_argmax_agreement(logits: torch.Tensor, reference: torch.Tensor, guidan
     """Agreement of the first step's guided argmax [8, T] between two logit sets [2, 8, T, V]
     (cond, uncond). Unlike whole-token agreement this is not chaotic: it counts exactly the argmax
     flips caused by one forward's rounding, with identical inputs."""
-    from engine.decode import guided_log_probs
+    from engine.lm.decode import guided_log_probs
 
     def pick(x):
         x = x.double()

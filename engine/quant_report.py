@@ -24,8 +24,8 @@ import torch
 from torch import nn
 
 from engine.config import GenerationConfig, ModelConfig
-from engine.decode import CfgBatch, build_cfg_batch, eager_forward
-from engine.prompt import PromptItem, build_prompt
+from engine.lm.decode import CfgBatch, build_cfg_batch, eager_forward
+from engine.lm.prompt import PromptItem, build_prompt
 from engine.quant import (
     QUANTIZED_LINEARS,
     TARGET_NAMES,
@@ -102,7 +102,7 @@ def workload_prompts(tokenizer, cfg: ModelConfig, names: tuple[str, ...], seed: 
     """Every generation item of the named workloads as the engine lays them out (style + text +
     reference audio + MASK target), each workload with random reference tokens of its clip length."""
     from engine.duration import FRAME_RATE
-    from engine.plan import plan_request
+    from engine.lm.plan import plan_request
     from engine.voice import Voice
     from engine.workloads import LANGUAGES, select
 
@@ -332,7 +332,7 @@ def render(report: Report, info: dict, model_line: str, random_weights: bool) ->
 def main(args, model: str | None) -> int:
     from engine.bench import stamp
     from engine.bench_modes import ensure_random_checkpoint
-    from engine.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
+    from engine.lm.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
 
     start = time.perf_counter()
 

@@ -32,7 +32,7 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 import engine.codec
-from engine.checkpoint import resolve_checkpoint
+from engine.lm.checkpoint import resolve_checkpoint
 from engine.codec import AudioCodec
 
 PATHS = ("plain", "fused")

@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from engine.config import GenerationConfig
-from engine.prompt import PromptItem
+from engine.lm.prompt import PromptItem
 
 GENERATE = Path(__file__).parent / "data" / "goldens" / "generate"
 TINY = Path(__file__).parent / "data" / "tiny_omnivoice"

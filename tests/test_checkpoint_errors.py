@@ -7,7 +7,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from engine.checkpoint import ENV_VAR, load_lm, resolve_checkpoint
+from engine.lm.checkpoint import ENV_VAR, load_lm, resolve_checkpoint
 from engine.errors import CheckpointError
 
 TINY = Path(__file__).parent / "data" / "tiny_omnivoice"

@@ -2,11 +2,11 @@
 import pytest
 import torch
 
-from engine.checkpoint import load_lm, load_text_tokenizer
+from engine.lm.checkpoint import load_lm, load_text_tokenizer
 from engine.config import GenerationConfig
-from engine.decode import generate_tokens, keep_top_classes, unmask_schedule
+from engine.lm.decode import generate_tokens, keep_top_classes, unmask_schedule
 from engine.errors import Cancelled
-from engine.prompt import build_prompt
+from engine.lm.prompt import build_prompt
 from golden_calls import TINY, golden_requests, greedy_calls, seeded_calls
 
 CALLS = greedy_calls()

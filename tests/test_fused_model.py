@@ -1,16 +1,16 @@
 """The model and the static runner with the fused Triton kernels switched on, run on the CPU under
 Triton's interpreter (tests/conftest.py), against the plain PyTorch path: this checks the adapters in
-engine/fused_ops.py (layouts, views, the residual order) that the GPU fast path uses."""
+engine/lm/fused_ops.py (layouts, views, the residual order) that the GPU fast path uses."""
 from pathlib import Path
 
 import pytest
 import torch
 
-from engine.checkpoint import load_lm, load_text_tokenizer
+from engine.lm.checkpoint import load_lm, load_text_tokenizer
 from engine.config import GenerationConfig
-from engine.decode import build_cfg_batch, generate_tokens
-from engine.prompt import build_prompt
-from engine.runner import StaticRunner
+from engine.lm.decode import build_cfg_batch, generate_tokens
+from engine.lm.prompt import build_prompt
+from engine.lm.runner import StaticRunner
 
 TINY = Path(__file__).parent / "data" / "tiny_omnivoice"
 pytest.importorskip("triton")

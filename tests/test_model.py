@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from engine.checkpoint import load_lm
-from engine.decode import build_cfg_batch
+from engine.lm.checkpoint import load_lm
+from engine.lm.decode import build_cfg_batch
 from golden_calls import TINY, greedy_calls
 
 CALLS = greedy_calls()

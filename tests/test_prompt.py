@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from engine.checkpoint import load_text_tokenizer, read_model_config
-from engine.prompt import build_prompt
+from engine.lm.checkpoint import load_text_tokenizer, read_model_config
+from engine.lm.prompt import build_prompt
 from golden_calls import TINY, greedy_calls
 
 CALLS = greedy_calls()

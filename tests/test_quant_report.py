@@ -5,9 +5,9 @@ import torch
 from torch import nn
 
 import launcher
-from engine.checkpoint import read_model_config
-from engine.decode import build_cfg_batch
-from engine.prompt import PromptItem
+from engine.lm.checkpoint import read_model_config
+from engine.lm.decode import build_cfg_batch
+from engine.lm.prompt import PromptItem
 from engine.quant import W4A4Config
 from engine.quant_report import (
     CALIBRATION_WORKLOADS,

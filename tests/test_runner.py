@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.checkpoint import load_lm, load_text_tokenizer
+from engine.lm.checkpoint import load_lm, load_text_tokenizer
 from engine.config import GenerationConfig
-from engine.decode import generate_tokens, unmask_schedule
-from engine.prompt import build_prompt
-from engine.runner import DEFAULT_BUCKETS, StaticRunner, pack
+from engine.lm.decode import generate_tokens, unmask_schedule
+from engine.lm.prompt import build_prompt
+from engine.lm.runner import DEFAULT_BUCKETS, StaticRunner, pack
 
 TINY = Path(__file__).parent / "data" / "tiny_omnivoice"
 

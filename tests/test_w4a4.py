@@ -369,7 +369,7 @@ def test_save_load_round_trip_is_bit_exact(tmp_path):
 
 
 def test_realtime_conversion_is_cached_per_checkpoint(tmp_path, monkeypatch):
-    from engine.checkpoint import load_lm
+    from engine.lm.checkpoint import load_lm
     from engine.quant import quantization_plan, quantize_for_realtime
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

@@ -19,9 +19,9 @@ from typing import Callable
 import torch
 
 from engine.config import GenerationConfig
-from engine.decode import predict_and_score, unmask_schedule
-from engine.model import OmniVoiceLM, rope_cos_sin
-from engine.prompt import PromptItem
+from engine.lm.decode import predict_and_score, unmask_schedule
+from engine.lm.model import OmniVoiceLM, rope_cos_sin
+from engine.lm.prompt import PromptItem
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 audio embeddings, with one linear head covering all codebooks.
 
 Build it on the meta device and load weights with `load_state_dict(assign=True)` (see
-`engine.checkpoint.load_lm`). Norm, RoPE, SiLU-mul and attention each sit behind one small function
+`engine.lm.checkpoint.load_lm`). Norm, RoPE, SiLU-mul and attention each sit behind one small function
 so that fused kernels can replace them; the four projection linears keep the names `qkv_proj`,
 `o_proj`, `gate_up_proj`, `down_proj` so that a quantizer can swap them by name.
 """
@@ -16,7 +16,7 @@ from engine.config import ModelConfig
 from kernels.rmsnorm import rmsnorm_ref as rms_norm
 from kernels.swiglu import swiglu_ref as silu_mul
 
-from engine import fused_ops as fused
+from engine.lm import fused_ops as fused
 
 
 def rope_cos_sin(seq_len: int, head_dim: int, theta: float, dtype: torch.dtype,

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.config import GenerationConfig
-from engine.prompt import PromptItem
+from engine.lm.prompt import PromptItem
 
 CLASS_TOP_RATIO = 0.1  # class sampling keeps the top 10 % of the audio vocabulary
 

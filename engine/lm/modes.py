@@ -29,7 +29,7 @@ def prepare_mode(lm, mode: Mode, device: torch.device, folder: Path, report: Rep
         if mode is not Mode.EAGER:
             log.warning("%s mode needs an NVIDIA GPU; running the eager path on the %s", mode.value, where)
         return None, f"{dtype} eager ({where})"
-    from engine.runner import StaticRunner
+    from engine.lm.runner import StaticRunner
 
     if mode is Mode.REALTIME:
         from engine.quant import quantize_for_realtime

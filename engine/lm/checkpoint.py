@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from engine.config import ModelConfig
 from engine.errors import CheckpointError
-from engine.model import OmniVoiceLM
+from engine.lm.model import OmniVoiceLM
 
 HUB_ID = "k2-fsa/OmniVoice"
 ENV_VAR = "VOICEDESK_MODEL"
