@@ -10,9 +10,9 @@ from pathlib import Path
 import gradio as gr
 import soundfile as sf
 
-from engine.duration import text_weight, weight_per_second
+from engine.text.duration import text_weight, weight_per_second
 from engine.errors import VoiceDeskError
-from engine.languages import language_choices
+from engine.text.languages import language_choices
 
 from .library import VoiceEntry
 

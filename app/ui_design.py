@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from engine.errors import TextInputError
-from engine.instruct import CATEGORIES, choices, compose_instruct
+from engine.text.instruct import CATEGORIES, choices, compose_instruct
 
 from . import generation
 from .context import AppContext

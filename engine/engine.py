@@ -24,7 +24,7 @@ from engine.lm.decode import generate_tokens
 from engine.errors import Cancelled, TranscriptRequiredError
 from engine.lm.plan import Plan, plan_request
 from engine.lm.prompt import PromptItem, build_prompt
-from engine.text import stream_chunks
+from engine.text.chunk import stream_chunks
 from engine.voice import Voice
 
 log = logging.getLogger(__name__)
@@ -139,7 +139,7 @@ class Engine:
         with self._lock, torch.inference_mode():
             tokens = self.codec.encode(torch.from_numpy(ref.samples).to(self.device)).cpu()  # [8, T_ref]
         if preprocess:
-            from engine.text import add_punctuation
+            from engine.text.chunk import add_punctuation
 
             transcript = add_punctuation(transcript)
         return Voice(tokens=tokens, transcript=transcript, rms=ref.rms)

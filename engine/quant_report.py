@@ -101,7 +101,7 @@ def linear_sqnrs(name: str, linear: nn.Linear, amax: torch.Tensor, x: torch.Tens
 def workload_prompts(tokenizer, cfg: ModelConfig, names: tuple[str, ...], seed: int) -> list[PromptItem]:
     """Every generation item of the named workloads as the engine lays them out (style + text +
     reference audio + MASK target), each workload with random reference tokens of its clip length."""
-    from engine.duration import FRAME_RATE
+    from engine.text.duration import FRAME_RATE
     from engine.lm.plan import plan_request
     from engine.voice import Voice
     from engine.workloads import LANGUAGES, select

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.duration import (
+from engine.text.duration import (
     FALLBACK_REF_FRAMES,
     FALLBACK_REF_TEXT,
     char_weight,

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import TextInputError
-from engine.languages import (
+from engine.text.languages import (
     UnknownLanguageWarning,
     language_choices,
     language_ids,
@@ -14,7 +14,7 @@ from engine.languages import (
     resolve_language,
 )
 
-TABLE = json.loads((Path(__file__).parents[1] / "engine" / "data" / "languages.json").read_text("utf-8"))
+TABLE = json.loads((Path(__file__).parents[1] / "engine" / "text" / "data" / "languages.json").read_text("utf-8"))
 GOLDENS = Path(__file__).parent / "data" / "goldens"
 
 

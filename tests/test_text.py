@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.duration import text_weight, weight_per_second
+from engine.text.duration import text_weight, weight_per_second
 from engine.errors import TextInputError
-from engine.text import (
+from engine.text.chunk import (
     ABBREVIATIONS,
     add_punctuation,
     chunk_text,

@@ -7,8 +7,8 @@ import pytest
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from engine.text import combine_text
-from engine.tokenize import NONVERBAL_TAGS, encode_text
+from engine.text.chunk import combine_text
+from engine.text.tokens import NONVERBAL_TAGS, encode_text
 
 DATA = Path(__file__).parent / "data"
 GOLDENS = json.loads((DATA / "goldens" / "text.json").read_text("utf-8"))

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import torch
 
 from engine.config import ModelConfig
-from engine.text import combine_text
-from engine.tokenize import encode_text
+from engine.text.chunk import combine_text
+from engine.text.tokens import encode_text
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Write engine/data/languages.json (language id -> display name) from upstream OmniVoice's table.
+"""Write engine/text/data/languages.json (language id -> display name) from upstream OmniVoice's table.
 
 Usage: python tests/goldens/export_languages.py [path/to/omnivoice/utils/lang_map.py]
 
@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-OUTPUT = Path(__file__).resolve().parents[2] / "engine" / "data" / "languages.json"
+OUTPUT = Path(__file__).resolve().parents[2] / "engine" / "text" / "data" / "languages.json"
 UNPACKED_WHEEL = Path("/tmp/ovwheel/ov/omnivoice/utils/lang_map.py")
 
 

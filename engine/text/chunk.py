@@ -12,7 +12,7 @@ import itertools
 import re
 import unicodedata
 
-from engine.duration import FRAME_RATE, char_weight, weight_per_second
+from engine.text.duration import FRAME_RATE, char_weight, weight_per_second
 from engine.errors import TextInputError
 
 _HAN = re.compile("[\u4e00-\u9fff]")

@@ -1,6 +1,6 @@
 """The 646 languages OmniVoice knows, by id (mostly ISO 639) and by English name.
 
-The table is data, `engine/data/languages.json` (id -> display name), exported from upstream by
+The table is data, `engine/text/data/languages.json` (id -> display name), exported from upstream by
 `tests/goldens/export_languages.py`.
 """
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Text on its way to the model: cleanup, chunking, tokens, duration estimates, languages, voice-design instructs."""
