@@ -139,7 +139,7 @@ class Engine:
         with self._lock, torch.inference_mode():
             tokens = self.codec.encode(torch.from_numpy(ref.samples).to(self.device)).cpu()  # [8, T_ref]
         if preprocess:
-            from engine.text.chunk import add_punctuation
+            from engine.text.clean import add_punctuation
 
             transcript = add_punctuation(transcript)
         return Voice(tokens=tokens, transcript=transcript, rms=ref.rms)

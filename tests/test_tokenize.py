@@ -7,7 +7,7 @@ import pytest
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from engine.text.chunk import combine_text
+from engine.text.clean import combine_text
 from engine.text.tokens import NONVERBAL_TAGS, encode_text
 
 DATA = Path(__file__).parent / "data"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.config import ModelConfig
-from engine.text.chunk import combine_text
+from engine.text.clean import combine_text
 from engine.text.tokens import encode_text
 
 

@@ -1,9 +1,5 @@
-"""Text shaping before synthesis: cleaning, upstream's prompt text and long-text chunks, and our
-sentence splitter for streaming.
-
-`combine_text`, `add_punctuation` and `chunk_text` reproduce upstream OmniVoice 0.2.1 exactly (the
-model was trained on text shaped this way). `clean_text` and `stream_chunks` are ours; neither ever
-drops or reorders a visible character.
+"""Long text into chunks: upstream's `chunk_text` (reproduced from OmniVoice 0.2.1 exactly) and our
+sentence splitter for streaming (`stream_chunks`), which never drops or reorders a visible character.
 """
 from __future__ import annotations
 
@@ -12,82 +8,8 @@ import itertools
 import re
 import unicodedata
 
+from engine.text.clean import require_text
 from engine.text.duration import FRAME_RATE, char_weight, weight_per_second
-from engine.errors import TextInputError
-
-_HAN = re.compile("[\u4e00-\u9fff]")
-
-
-def has_chinese(text: str) -> bool:
-    """True if the text holds a CJK Unified Ideograph (upstream's test for "Chinese text")."""
-    return _HAN.search(text) is not None
-
-
-def _require_text(text: object) -> str:
-    if not isinstance(text, str):
-        raise TextInputError(f"The text to speak must be a string, not {type(text).__name__}.")
-    if not text.strip():
-        raise TextInputError("There is no text to speak: type or paste some text first.")
-    return text
-
-
-# ---------------------------------------------------------------------------------------------
-# Cleaning
-
-# Control characters other than tab, newline and carriage return (upstream's prompt shaping deals
-# with those three), and lone surrogates, which cannot even be encoded.
-_UNSPEAKABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
-def clean_text(text: str) -> str:
-    """Remove control characters that no speaker reads and that upstream does not handle.
-
-    Tabs, newlines and carriage returns stay (upstream's own prompt shaping deals with them);
-    other control characters that separate words become a space, the rest and lone surrogates
-    go. Everything else — emoji, every script, combining marks, zero-width joiners — is kept as
-    is, with no Unicode normalisation, so duration estimates and token ids match upstream.
-
-    Raises
-    ------
-    TextInputError
-        If the text is not a string or holds nothing but whitespace.
-    """
-    # A form feed or a record separator still separates two words.
-    cleaned = _UNSPEAKABLE.sub(lambda m: " " if m.group().isspace() else "", _require_text(text))
-    return _require_text(cleaned)
-
-
-# ---------------------------------------------------------------------------------------------
-# Upstream's prompt text
-
-_LINE_BREAKS = re.compile(r"[\r\n]+")
-_BLANK_RUNS = re.compile(r"[ \t]+")
-_SPACE_BESIDE_HAN = re.compile(r"(?<=[\u4e00-\u9fff])\s+|\s+(?=[\u4e00-\u9fff])")
-_FULLWIDTH_PARENS = str.maketrans("\uff08\uff09", "()")
-
-
-def combine_text(text: str, ref_text: str | None = None) -> str:
-    """The text the model reads: reference transcript, a space, then the target text.
-
-    Line breaks are deleted (not replaced), full-width parentheses become ASCII, runs of spaces
-    and tabs become one space, and whitespace next to a Han character is removed.
-    """
-    joined = f"{ref_text.strip()} {text.strip()}" if ref_text else text.strip()
-    joined = _LINE_BREAKS.sub("", joined).translate(_FULLWIDTH_PARENS)
-    joined = _BLANK_RUNS.sub(" ", joined)
-    return _SPACE_BESIDE_HAN.sub("", joined)
-
-
-_FINAL_MARKS = frozenset(";:,.!?…)]}\"'“”‘’；：，。！？、）】")
-
-
-def add_punctuation(text: str) -> str:
-    """Strip the text and end it with "." (or "。" for Chinese) unless it already ends in a mark."""
-    text = text.strip()
-    if not text or text[-1] in _FINAL_MARKS:
-        return text
-    return text + ("。" if has_chinese(text) else ".")
-
 
 # ---------------------------------------------------------------------------------------------
 # Upstream's long-text chunks
@@ -272,7 +194,7 @@ def stream_chunks(
     TextInputError
         If the text is not a string or holds nothing but whitespace.
     """
-    text = _require_text(text)
+    text = require_text(text)
     rate = weight_per_second()
     splitter = _Splitter(text, min_seconds * rate)
     ends: list[int] = []

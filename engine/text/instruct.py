@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from engine.errors import TextInputError
-from engine.text.chunk import has_chinese
+from engine.text.clean import has_chinese
 
 CATEGORIES = ("gender", "age", "pitch", "style", "accent", "dialect")
 
