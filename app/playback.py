@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from engine.errors import VoiceDeskError
-from engine.resample import resample
+from engine.audio.resample import resample
 
 log = logging.getLogger("voicedesk")
 

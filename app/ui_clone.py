@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from engine.asr import asr_available
-from engine.audio import SAMPLE_RATE, load_clip
+from engine.audio.asr import asr_available
+from engine.audio.io import SAMPLE_RATE, load_clip
 from engine.errors import TextInputError
 
 from . import generation

@@ -36,7 +36,7 @@ from transformers.models.hubert.configuration_hubert import HubertConfig
 from transformers.models.hubert.modeling_hubert import HubertModel
 
 from engine.errors import AudioInputError, CheckpointError
-from engine.resample import resample
+from engine.audio.resample import resample
 from kernels import triton_available
 from kernels.snake import snake, snake_input_ref, snake_ref
 

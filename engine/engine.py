@@ -16,7 +16,7 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
-from engine import audio as audio_io
+from engine.audio import io as audio_io
 from engine.lm.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
 from engine.codec import AudioCodec
 from engine.config import GenerationConfig, Mode
@@ -145,7 +145,7 @@ class Engine:
         return Voice(tokens=tokens, transcript=transcript, rms=ref.rms)
 
     def _transcribe(self, wave: np.ndarray) -> str:
-        from engine.asr import transcribe
+        from engine.audio.asr import transcribe
 
         text = transcribe(wave, SAMPLE_RATE, self.device)
         if text is None:

@@ -10,10 +10,11 @@ import soundfile as sf
 import torch
 from safetensors.torch import load_file
 
-from engine import audio, silence
-from engine.audio import SAMPLE_RATE, load_clip
+from engine.audio import io as audio
+from engine.audio import silence
+from engine.audio.io import SAMPLE_RATE, load_clip
 from engine.errors import AudioInputError
-from engine.resample import resample
+from engine.audio.resample import resample
 
 SPM = SAMPLE_RATE // 1000  # samples per millisecond
 

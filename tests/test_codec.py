@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from engine import audio
+from engine.audio import io as audio
 from engine.codec import AudioCodec
 from engine.errors import AudioInputError, CheckpointError
 

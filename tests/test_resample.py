@@ -1,4 +1,4 @@
-"""engine.resample: windowed-sinc resampling equal to torchaudio's default method."""
+"""engine.audio.resample: windowed-sinc resampling equal to torchaudio's default method."""
 import math
 from pathlib import Path
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from engine.resample import resample, resampled_length
+from engine.audio.resample import resample, resampled_length
 
 RATES = [8000, 11025, 16000, 22050, 24000, 44100, 48000, 96000]
 

@@ -8,7 +8,7 @@ import soundfile as sf
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
-from engine.asr import asr_available
+from engine.audio.asr import asr_available
 
 FAST = {"steps": 4, "randomize": False, "seed": 7}
 THREE_SENTENCES = "First a short clause, then more. The second sentence follows here. And a third one ends it!"

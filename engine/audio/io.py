@@ -17,9 +17,9 @@ import numpy as np
 import soundfile as sf
 import torch
 
-from engine import silence
+from engine.audio import silence
 from engine.errors import AudioInputError
-from engine.resample import resample
+from engine.audio.resample import resample
 
 SAMPLE_RATE = 24000  # the codec's rate: everything below works at it
 MIN_RATE, MAX_RATE = 8000, 96000  # source rates we accept

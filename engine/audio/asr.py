@@ -43,7 +43,7 @@ def transcribe(wave: np.ndarray, sample_rate: int, device: torch.device) -> str 
     folder = _local_whisper()
     if folder is None:
         return None
-    from engine.resample import resample
+    from engine.audio.resample import resample
 
     audio16k = resample(torch.from_numpy(wave)[None], sample_rate, 16000)[0].numpy()
     result = _pipeline(folder, str(device))({"raw": audio16k, "sampling_rate": 16000})

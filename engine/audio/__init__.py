@@ -1,0 +1,1 @@
+"""Audio around the model: load any clip, prepare the reference, finish the output, resample, silence, speech recognition."""
