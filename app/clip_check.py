@@ -2,7 +2,8 @@
 and their advice come from the engine's clip diagnostics)."""
 from __future__ import annotations
 
-from engine.audio.io import inspect_clip, load_clip
+from engine.audio.io import load_clip
+from engine.audio.process import inspect_clip
 from engine.errors import AudioInputError
 
 

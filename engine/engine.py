@@ -16,7 +16,8 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
-from engine.audio import io as audio_io
+from engine.audio.io import load_clip
+from engine.audio.process import cross_fade_chunks, finish_output, prepare_reference
 from engine.lm.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
 from engine.codec import AudioCodec
 from engine.config import GenerationConfig, Mode
@@ -130,10 +131,10 @@ class Engine:
         Raises AudioInputError for an unusable clip and TranscriptRequiredError when there is no
         transcript and no speech recogniser to make one.
         """
-        clip = audio_io.load_clip(audio)
+        clip = load_clip(audio)
         transcript = transcript.strip() if transcript and transcript.strip() else None
         # a long clip is cut at a pause only when no transcript was given (it must match the audio)
-        ref = audio_io.prepare_reference(clip.samples, preprocess=preprocess, trim_long=transcript is None)
+        ref = prepare_reference(clip.samples, preprocess=preprocess, trim_long=transcript is None)
         if transcript is None:
             transcript = self._transcribe(ref.samples)
         with self._lock, torch.inference_mode():
@@ -251,6 +252,6 @@ class Engine:
     def _decode(self, tokens: list[torch.Tensor], voice: Voice | None, cfg: GenerationConfig) -> np.ndarray:
         with self._lock, torch.inference_mode():
             chunks = [self.codec.decode(t.to(self.device)).float().cpu().numpy() for t in tokens]
-        wave = audio_io.cross_fade_chunks(chunks)
+        wave = cross_fade_chunks(chunks)
         ref_rms = voice.rms if voice is not None else None
-        return audio_io.finish_output(wave, ref_rms, remove_pauses=cfg.postprocess_output)
+        return finish_output(wave, ref_rms, remove_pauses=cfg.postprocess_output)

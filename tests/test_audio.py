@@ -10,7 +10,7 @@ import soundfile as sf
 import torch
 from safetensors.torch import load_file
 
-from engine.audio import io as audio
+from engine.audio import process
 from engine.audio import silence
 from engine.audio.io import SAMPLE_RATE, load_clip
 from engine.errors import AudioInputError
@@ -104,7 +104,7 @@ def test_ten_minute_clip_is_quick_and_trimmed(tmp_path):
     assert sf.info(str(path)).duration > 600
     start = time.perf_counter()
     clip = load_clip(path)
-    ref = audio.prepare_reference(clip.samples)
+    ref = process.prepare_reference(clip.samples)
     elapsed = time.perf_counter() - start
     assert clip.truncated and clip.source_seconds > 600
     assert 3.0 <= len(ref.samples) / SAMPLE_RATE <= 15.0
@@ -221,45 +221,45 @@ def test_matches_pydub_on_random_clips():
 
 def test_quiet_reference_is_raised_and_its_rms_kept():
     wave = np.concatenate([tone(2.0, amp=0.05), gap(0.1), tone(2.0, amp=0.05)])
-    ref = audio.prepare_reference(wave)
+    ref = process.prepare_reference(wave)
     assert ref.rms == pytest.approx(0.05 / np.sqrt(2) * len(tone(4.0)) ** 0.5 / len(wave) ** 0.5, rel=1e-4)
     assert np.sqrt(np.mean(ref.samples**2)) == pytest.approx(0.1, rel=2e-3)
-    loud = audio.prepare_reference(tone(3.0, amp=0.5))
+    loud = process.prepare_reference(tone(3.0, amp=0.5))
     assert loud.rms > 0.1 and np.abs(loud.samples).max() == pytest.approx(0.5, abs=1e-4)
 
 
 def test_reference_without_preprocessing_is_only_scaled():
     wave = np.concatenate([gap(1.0), tone(25.0, amp=0.05)])
-    ref = audio.prepare_reference(wave, preprocess=False)
+    ref = process.prepare_reference(wave, preprocess=False)
     np.testing.assert_array_equal(ref.samples, wave * 0.1 / ref.rms)
-    assert len(audio.prepare_reference(wave, trim_long=False).samples) > 20 * SAMPLE_RATE
-    assert len(audio.prepare_reference(wave).samples) <= 15 * SAMPLE_RATE
+    assert len(process.prepare_reference(wave, trim_long=False).samples) > 20 * SAMPLE_RATE
+    assert len(process.prepare_reference(wave).samples) <= 15 * SAMPLE_RATE
 
 
 def test_finish_output_loudness_fades_and_padding():
     wave = np.concatenate([tone(1.0), gap(1.0), tone(1.0)])
     pad = int(0.1 * SAMPLE_RATE)
-    out = audio.finish_output(wave, ref_rms=0.05)
+    out = process.finish_output(wave, ref_rms=0.05)
     assert len(out) == (1000 + 500 + 500 + 1000) * SPM + 2 * pad  # pause shortened to 2 x 500 ms
     assert not out[:pad].any() and not out[-pad:].any() and out[pad] == 0
     assert np.abs(out).max() == pytest.approx(0.25, abs=1e-3)  # 0.5 * 0.05 / 0.1
-    unreferenced = audio.finish_output(wave, ref_rms=None, remove_pauses=False)
+    unreferenced = process.finish_output(wave, ref_rms=None, remove_pauses=False)
     assert len(unreferenced) == len(wave) + 2 * pad
     assert np.abs(unreferenced).max() == pytest.approx(0.5, abs=1e-6)
-    loud_reference = audio.finish_output(wave, ref_rms=0.3, remove_pauses=False)
+    loud_reference = process.finish_output(wave, ref_rms=0.3, remove_pauses=False)
     np.testing.assert_array_equal(loud_reference[pad:-pad][pad:-pad], wave[pad:-pad])
-    assert len(audio.finish_output(gap(1.0), ref_rms=None)) == 0  # nothing left after silence removal
+    assert len(process.finish_output(gap(1.0), ref_rms=None)) == 0  # nothing left after silence removal
 
 
 def test_cross_fade_chunks():
     a, b, c = tone(1.0), tone(0.5), tone(0.05)
     third = int(0.3 * SAMPLE_RATE) // 3
-    merged = audio.cross_fade_chunks([a, b, c])
+    merged = process.cross_fade_chunks([a, b, c])
     assert len(merged) == len(a) + len(b) + len(c) + 2 * third
     assert not merged[len(a): len(a) + third].any()
     assert merged[len(a) - 1] == 0 and merged[len(a) + third] == 0  # end of fade-out, start of fade-in
     np.testing.assert_array_equal(merged[:100], a[:100])
-    assert audio.cross_fade_chunks([a]) is a
+    assert process.cross_fade_chunks([a]) is a
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,20 +267,20 @@ def test_cross_fade_chunks():
 
 
 def test_inspect_clip_hints():
-    good = audio.inspect_clip(load_clip((np.concatenate([tone(3.0), gap(0.5), tone(3.0)]), SAMPLE_RATE)))
+    good = process.inspect_clip(load_clip((np.concatenate([tone(3.0), gap(0.5), tone(3.0)]), SAMPLE_RATE)))
     assert good.hints == [] and good.seconds == pytest.approx(6.5) and good.peak == pytest.approx(0.5, abs=1e-3)
     assert good.silence_fraction == pytest.approx(0.5 / 6.5, abs=0.01)
     assert good.snr_db > 40
 
-    short = audio.inspect_clip(load_clip((tone(2.0), SAMPLE_RATE)))
+    short = process.inspect_clip(load_clip((tone(2.0), SAMPLE_RATE)))
     assert any("Short clip" in h for h in short.hints)
-    clipped = audio.inspect_clip(load_clip((np.clip(tone(5.0, amp=3.0), -1, 1), SAMPLE_RATE)))
+    clipped = process.inspect_clip(load_clip((np.clip(tone(5.0, amp=3.0), -1, 1), SAMPLE_RATE)))
     assert clipped.clipped_fraction > 0.5 and any("clipped" in h for h in clipped.hints)
     noisy_wave = tone(5.0, amp=0.3) * (np.arange(5 * SAMPLE_RATE) % SAMPLE_RATE < SAMPLE_RATE // 2)
     noisy_wave += np.random.default_rng(0).standard_normal(len(noisy_wave)).astype(np.float32) * 0.05
-    noisy = audio.inspect_clip(load_clip((noisy_wave, SAMPLE_RATE)))
+    noisy = process.inspect_clip(load_clip((noisy_wave, SAMPLE_RATE)))
     assert noisy.snr_db < 15 and any("background noise" in h for h in noisy.hints)
-    phone = audio.inspect_clip(load_clip((tone(5.0, 8000), 8000)))
+    phone = process.inspect_clip(load_clip((tone(5.0, 8000), 8000)))
     assert any("8 kHz" in h for h in phone.hints)
 
 
@@ -301,7 +301,7 @@ def test_reference_preparation_matches_upstream(audio_goldens, name):
     clip_meta = meta["clips"][name]
     clip = load_clip(GOLDENS / clip_meta["file"])
     np.testing.assert_allclose(clip.samples, tensors[f"{name}.loaded"].numpy(), atol=1e-6, rtol=0)
-    ref = audio.prepare_reference(clip.samples, trim_long=False)  # upstream with a transcript
+    ref = process.prepare_reference(clip.samples, trim_long=False)  # upstream with a transcript
     assert ref.rms == pytest.approx(clip_meta["rms"], rel=1e-6)
     want = tensors[f"{name}.preprocessed"].numpy()
     assert ref.samples.shape == want.shape
@@ -317,14 +317,14 @@ def test_long_reference_trimming_matches_upstream(audio_goldens):
     assert rms == pytest.approx(clip_meta["rms"], rel=1e-6) and rms > 0.1  # no boost: trim sees the file
     trimmed = silence.trim_long(clip.samples, SAMPLE_RATE)
     np.testing.assert_allclose(trimmed, tensors["voice_25s.trimmed"].numpy(), atol=1e-4, rtol=0)
-    assert len(audio.prepare_reference(clip.samples, trim_long=False).samples) == clip_meta["preprocessed_num_samples"]
+    assert len(process.prepare_reference(clip.samples, trim_long=False).samples) == clip_meta["preprocessed_num_samples"]
 
 
 @pytest.mark.parametrize("case", ["ref_rms_none", "ref_rms_0.05", "ref_rms_0.2", "ref_rms_none.no_postprocess"])
 def test_output_finishing_matches_upstream(case):
     meta = json.loads((GOLDENS / "postprocess.json").read_text())["cases"][case]
     tensors = load_file(GOLDENS / "postprocess.safetensors")
-    out = audio.finish_output(tensors["input"].numpy(), meta["ref_rms"], remove_pauses=meta["postprocess_output"],
+    out = process.finish_output(tensors["input"].numpy(), meta["ref_rms"], remove_pauses=meta["postprocess_output"],
                               pad_s=meta["pad_duration"], fade_s=meta["fade_duration"])
     want = tensors[case].numpy()
     assert out.shape == want.shape

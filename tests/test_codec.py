@@ -9,7 +9,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from engine.audio import io as audio
+from engine.audio import process
+from engine.audio.io import load_clip
 from engine.codec import AudioCodec
 from engine.errors import AudioInputError, CheckpointError
 
@@ -56,15 +57,15 @@ def test_decode_matches_upstream(codec, internals):
 def test_reference_tokens_match_upstream(codec, name):
     """File -> load -> prepare (with a transcript: no trimming) -> encode, as create_voice_clone_prompt."""
     meta = json.loads((GOLDENS / "audio.json").read_text())["clips"][name]
-    ref = audio.prepare_reference(audio.load_clip(GOLDENS / meta["file"]).samples, trim_long=False)
+    ref = process.prepare_reference(load_clip(GOLDENS / meta["file"]).samples, trim_long=False)
     codes = codec.encode(torch.from_numpy(ref.samples))
     assert torch.equal(codes, load_file(GOLDENS / "audio.safetensors")[f"{name}.codes"])
 
 
 def test_untranscribed_long_reference_tokens_match_upstream(codec):
     meta = json.loads((GOLDENS / "audio.json").read_text())
-    clip = audio.load_clip(GOLDENS / meta["clips"][meta["no_transcript_prompt"]["clip"]]["file"])
-    codes = codec.encode(torch.from_numpy(audio.prepare_reference(clip.samples).samples))
+    clip = load_clip(GOLDENS / meta["clips"][meta["no_transcript_prompt"]["clip"]]["file"])
+    codes = codec.encode(torch.from_numpy(process.prepare_reference(clip.samples).samples))
     assert torch.equal(codes, load_file(GOLDENS / "audio.safetensors")["voice_25s.no_transcript.codes"])
 
 
@@ -154,7 +155,7 @@ def test_generated_tokens_decode_and_finish_like_upstream(codec, case):
     decoded = codec.decode(tensors["call0.tokens"]).numpy()
     np.testing.assert_allclose(decoded, tensors["audio_decoded"].numpy(), atol=1e-4, rtol=0)
     cfg = meta["generation_config"]
-    finished = audio.finish_output(tensors["audio_decoded"].numpy(), meta["ref_rms"],
+    finished = process.finish_output(tensors["audio_decoded"].numpy(), meta["ref_rms"],
                                    remove_pauses=cfg["postprocess_output"],
                                    pad_s=cfg["pad_duration"], fade_s=cfg["fade_duration"])
     np.testing.assert_allclose(finished, tensors["audio"].numpy(), atol=1e-4, rtol=0)
