@@ -29,17 +29,17 @@ from engine.lm.prompt import PromptItem, build_prompt
 from engine.quant import (
     QUANTIZED_LINEARS,
     TARGET_NAMES,
-    W4A4Config,
-    _replace,
-    _target_linears,
+    QuantConfig,
     record_input_amax,
+    replace_module,
     sqnr_db,
+    target_linears,
 )
 from kernels.w4a4_ref import GROUP
 
 CALIBRATION_WORKLOADS = ("en-ref3-out3", "zh-ref6-out10")
 EVALUATION_WORKLOADS = ("baseline", "vi-ref6-out10")  # texts and languages the calibration never saw
-SVDQUANT = W4A4Config()  # what realtime mode ships: smoothing alpha 0.5 + rank 32
+SVDQUANT = QuantConfig()  # what realtime mode ships: smoothing alpha 0.5 + rank 32
 RANK = SVDQUANT.rank
 
 LAYER_FACTOR = 2.0  # a layer whose 1 - cos exceeds this many times the median of the measured layers
@@ -53,16 +53,16 @@ RANDOM_NOTE = ("RANDOM WEIGHTS: no trained activation outliers; SVDQuant's smoot
 @dataclass(frozen=True)
 class Variant:
     label: str
-    cfg: W4A4Config  # its scheme() picks the module class; "fp16" means the shape does not fit
+    cfg: QuantConfig  # its scheme() picks the module class; "fp16" means the shape does not fit
 
 
 VARIANTS = (
-    Variant("RTN W4A4", W4A4Config(rank=0, smooth_alpha=None)),
-    Variant("smooth only", W4A4Config(rank=0)),
-    Variant(f"low rank {RANK} only", W4A4Config(smooth_alpha=None)),
+    Variant("RTN W4A4", QuantConfig(rank=0, smooth_alpha=None)),
+    Variant("smooth only", QuantConfig(rank=0)),
+    Variant(f"low rank {RANK} only", QuantConfig(smooth_alpha=None)),
     Variant(f"SVDQuant (smooth + r{RANK})", SVDQUANT),
-    Variant("W8A8 int8", W4A4Config(w8a8=("*",))),
-    Variant("W8A8 FP8", W4A4Config(fp8=("*",))),
+    Variant("W8A8 int8", QuantConfig(w8a8=("*",))),
+    Variant("W8A8 FP8", QuantConfig(fp8=("*",))),
 )
 SVDQUANT_LABEL = VARIANTS[3].label
 W8A8_LABEL = VARIANTS[4].label
@@ -81,7 +81,7 @@ class LinearRow:
         return self.name.rsplit(".", 1)[-1]
 
 
-def convert(name: str, linear: nn.Linear, amax: torch.Tensor, cfg: W4A4Config) -> nn.Module | None:
+def convert(name: str, linear: nn.Linear, amax: torch.Tensor, cfg: QuantConfig) -> nn.Module | None:
     """`linear` converted as `cfg` says for `name`, or None where `cfg` leaves it 16-bit."""
     scheme = cfg.scheme(name, linear)
     return None if scheme == "fp16" else QUANTIZED_LINEARS[scheme].from_linear(linear, amax, cfg)
@@ -156,12 +156,12 @@ def swapped(lm: nn.Module, modules: dict[str, nn.Module]) -> Iterator[None]:
     """`lm` with the named submodules replaced, put back on exit."""
     originals = {name: lm.get_submodule(name) for name in modules}
     for name, module in modules.items():
-        _replace(lm, name, module)
+        replace_module(lm, name, module)
     try:
         yield
     finally:
         for name, module in originals.items():
-            _replace(lm, name, module)
+            replace_module(lm, name, module)
 
 
 def layer_sensitivity(lm: nn.Module, layer: int, linears: dict[str, nn.Linear], amax: dict[str, torch.Tensor],
@@ -176,7 +176,7 @@ def layer_sensitivity(lm: nn.Module, layer: int, linears: dict[str, nn.Linear], 
         return logits_cosine(eager_forward(lm)(batch), reference)
 
 
-def suggest(rows: list[LinearRow], cosines: dict[int, float]) -> tuple[W4A4Config, list[str]]:
+def suggest(rows: list[LinearRow], cosines: dict[int, float]) -> tuple[QuantConfig, list[str]]:
     """The mixed-precision config the measurements point to, and why (relative rules: see the constants)."""
     def keep_as(parts: list[LinearRow]) -> str:
         worst_w8a8 = min(r.sqnr[W8A8_LABEL] for r in parts)
@@ -204,7 +204,7 @@ def suggest(rows: list[LinearRow], cosines: dict[int, float]) -> tuple[W4A4Confi
                 chosen[target].append(r.name)
                 reasons.append(f"{r.name}: SVDQuant {r.sqnr[SVDQUANT_LABEL]:.1f} dB is over {LINEAR_DROP_DB:g} dB "
                                f"below the median {typical:.1f} dB of the {kind} linears -> {target}")
-    cfg = W4A4Config(w8a8=tuple(chosen["w8a8"]), keep_fp16=tuple(chosen["keep_fp16"]))
+    cfg = QuantConfig(w8a8=tuple(chosen["w8a8"]), keep_fp16=tuple(chosen["keep_fp16"]))
     return cfg, reasons
 
 
@@ -265,7 +265,7 @@ class Report:
 
 def measure(lm: nn.Module, tokenizer, layers: list[int], tokens: int, progress) -> Report:
     """Calibrate on one CFG batch, capture the selected layers' linear inputs on another, and measure."""
-    linears = {name: m for name, m in _target_linears(lm).items() if int(name.split(".")[1]) in layers}
+    linears = {name: m for name, m in target_linears(lm).items() if int(name.split(".")[1]) in layers}
     mask_id = lm.cfg.audio_mask_id
     calibration = build_cfg_batch(workload_prompts(tokenizer, lm.cfg, CALIBRATION_WORKLOADS, seed=0), mask_id, "cpu")
     evaluation = build_cfg_batch(workload_prompts(tokenizer, lm.cfg, EVALUATION_WORKLOADS, seed=1), mask_id, "cpu")
@@ -355,6 +355,6 @@ def main(args, model: str | None) -> int:
     return 0
 
 
-def _config_expr(cfg: W4A4Config) -> str:
+def _config_expr(cfg: QuantConfig) -> str:
     parts = [f"{field}={getattr(cfg, field)!r}" for field in ("w8a8", "keep_fp16") if getattr(cfg, field)]
-    return f"W4A4Config({', '.join(parts)})"
+    return f"QuantConfig({', '.join(parts)})"

@@ -16,7 +16,7 @@ from torch import nn
 
 from engine.errors import VoiceDeskError
 from engine.quant import (
-    W4A4Config,
+    QuantConfig,
     W8A8FP8Linear,
     backend_label,
     load_quantized,
@@ -103,7 +103,7 @@ def fp8_layer(k, n, rank=0, bias=True, seed=0, dtype=torch.float32):
     torch.manual_seed(seed)
     linear = nn.Linear(k, n, bias=bias).to(DEVICE, dtype)
     calibration = outlier_activations(64, k, seed=seed + 1)
-    return linear, W8A8FP8Linear.from_linear(linear, calibration.abs().amax(0), W4A4Config(fp8_rank=rank))
+    return linear, W8A8FP8Linear.from_linear(linear, calibration.abs().amax(0), QuantConfig(fp8_rank=rank))
 
 
 @needs_scaled_mm
@@ -144,7 +144,7 @@ def test_fp8_conversion_plan_and_file_round_trip(tmp_path):
     model, original = Pair(), Pair()
     original.load_state_dict(model.state_dict())
     batches = [torch.randn(4, 64, generator=torch.Generator().manual_seed(s)) for s in range(2)]
-    cfg = W4A4Config(fp8=("*",))
+    cfg = QuantConfig(fp8=("*",))
     assert quantize_(model, cfg, lambda m: [m(b) for b in batches]) == {"qkv_proj": "fp8", "down_proj": "fp16"}
     assert backend_label(model) == "W8A8 FP8 PyTorch reference"
     x = torch.randn(5, 64, generator=torch.Generator().manual_seed(9))

@@ -8,7 +8,7 @@ import launcher
 from engine.lm.checkpoint import read_model_config
 from engine.lm.decode import build_cfg_batch
 from engine.lm.prompt import PromptItem
-from engine.quant import W4A4Config
+from engine.quant import QuantConfig
 from engine.quant_report import (
     CALIBRATION_WORKLOADS,
     EVALUATION_WORKLOADS,
@@ -71,7 +71,7 @@ def test_report_on_the_tiny_checkpoint(tmp_path, capsys):
     assert [r[0] for r in sens] == ["0", "1"]
     for _, cos, err in sens:
         assert 0.9 < float(cos) <= 1 and float(err) == pytest.approx(1 - float(cos), abs=1e-6)
-    assert "`W4A4Config(" in md and "ANOTHER CFG batch" in md
+    assert "`QuantConfig(" in md and "ANOTHER CFG batch" in md
 
 
 @torch.no_grad()
@@ -104,9 +104,9 @@ def test_suggestion_flags_the_outlying_layer_and_linears():
     rows[4].sqnr.update({SVDQUANT_LABEL: 10.0, W8A8_LABEL: 25.0})  # layers.2.mlp.gate_up_proj: int8 too poor -> FP16
     cosines = {0: 1 - 1e-4, 1: 1 - 1e-4, 2: 1 - 1.2e-4, 3: 1 - 5e-4}  # layer 3 is 5x the median error
     cfg, reasons = suggest(rows, cosines)
-    assert cfg == W4A4Config(w8a8=("layers.3.*", "layers.1.mlp.down_proj"), keep_fp16=("layers.2.mlp.gate_up_proj",))
+    assert cfg == QuantConfig(w8a8=("layers.3.*", "layers.1.mlp.down_proj"), keep_fp16=("layers.2.mlp.gate_up_proj",))
     assert len(reasons) == 3
-    assert suggest([row(0, "down_proj", 20.0, 40.0)], {0: 0.999}) == (W4A4Config(), [])
+    assert suggest([row(0, "down_proj", 20.0, 40.0)], {0: 0.999}) == (QuantConfig(), [])
 
 
 def test_evaluation_uses_real_positions_of_other_prompts():

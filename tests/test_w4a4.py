@@ -31,15 +31,15 @@ if not ON_GPU and kernels._triton.HAS_TRITON and not kernels._triton.INTERPRET: 
 
 from engine.errors import CheckpointError, VoiceDeskError  # noqa: E402
 from engine.quant import (  # noqa: E402
-    W4A4Config,
+    QuantConfig,
     W4A4Linear,
     W8A8Linear,
-    _int8_matmul,
     load_quantized,
     quantize_,
     save_quantized,
     sqnr_db,
 )
+from engine.quant.linears import _int8_matmul  # noqa: E402
 from kernels import w4a4_cuda  # noqa: E402
 from kernels.numerics import fp16_rounding_ratio  # noqa: E402
 from kernels.w4a4_ref import (  # noqa: E402
@@ -196,7 +196,7 @@ def test_triton_epilogue_adds_residual_in_place():
 def test_module_triton_backend_matches_ref_backend():
     linear = nn.Linear(128, 48).to(DEVICE).half()
     x = randn(3, 5, 128, seed=2, dtype=torch.float16)
-    layer = W4A4Linear.from_linear(linear, x.reshape(-1, 128).abs().amax(0), W4A4Config())
+    layer = W4A4Linear.from_linear(linear, x.reshape(-1, 128).abs().amax(0), QuantConfig())
     layer.backend = "ref"
     want16 = layer(x)
     want32 = w4a4_linear_ref(x.float(), layer)
@@ -256,8 +256,8 @@ def test_svdquant_beats_plain_rtn_on_outlier_activations():
     amax = calibration.abs().amax(0)
     x = outlier_activations(256, 256, seed=2)
     want = linear(x)
-    svdq = W4A4Linear.from_linear(linear, amax, W4A4Config())
-    rtn = W4A4Linear.from_linear(linear, amax, W4A4Config(rank=0, smooth_alpha=None))
+    svdq = W4A4Linear.from_linear(linear, amax, QuantConfig())
+    rtn = W4A4Linear.from_linear(linear, amax, QuantConfig(rank=0, smooth_alpha=None))
     svdq_db, rtn_db = sqnr_db(want, svdq(x)), sqnr_db(want, rtn(x))
     assert svdq_db > rtn_db + 3, (svdq_db, rtn_db)
 
@@ -265,7 +265,7 @@ def test_svdquant_beats_plain_rtn_on_outlier_activations():
 def test_layer_narrower_than_the_rank():
     linear = nn.Linear(64, 8)
     x = torch.randn(4, 64, generator=torch.Generator().manual_seed(0))
-    layer = W4A4Linear.from_linear(linear, x.abs().amax(0), W4A4Config(rank=16))
+    layer = W4A4Linear.from_linear(linear, x.abs().amax(0), QuantConfig(rank=16))
     assert layer.lora_up.shape == (8, 16) and (layer.lora_up[:, 8:] == 0).all()
     assert sqnr_db(linear(x), layer(x)) > 25  # rank 8 holds all of W: only activation noise is left
 
@@ -282,7 +282,7 @@ def test_w8a8_linear_is_accurate_and_exact_in_integers():
     assert torch.equal(_int8_matmul(a, w).long(), a.long() @ w.long().t())
     linear = nn.Linear(128, 64)
     x = outlier_activations(32, 128, seed=3)
-    layer = W8A8Linear.from_linear(linear, x.abs().amax(0), W4A4Config())
+    layer = W8A8Linear.from_linear(linear, x.abs().amax(0), QuantConfig())
     assert sqnr_db(linear(x), layer(x)) > 30
 
 
@@ -312,7 +312,7 @@ class Tiny(nn.Module):
         return self.head(x)
 
 
-CFG = W4A4Config(rank=16, w8a8=("*.down_proj",), keep_fp16=("layers.1.attn.o_proj",))
+CFG = QuantConfig(rank=16, w8a8=("*.down_proj",), keep_fp16=("layers.1.attn.o_proj",))
 
 
 def quantized_tiny(seed=0):
@@ -343,7 +343,7 @@ def test_quantize_swaps_the_named_linears():
 
 def test_quantize_refuses_layers_calibration_never_ran():
     with pytest.raises(VoiceDeskError, match="calibration never ran"):
-        quantize_(Tiny(), W4A4Config(rank=16), lambda m: None)
+        quantize_(Tiny(), QuantConfig(rank=16), lambda m: None)
 
 
 def test_save_load_round_trip_is_bit_exact(tmp_path):

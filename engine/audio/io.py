@@ -12,8 +12,8 @@ import numpy as np
 import soundfile as sf
 import torch
 
-from engine.errors import AudioInputError
 from engine.audio.resample import resample
+from engine.errors import AudioInputError
 
 SAMPLE_RATE = 24000  # the codec's rate: everything below works at it
 MIN_RATE, MAX_RATE = 8000, 96000  # source rates we accept

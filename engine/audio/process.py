@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.audio import silence
-from engine.errors import AudioInputError
 from engine.audio.io import RECOMMENDED_SECONDS, SAMPLE_RATE, Clip
+from engine.errors import AudioInputError
 
 TARGET_RMS = 0.1  # upstream raises quiet references to this RMS and scales the output back
 

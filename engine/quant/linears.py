@@ -1,0 +1,297 @@
+"""The quantized linears: SVDQuant W4A4, W8A8 int8 and W8A8 FP8, each built from an `nn.Linear` with
+`from_linear` (calibrated) or `empty_like` (to load into). Numerics: `kernels/w4a4_ref.py` and
+`kernels/fp8_ref.py` (the contracts every backend matches)."""
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.quant.config import FP8_ALIGN, QuantConfig
+from kernels import fp8, w4a4_cuda
+from kernels._triton import HAS_TRITON
+from kernels.fp8_ref import FP8_DTYPE, fp8_linear_ref, quantize_rows_fp8_ref
+from kernels.w4a4_ref import (
+    GROUP,
+    pack_int4,
+    quantize_act_lowrank_ref,
+    quantize_groups_ref,
+    w4a4_linear_ref,
+)
+
+W4A4_LABELS = {"cuda": "W4A4 INT4-MMA", "ref": "W4A4 PyTorch reference"}  # Triton's names its MMA
+FP8_LABELS = {"scaled_mm": "W8A8 FP8", "ref": "W8A8 FP8 PyTorch reference"}
+
+
+def smoothing_factors(act_amax: torch.Tensor, weight: torch.Tensor, alpha: float | None) -> torch.Tensor:
+    """SmoothQuant/SVDQuant lambda_j = max|X_j|^a / max|W_:,j|^(1-a) per input channel j, fp32 [K].
+
+    Dividing x by lambda and multiplying W's columns by it leaves x W^T unchanged while moving
+    activation outliers into the weights, where the low-rank branch absorbs them.
+    """
+    k = weight.shape[1]
+    if alpha is None:
+        return torch.ones(k, dtype=torch.float32, device=weight.device)
+    a = act_amax.float().to(weight.device).clamp_min(1e-5)  # dead channels must not give 0 or inf
+    w = weight.float().abs().amax(dim=0).clamp_min(1e-5)
+    return (a.pow(alpha) / w.pow(1 - alpha)).clamp(1e-4, 1e4)
+
+
+@functools.cache
+def select_backend(device: torch.device, dtype: torch.dtype, rank: int) -> str:
+    """'cuda' (INT4 tensor cores, sm_80/86/89), 'triton' (int8 MMA: sm_90, sm_12x, ...) or 'ref'."""
+    if device.type != "cuda":
+        return "ref"
+    if dtype == torch.float16 and rank > 0 and rank % 16 == 0 and w4a4_cuda.is_supported(device):
+        return "cuda"
+    if HAS_TRITON and rank in (16, 32, 64, 128):
+        return "triton"
+    return "ref"
+
+
+def _split_low_rank(w_smooth: torch.Tensor, lora_down: torch.Tensor, lora_up: torch.Tensor) -> torch.Tensor:
+    """Fill lora_down [K, R] and lora_up [N, R] with the top-R SVD of w_smooth [N, K] (zero columns past
+    min(N, K)); return the residual w_smooth - lora_up lora_down^T, fp32, that the low-bit weights hold."""
+    lora_down.zero_()
+    lora_up.zero_()
+    if lora_down.shape[1] > 0:
+        u, s, vh = torch.linalg.svd(w_smooth, full_matrices=False)
+        rank = min(lora_down.shape[1], s.numel())
+        root = s[:rank].sqrt()  # split the singular values evenly so both factors suit fp16
+        lora_down[:, :rank] = vh[:rank].t() * root  # [K, r]
+        lora_up[:, :rank] = u[:, :rank] * root  # [N, r]
+    # The residual is taken against the rounded factors, so it also absorbs their rounding.
+    return w_smooth - lora_up.float() @ lora_down.float().t()
+
+
+class W4A4Linear(nn.Module):
+    """SVDQuant W4A4 linear: y = Q4(x / lambda) Q4(R)^T + (x / lambda) L1 L2 + b, R = W diag(lambda) - L1 L2.
+
+    Buffers: `smooth` lambda [K] fp32, `qweight` [N, K/2] int8 (packed INT4, group-halves), `wscales`
+    [N, K/64] fp32, `lora_down` L1 [K, R] and `lora_up` L2^T [N, R] in the model dtype, `bias` [N].
+    """
+
+    def __init__(self, in_features: int, out_features: int, rank: int, bias: bool,
+                 dtype: torch.dtype = torch.float16, device: torch.device | str | None = None):
+        super().__init__()
+        if in_features % GROUP:
+            raise ValueError(f"in_features = {in_features} is not a multiple of {GROUP}")
+        self.in_features, self.out_features, self.rank = in_features, out_features, rank
+        self.backend: str | None = None  # None: chosen from the device; or force "ref" / "triton" / "cuda"
+        make = functools.partial(torch.empty, device=device)
+        self.register_buffer("smooth", make(in_features, dtype=torch.float32))
+        self.register_buffer("qweight", make(out_features, in_features // 2, dtype=torch.int8))
+        self.register_buffer("wscales", make(out_features, in_features // GROUP, dtype=torch.float32))
+        self.register_buffer("lora_down", make(in_features, rank, dtype=dtype))
+        self.register_buffer("lora_up", make(out_features, rank, dtype=dtype))
+        self.register_buffer("bias", make(out_features, dtype=dtype) if bias else None)
+        self._codes, self._codes_key = None, None  # the Triton GEMM's copy of qweight, see _mma_weight_codes
+
+    @classmethod
+    def empty_like(cls, linear: nn.Linear, cfg: QuantConfig) -> W4A4Linear:
+        return cls(linear.in_features, linear.out_features, cfg.rank, linear.bias is not None,
+                   linear.weight.dtype, linear.weight.device)
+
+    @classmethod
+    @torch.no_grad()
+    def from_linear(cls, linear: nn.Linear, act_amax: torch.Tensor, cfg: QuantConfig) -> W4A4Linear:
+        """Convert `linear` given the max |x| of each input channel seen during calibration ([K])."""
+        layer = cls.empty_like(linear, cfg)
+        smooth = smoothing_factors(act_amax, linear.weight.float(), cfg.smooth_alpha)
+        residual = _split_low_rank(linear.weight.float() * smooth, layer.lora_down, layer.lora_up)  # [N, K]
+        codes, scales = quantize_groups_ref(residual)
+        layer.smooth.copy_(smooth)
+        layer.qweight.copy_(pack_int4(codes))
+        layer.wscales.copy_(scales)
+        if linear.bias is not None:
+            layer.bias.copy_(linear.bias)
+        return layer
+
+    def backend_name(self) -> str:
+        """The backend forward() uses on this module's device: 'cuda', 'triton' or 'ref'."""
+        return self.backend or select_backend(self.qweight.device, self.lora_up.dtype, self.rank)
+
+    def backend_label(self) -> str:
+        """'W4A4 INT4-MMA', 'W4A4 e4m3-MMA Triton', 'W4A4 int8-MMA Triton' or 'W4A4 PyTorch reference'."""
+        backend = self.backend_name()
+        if backend == "triton":
+            from kernels.w4a4_triton import mma_layout
+
+            return f"W4A4 {mma_layout(self.qweight.device)}-MMA Triton"
+        return W4A4_LABELS[backend]
+
+    def _mma_weight_codes(self, layout: str) -> torch.Tensor:
+        """qweight one code per byte, as the Triton GEMM reads it: made on first use (during warm-up, before
+        any CUDA graph capture) and again whenever qweight is replaced or changed; not in the state dict."""
+        from kernels.w4a4_triton import weight_codes
+
+        key = (self.qweight.data_ptr(), self.qweight._version, layout)
+        if self._codes_key != key:
+            self._codes, self._codes_key = weight_codes(self.qweight, layout), key
+        return self._codes
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        backend = self.backend_name()
+        if backend == "ref":
+            return w4a4_linear_ref(x, self, residual)
+        x2 = x.reshape(-1, self.in_features)  # [M, K]
+        res2 = None if residual is None else residual.reshape(-1, self.out_features)
+        if backend == "cuda":
+            if HAS_TRITON:
+                from kernels.w4a4_triton import quantize_act
+
+                act = quantize_act(x2, self.smooth, self.lora_down, layout="packed")
+            else:  # e.g. Windows without Triton: the same codes from plain PyTorch ops
+                act = quantize_act_lowrank_ref(x2, self.smooth, self.lora_down)
+            y = w4a4_cuda.w4a4_gemm_cuda(act, self.qweight, self.wscales, self.lora_up, self.bias, res2,
+                                         out_dtype=x.dtype)
+        else:
+            from kernels.w4a4_triton import mma_layout, quantize_act, w4a4_gemm
+
+            layout = mma_layout(x.device)
+            act = quantize_act(x2, self.smooth, self.lora_down, layout=layout)
+            y = w4a4_gemm(act, self._mma_weight_codes(layout), self.wscales, self.lora_up, self.bias, res2,
+                          out_dtype=x.dtype)
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, rank={self.rank}"
+
+
+def _int8_matmul(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Exact a [M, K] int8 @ w [N, K]^T -> int32 [M, N]."""
+    if not a.is_cuda:
+        return torch._int_mm(a, w.t())
+    if a.shape[1] % 8 or w.shape[0] % 8:  # cuBLAS int8 shapes; fp64 is exact here (|sum| < 2^53)
+        return (a.double() @ w.double().t()).to(torch.int32)
+    pad = max(0, 17 - a.shape[0])  # torch._int_mm on CUDA needs more than 16 rows
+    return torch._int_mm(F.pad(a, (0, 0, 0, pad)), w.t())[: a.shape[0]]
+
+
+class W8A8Linear(nn.Module):
+    """Smoothed W8A8 linear for layers INT4 activations garble: per-token int8 activations (scale =
+    amax / 127) times per-output-channel int8 weights, int32 accumulation, fp32 rescale + bias."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool,
+                 dtype: torch.dtype = torch.float16, device: torch.device | str | None = None):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        make = functools.partial(torch.empty, device=device)
+        self.register_buffer("smooth", make(in_features, dtype=torch.float32))
+        self.register_buffer("qweight", make(out_features, in_features, dtype=torch.int8))
+        self.register_buffer("wscales", make(out_features, dtype=torch.float32))
+        self.register_buffer("bias", make(out_features, dtype=dtype) if bias else None)
+
+    @classmethod
+    def empty_like(cls, linear: nn.Linear, cfg: QuantConfig) -> W8A8Linear:
+        return cls(linear.in_features, linear.out_features, linear.bias is not None,
+                   linear.weight.dtype, linear.weight.device)
+
+    @staticmethod
+    def _quantize_rows(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        scales = t.abs().amax(dim=1) / 127  # [R]
+        safe = torch.where(scales > 0, scales, torch.ones_like(scales))
+        return torch.round(t / safe[:, None]).clamp_(-127, 127).to(torch.int8), scales
+
+    @classmethod
+    @torch.no_grad()
+    def from_linear(cls, linear: nn.Linear, act_amax: torch.Tensor, cfg: QuantConfig) -> W8A8Linear:
+        layer = cls.empty_like(linear, cfg)
+        smooth = smoothing_factors(act_amax, linear.weight, cfg.smooth_alpha)
+        codes, scales = cls._quantize_rows(linear.weight.float() * smooth)
+        layer.smooth.copy_(smooth)
+        layer.qweight.copy_(codes)
+        layer.wscales.copy_(scales)
+        if linear.bias is not None:
+            layer.bias.copy_(linear.bias)
+        return layer
+
+    def backend_name(self) -> str:
+        return "torch-int8"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x2 = x.reshape(-1, self.in_features).float() / self.smooth  # [M, K]
+        codes, scales = self._quantize_rows(x2)
+        y = _int8_matmul(codes, self.qweight).float() * scales[:, None] * self.wscales  # [M, N]
+        if self.bias is not None:
+            y += self.bias.float()
+        return y.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
+
+
+class W8A8FP8Linear(nn.Module):
+    """Smoothed W8A8 FP8 linear: y = Q8(x / lambda) Q8(R)^T + (x / lambda) L1 L2 + b, R = W diag(lambda) - L1 L2,
+    with e4m3 codes, per-token dynamic activation scales and per-output-channel weight scales.
+
+    Buffers: `smooth` lambda [K] fp32, `qweight` [N, K] float8_e4m3fn, `wscales` [N] fp32, `bias` [N], and
+    with `rank` > 0 `lora_down` L1 [K, R] and `lora_up` L2^T [N, R] in the model dtype (else None).
+    On GPUs with FP8 tensor cores forward() is one Triton quantize kernel and one `torch._scaled_mm`
+    (graph-capturable); elsewhere it is the fp32 reference (`kernels/fp8_ref.py`).
+    """
+
+    def __init__(self, in_features: int, out_features: int, rank: int, bias: bool,
+                 dtype: torch.dtype = torch.float16, device: torch.device | str | None = None):
+        super().__init__()
+        if in_features % FP8_ALIGN or out_features % FP8_ALIGN:
+            raise ValueError(f"FP8 linears need sizes that are multiples of {FP8_ALIGN}, "
+                             f"got {in_features} -> {out_features}")
+        self.in_features, self.out_features, self.rank = in_features, out_features, rank
+        self.backend: str | None = None  # None: chosen from the device; or force "ref" / "scaled_mm"
+        make = functools.partial(torch.empty, device=device)
+        self.register_buffer("smooth", make(in_features, dtype=torch.float32))
+        self.register_buffer("qweight", make(out_features, in_features, dtype=FP8_DTYPE))
+        self.register_buffer("wscales", make(out_features, dtype=torch.float32))
+        self.register_buffer("lora_down", make(in_features, rank, dtype=dtype) if rank else None)
+        self.register_buffer("lora_up", make(out_features, rank, dtype=dtype) if rank else None)
+        self.register_buffer("bias", make(out_features, dtype=dtype) if bias else None)
+
+    @classmethod
+    def empty_like(cls, linear: nn.Linear, cfg: QuantConfig) -> W8A8FP8Linear:
+        return cls(linear.in_features, linear.out_features, cfg.fp8_rank, linear.bias is not None,
+                   linear.weight.dtype, linear.weight.device)
+
+    @classmethod
+    @torch.no_grad()
+    def from_linear(cls, linear: nn.Linear, act_amax: torch.Tensor, cfg: QuantConfig) -> W8A8FP8Linear:
+        """Convert `linear` given the max |x| of each input channel seen during calibration ([K])."""
+        layer = cls.empty_like(linear, cfg)
+        smooth = smoothing_factors(act_amax, linear.weight.float(), cfg.smooth_alpha)
+        w_smooth = linear.weight.float() * smooth  # [N, K]
+        if layer.rank:
+            w_smooth = _split_low_rank(w_smooth, layer.lora_down, layer.lora_up)
+        codes, scales = quantize_rows_fp8_ref(w_smooth)
+        layer.smooth.copy_(smooth)
+        layer.qweight.copy_(codes)
+        layer.wscales.copy_(scales)
+        if linear.bias is not None:
+            layer.bias.copy_(linear.bias)
+        return layer
+
+    def backend_name(self) -> str:
+        """'scaled_mm' (Triton quantizer + torch._scaled_mm, FP8 tensor cores) or 'ref'."""
+        if self.backend:
+            return self.backend
+        return "scaled_mm" if fp8.fp8_supported(self.qweight.device) else "ref"
+
+    def backend_label(self) -> str:
+        return FP8_LABELS[self.backend_name()]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.backend_name() == "ref":
+            return fp8_linear_ref(x, self)
+        x2 = x.reshape(-1, self.in_features)  # [M, K]
+        y = fp8.fp8_linear(x2, self.smooth, self.qweight, self.wscales, self.bias)  # [M, N]
+        if self.lora_down is not None:  # off by default: plain torch ops are enough for an option
+            xs = x2.float() / self.smooth
+            y += ((xs @ self.lora_down.float()) @ self.lora_up.float().t()).to(y.dtype)
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, rank={self.rank}"
+
+
+QUANTIZED_LINEARS = {"w4a4": W4A4Linear, "w8a8": W8A8Linear, "fp8": W8A8FP8Linear}
+
+
+QUANTIZED_LINEARS = {"w4a4": W4A4Linear, "w8a8": W8A8Linear, "fp8": W8A8FP8Linear}

@@ -1,0 +1,116 @@
+"""Realtime mode's quantization: which scheme runs on this GPU (W4A4 on INT4 tensor cores; W8A8 FP8 on
+Hopper, which has none), and the cached conversion of a checkpoint."""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from engine.errors import VoiceDeskError
+from engine.quant.api import load_quantized, quantize_, save_quantized
+from engine.quant.config import QuantConfig
+from engine.quant.linears import FP8_LABELS, W4A4Linear, W8A8FP8Linear
+from kernels import fp8, w4a4_cuda
+
+log = logging.getLogger(__name__)
+
+
+def checkpoint_fingerprint(folder: Path) -> str:
+    """A cheap identity of a checkpoint's LM weights: names, sizes and modification times."""
+    files = sorted(Path(folder).glob("*.safetensors"))
+    text = "\n".join(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def synthetic_calibration(lm: nn.Module, batches: int = 4, seq_len: int = 256, seed: int = 0) -> None:
+    """Forwards of the OmniVoice LM over random text + audio tokens at several mask ratios.
+
+    Stands in for real prompts until a calibration set exists: it covers the embedding statistics of
+    text, audio and [MASK] rows, and the per-token activation scales adapt at run time anyway.
+    """
+    cfg = lm.cfg
+    device = next(lm.parameters()).device
+    gen = torch.Generator().manual_seed(seed)
+    text_len = seq_len // 4
+    audio_mask = (torch.arange(seq_len) >= text_len).expand(2, seq_len)  # [B, S]
+    attn_mask = torch.ones(2, 1, seq_len, seq_len, dtype=torch.bool)
+    for b in range(batches):
+        ids = torch.randint(0, cfg.audio_mask_id, (2, cfg.num_codebooks, seq_len), generator=gen)
+        ids[:, :, :text_len] = torch.randint(0, cfg.vocab_size, (2, 1, text_len), generator=gen)
+        masked = torch.rand(2, 1, seq_len, generator=gen) < (b + 1) / (batches + 1)
+        ids = torch.where(masked & audio_mask[:, None], cfg.audio_mask_id, ids)
+        lm(ids.to(device), audio_mask.to(device), attn_mask.to(device))
+
+
+REALTIME_ENV = "VOICEDESK_REALTIME"  # "auto" (default), "w4a4" or "fp8"
+HOPPER_NOTE = "Hopper has no INT4 tensor cores"
+
+
+def realtime_scheme(arch: int | None, fp8_ok: bool, choice: str = "auto") -> str:
+    """'w4a4' or 'fp8': what realtime mode quantizes to on a GPU of compute capability `arch` (e.g. 90;
+    None without a GPU), given whether the FP8 path runs there and the user's `choice`.
+
+    W4A4 runs on INT4 tensor cores on sm_80/86/89. Hopper (sm_90) has none, and W8A8 FP8 is the faster
+    realtime backend there; "w4a4" forces W4A4 (Triton) and "fp8" forces FP8 wherever it runs.
+    """
+    if choice not in ("auto", "w4a4", "fp8"):
+        raise VoiceDeskError(f"{REALTIME_ENV}={choice!r}: choose auto, w4a4 or fp8")
+    wants_fp8 = choice == "fp8" or (choice == "auto" and arch == 90)
+    if wants_fp8 and not fp8_ok:
+        log.warning("W8A8 FP8 does not run on this device (it needs sm_89+, Triton and torch._scaled_mm): "
+                    "realtime mode uses W4A4")
+    return "fp8" if wants_fp8 and fp8_ok else "w4a4"
+
+
+def realtime_config(device: torch.device) -> QuantConfig:
+    """The quant config of realtime mode on `device` (see `realtime_scheme`; env VOICEDESK_REALTIME)."""
+    arch = w4a4_cuda.arch_of(device) if device.type == "cuda" else None
+    choice = os.environ.get(REALTIME_ENV, "auto").strip().lower() or "auto"
+    if realtime_scheme(arch, fp8.fp8_supported(device), choice) == "fp8":
+        return QuantConfig(fp8=("*",))
+    return QuantConfig()
+
+
+def backend_label(model: nn.Module) -> str:
+    """What runs the quantized linears of `model`, for the UI, e.g. "W4A4 INT4-MMA" or
+    "W8A8 FP8 (Hopper has no INT4 tensor cores)"."""
+    layers = [m for m in model.modules() if isinstance(m, (W4A4Linear, W8A8FP8Linear))]
+    labels = sorted({m.backend_label() for m in layers})
+    label = " + ".join(labels) or "FP16 (no layer quantized)"
+    hopper = any(m.qweight.is_cuda and w4a4_cuda.arch_of(m.qweight.device) == 90 for m in layers)
+    if hopper and FP8_LABELS["scaled_mm"] in labels:
+        label += f" ({HOPPER_NOTE})"
+    return label
+
+
+def quantize_for_realtime(lm: nn.Module, folder: Path, report: Callable[[float, str], None],
+                          cfg: QuantConfig | None = None) -> str:
+    """Put the LM in realtime mode: load the cached conversion of this checkpoint, or make it.
+
+    `cfg` defaults to `realtime_config` of the LM's device: W4A4, or W8A8 FP8 on Hopper. Returns the
+    backend label for the UI, e.g. "W4A4 INT4-MMA" or "W8A8 FP8 (Hopper has no INT4 tensor cores)".
+    """
+    import platformdirs
+
+    first = next(lm.parameters())
+    cfg = cfg or realtime_config(first.device)
+    kind = "fp8" if cfg.fp8 else "w4a4"
+    name = {"fp8": "W8A8 FP8", "w4a4": "W4A4"}[kind]
+    source_hash = checkpoint_fingerprint(folder)
+    key = hashlib.sha256(f"{source_hash}:{cfg.to_json()}:{first.dtype}".encode()).hexdigest()[:20]
+    path = Path(platformdirs.user_cache_dir("voicedesk")) / "quantized" / f"omnivoice-{kind}-{key}.safetensors"
+    if path.exists():
+        report(0.0, f"loading the {name} model")
+        load_quantized(lm, path, source_hash)
+    else:
+        report(0.0, f"calibrating and converting to {name} (once per checkpoint)")
+        quantize_(lm, cfg, synthetic_calibration)
+        report(0.9, f"saving the {name} model")
+        save_quantized(lm, path, cfg, source_hash)
+    report(1.0, f"{name} ready")
+    return backend_label(lm)
