@@ -40,19 +40,19 @@ def cmd_synth(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from engine.bench import main
+    from tools.bench import main
 
     return main(args, model=_model(args))
 
 
 def cmd_profile(args) -> int:
-    from engine.profile import main
+    from tools.trace import main
 
     return main(args, model=_model(args))
 
 
 def cmd_quant_report(args) -> int:
-    from engine.quant_report import main
+    from tools.quant_report import main
 
     return main(args, model=_model(args))
 

@@ -5,7 +5,7 @@ GEMM takes its INT4 codes one per byte, so both operands go from global to share
 and into the tensor cores (wgmma on Hopper):
 - "e4m3" containers on sm_89+: codes in [-8, 7] are exact FP8 e4m3 values; every partial sum of a
   group's 64 products is an integer below 2**13, which the FP8 MMA's fp32 accumulator holds exactly
-  (`kernels/check_realtime_gpu.py` checks the sums on the GPU), and it hands back fp32, ready to scale;
+  (`tools/kernels/check_realtime_gpu.py` checks the sums on the GPU), and it hands back fp32, ready to scale;
 - "int8" containers elsewhere: int8 MMA, int32 sums, turned into fp32 by an add and a subtract rather
   than by the int-to-float instruction, which runs at a fraction of the FMA rate.
 The quantizer writes either layout, or the packed bytes the CUDA INT4 GEMM reads. Numerics follow

@@ -10,7 +10,7 @@ from engine.config import GenerationConfig, Mode
 from engine.engine import Engine
 from engine.errors import AudioInputError, Cancelled, TextInputError, TranscriptRequiredError
 from engine.voice import Voice
-from engine.workloads import synthetic_voice
+from tools.workloads import synthetic_voice
 
 TINY = Path(__file__).parent / "data" / "tiny_omnivoice"
 TEXT = "Hello there, nice to meet you. How are you today?"

@@ -24,12 +24,12 @@ from engine.quant import (
     quantize_,
     realtime_scheme,
     save_quantized,
-    sqnr_db,
 )
 from kernels import fp8
 from kernels._triton import HAS_TRITON
 from kernels.fp8_ref import FP8_DTYPE, FP8_MAX, fp8_linear_ref, quantize_rows_fp8_ref
 from kernels.numerics import fp16_rounding_ratio
+from tools.fidelity import sqnr_db
 
 ON_GPU = torch.cuda.is_available()
 DEVICE = "cuda" if ON_GPU else "cpu"
@@ -182,7 +182,7 @@ def test_realtime_kernels_compile_for_hopper_with_wgmma():
     ptxas, no GPU needed) and check the MMAs are wgmma and nothing spills."""
     pytest.importorskip("triton.backends.nvidia.compiler", reason="Triton without its NVIDIA backend")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    run = subprocess.run([sys.executable, "-m", "kernels.aot", "90"], capture_output=True, text=True, env=env,
+    run = subprocess.run([sys.executable, "-m", "tools.kernels.aot", "90"], capture_output=True, text=True, env=env,
                          cwd=Path(__file__).parents[1], timeout=300, check=False)
     assert run.returncode == 0, run.stderr[-2000:]
     report = run.stdout

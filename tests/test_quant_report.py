@@ -9,7 +9,7 @@ from engine.lm.checkpoint import read_model_config
 from engine.lm.decode import build_cfg_batch
 from engine.lm.prompt import PromptItem
 from engine.quant import QuantConfig
-from engine.quant_report import (
+from tools.quant_report import (
     CALIBRATION_WORKLOADS,
     EVALUATION_WORKLOADS,
     SVDQUANT_LABEL,
@@ -21,7 +21,7 @@ from engine.quant_report import (
     real_positions,
     suggest,
 )
-from engine.workloads import select
+from tools.workloads import select
 from kernels.w4a4_ref import GROUP
 
 TINY = launcher.DEMO_MODEL

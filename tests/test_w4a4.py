@@ -37,7 +37,6 @@ from engine.quant import (  # noqa: E402
     load_quantized,
     quantize_,
     save_quantized,
-    sqnr_db,
 )
 from engine.quant.linears import _int8_matmul  # noqa: E402
 from kernels import w4a4_cuda  # noqa: E402
@@ -51,6 +50,7 @@ from kernels.w4a4_ref import (  # noqa: E402
     unpack_int4,
     w4a4_linear_ref,
 )
+from tools.fidelity import sqnr_db
 
 DEVICE = "cuda" if ON_GPU else "cpu"
 HAS_TRITON = kernels._triton.HAS_TRITON

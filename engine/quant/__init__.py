@@ -11,7 +11,6 @@ from engine.quant.api import (
     record_input_amax,
     replace_module,
     save_quantized,
-    sqnr_db,
     target_linears,
 )
 from engine.quant.config import TARGET_NAMES, QuantConfig
@@ -32,5 +31,5 @@ __all__ = [
     "QUANTIZED_LINEARS", "TARGET_NAMES", "QuantConfig", "W4A4Linear", "W8A8FP8Linear", "W8A8Linear",
     "backend_label", "load_quantized", "quantization_plan", "quantize_", "quantize_for_realtime",
     "realtime_config", "realtime_scheme", "record_input_amax", "replace_module", "save_quantized",
-    "sqnr_db", "target_linears",
+    "target_linears",
 ]

@@ -129,10 +129,3 @@ def load_quantized(model: nn.Module, path: str | Path, source_hash: str | None =
         device = "cpu" if first is None or first.is_meta else first.device
     model.load_state_dict(load_file(str(path), device=str(device)), strict=True, assign=True)
     return cfg
-
-
-def sqnr_db(ref: torch.Tensor, test: torch.Tensor) -> float:
-    """Signal-to-quantization-noise ratio of `test` against `ref`, in dB (computed in fp64)."""
-    ref64, test64 = ref.detach().double(), test.detach().double()
-    noise = (ref64 - test64).pow(2).sum()
-    return float(10 * torch.log10(ref64.pow(2).sum() / noise))

@@ -19,10 +19,10 @@ for step in "$@"; do
     profile) for m in ${PROFILE_MODES:-upstream eager hifi realtime}; do
                python3 launcher.py profile --model $FULL --random-weights --mode $m --out "$OUT/trace-$m.json.gz" 2>&1 | tail -25
              done ;;
-    kernels) python3 -m kernels.bench_fused --dtype fp16 --rows 600 1200 2>&1 | tail -30 ;;
-    realtime) timeout 120 python3 -m kernels.check_realtime_gpu 2>&1 | tail -45 ;;
-    w4a4) timeout 90 python3 -m kernels.check_w4a4_cuda --quick --no-bench 2>&1 | tail -25 ;;
-    decode) timeout 60 python3 -m kernels.bench_decode 2>&1 | tail -15 ;;
+    kernels) python3 -m tools.kernels.bench_fused --dtype fp16 --rows 600 1200 2>&1 | tail -30 ;;
+    realtime) timeout 120 python3 -m tools.kernels.check_realtime_gpu 2>&1 | tail -45 ;;
+    w4a4) timeout 90 python3 -m tools.kernels.check_w4a4_cuda --quick --no-bench 2>&1 | tail -25 ;;
+    decode) timeout 60 python3 -m tools.kernels.bench_decode 2>&1 | tail -15 ;;
     gputests) timeout 150 python3 -m pytest -q tests/test_kernels_fused.py tests/test_w4a4.py tests/test_fp8.py \
                 tests/test_model.py tests/test_snake.py 2>&1 | tail -15 ;;
   esac

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from engine.config import GenerationConfig
-from engine.workloads import LANGUAGES, SAMPLE_RATE, Workload
+from tools.workloads import LANGUAGES, SAMPLE_RATE, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 RANDOM_CHECKPOINT_SCRIPT = ROOT / "tests" / "data" / "make_checkpoint.py"
@@ -49,7 +49,7 @@ class ModeUnderTest:
         raise NotImplementedError
 
     def profile(self, w: Workload, prompt):
-        from engine.profile import profile_call
+        from tools.trace import profile_call
 
         return profile_call(lambda: self.generate(w, prompt), self.device)
 

@@ -1,5 +1,5 @@
 """Compile the realtime-mode Triton kernels for a GPU architecture without a GPU, and report what
-the compiler made of them: `python -m kernels.aot [arch ...]` (default 90 and 89).
+the compiler made of them: `python -m tools.kernels.aot [arch ...]` (default 90 and 89).
 
 Uses Triton's own compiler and bundled ptxas, so it runs on any machine with Triton installed (not in
 the interpreter: run it in a process without TRITON_INTERPRET). Specializations are those of a real

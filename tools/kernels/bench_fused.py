@@ -2,7 +2,7 @@
 
 Run on a CUDA machine from the repository root:
 
-    python -m kernels.bench_fused [--dtype fp16|bf16] [--rows 600 1200]
+    python -m tools.kernels.bench_fused [--dtype fp16|bf16] [--rows 600 1200]
 
 For each kernel and row count it prints the median time of the PyTorch reference and of the kernel
 (`triton.testing.do_bench`), then, per output, the largest error against an fp32 reference for the

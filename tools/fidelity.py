@@ -60,3 +60,10 @@ def mel_distance_db(audio: np.ndarray, reference: np.ndarray, sr: int) -> float:
     if n < 1024:
         raise ValueError("clips too short for a mel comparison")
     return (log_mel(audio[:n], sr) - log_mel(reference[:n], sr)).abs().mean().item()
+
+
+def sqnr_db(ref: torch.Tensor, test: torch.Tensor) -> float:
+    """Signal-to-quantization-noise ratio of `test` against `ref`, in dB (computed in fp64)."""
+    ref64, test64 = ref.detach().double(), test.detach().double()
+    noise = (ref64 - test64).pow(2).sum()
+    return float(10 * torch.log10(ref64.pow(2).sum() / noise))

@@ -2,7 +2,7 @@
 
 Run on a CUDA machine from the repository root:
 
-    python -m kernels.bench_decode [--model DIR] [--frames 75 290 625] [--dtype fp32|fp16] [--runs 20]
+    python -m tools.kernels.bench_decode [--model DIR] [--frames 75 290 625] [--dtype fp32|fp16] [--runs 20]
 
 `--model` is an OmniVoice folder or hub id (default: as the engine resolves it; `tests/data/tiny_omnivoice`
 works too). The codec runs in fp32 by default, as the engine loads it. For each length T (25 frames
@@ -32,8 +32,8 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 import engine.codec
-from engine.lm.checkpoint import resolve_checkpoint
 from engine.codec import AudioCodec
+from engine.lm.checkpoint import resolve_checkpoint
 
 PATHS = ("plain", "fused")
 LAUNCH = "LaunchKernel"  # cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel, cuLaunchKernelEx

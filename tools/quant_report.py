@@ -32,10 +32,10 @@ from engine.quant import (
     QuantConfig,
     record_input_amax,
     replace_module,
-    sqnr_db,
     target_linears,
 )
 from kernels.w4a4_ref import GROUP
+from tools.fidelity import sqnr_db
 
 CALIBRATION_WORKLOADS = ("en-ref3-out3", "zh-ref6-out10")
 EVALUATION_WORKLOADS = ("baseline", "vi-ref6-out10")  # texts and languages the calibration never saw
@@ -101,10 +101,10 @@ def linear_sqnrs(name: str, linear: nn.Linear, amax: torch.Tensor, x: torch.Tens
 def workload_prompts(tokenizer, cfg: ModelConfig, names: tuple[str, ...], seed: int) -> list[PromptItem]:
     """Every generation item of the named workloads as the engine lays them out (style + text +
     reference audio + MASK target), each workload with random reference tokens of its clip length."""
-    from engine.text.duration import FRAME_RATE
     from engine.lm.plan import plan_request
+    from engine.text.duration import FRAME_RATE
     from engine.voice import Voice
-    from engine.workloads import LANGUAGES, select
+    from tools.workloads import LANGUAGES, select
 
     gen = torch.Generator().manual_seed(seed)
     prompts = []
@@ -167,7 +167,7 @@ def swapped(lm: nn.Module, modules: dict[str, nn.Module]) -> Iterator[None]:
 def layer_sensitivity(lm: nn.Module, layer: int, linears: dict[str, nn.Linear], amax: dict[str, torch.Tensor],
                       batch: CfgBatch, reference: torch.Tensor) -> float:
     """Logits cosine to `reference` when only `layer`'s projection linears are SVDQuant W4A4."""
-    from engine.fidelity import logits_cosine
+    from tools.fidelity import logits_cosine
 
     prefix = f"layers.{layer}."
     converted = {name: convert(name, linear, amax[name], SVDQUANT)
@@ -330,9 +330,9 @@ def render(report: Report, info: dict, model_line: str, random_weights: bool) ->
 
 
 def main(args, model: str | None) -> int:
-    from engine.bench import stamp
-    from engine.bench_modes import ensure_random_checkpoint
     from engine.lm.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
+    from tools.bench import stamp
+    from tools.bench_modes import ensure_random_checkpoint
 
     start = time.perf_counter()
 

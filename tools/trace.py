@@ -12,7 +12,13 @@ from typing import Callable
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from engine.trace_stats import TraceStats, cpu_launch_count, kernel_events, load_trace, stats_from_events
+from tools.trace_stats import (
+    TraceStats,
+    cpu_launch_count,
+    kernel_events,
+    load_trace,
+    stats_from_events,
+)
 
 
 def profile_call(fn: Callable[[], object], device: torch.device, trace_path: str | Path | None = None) -> TraceStats:
@@ -37,8 +43,8 @@ def profile_call(fn: Callable[[], object], device: torch.device, trace_path: str
 
 
 def main(args, model: str | None) -> int:
-    from engine.bench_modes import load_mode
-    from engine.workloads import select
+    from tools.bench_modes import load_mode
+    from tools.workloads import select
 
     (w,) = select(args.workload)
     m = load_mode(args.mode, model, args.device, random_weights=args.random_weights)

@@ -1,4 +1,4 @@
-"""Check the W4A4 kernels on a GPU: `python -m kernels.check_w4a4_cuda [--quick] [--no-bench]`.
+"""Check the W4A4 kernels on a GPU: `python -m tools.kernels.check_w4a4_cuda [--quick] [--no-bench]`.
 
 1. Builds the CUDA INT4 GEMM for this GPU with NVRTC and checks it, and the Triton int8 path, against
    `kernels/w4a4_ref.py` at the LM's shapes: integer group sums exactly, outputs within fp16 rounding.

@@ -12,17 +12,17 @@ import os
 import statistics
 import subprocess
 import sys
-import traceback
 import time
+import traceback
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
-
-from engine.bench_modes import ModeUnderTest, load_mode
 from tqdm.auto import tqdm
-from engine.workloads import Workload, select
+
+from tools.bench_modes import ModeUnderTest, load_mode
+from tools.workloads import Workload, select
 
 
 @dataclass
@@ -105,7 +105,12 @@ def _working_bytes(m: ModeUnderTest, w: Workload, prompt) -> int:
 
 def add_fidelity(rows: list[Row], modes: dict[str, ModeUnderTest], reference: ModeUnderTest,
                  workloads: list[Workload]) -> None:
-    from engine.fidelity import logits_cosine, mel_distance_db, step0_argmax_agreement, token_agreement
+    from tools.fidelity import (
+        logits_cosine,
+        mel_distance_db,
+        step0_argmax_agreement,
+        token_agreement,
+    )
 
     for w in workloads:
         ref_prompt = reference.prepare(w)

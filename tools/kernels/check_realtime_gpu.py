@@ -1,4 +1,4 @@
-"""Realtime-mode kernels on this GPU, per LM linear: `python -m kernels.check_realtime_gpu [--m 1024]`.
+"""Realtime-mode kernels on this GPU, per LM linear: `python -m tools.kernels.check_realtime_gpu [--m 1024]`.
 
 For the qkv / o / gate_up / down shapes at M tokens it
 1. checks every path against its plain-PyTorch reference: W4A4 codes and scales bit-exact, integer
@@ -8,7 +8,7 @@ For the qkv / o / gate_up / down shapes at M tokens it
    the weights of 8 layers in turn (more than L2 holds, as in a forward): cuBLAS fp16; W4A4 quantize,
    GEMM (e4m3 and int8 containers, both tiles) and quantize + GEMM; FP8 quantize, `_scaled_mm` and both;
 3. sums them over a forward (28 layers) against cuBLAS fp16: realtime must stay within 15 % of HiFi;
-4. lists the MMA instructions, registers and spills of the kernels as compiled for this GPU (`kernels/aot.py`).
+4. lists the MMA instructions, registers and spills of the kernels as compiled for this GPU (`tools/kernels/aot.py`).
 Takes well under 90 s on an H200. Exits non-zero when a check fails.
 """
 import argparse
@@ -19,8 +19,7 @@ from types import SimpleNamespace
 import torch
 import triton
 
-from kernels import aot, fp8, w4a4_triton
-from kernels.check_w4a4_cuda import LAYERS, SHAPES, make_input, make_layer
+from kernels import fp8, w4a4_triton
 from kernels.fp8_ref import fp8_linear_ref, quantize_rows_fp8_ref
 from kernels.numerics import fp16_rounding_ratio
 from kernels.w4a4_ref import (
@@ -29,6 +28,8 @@ from kernels.w4a4_ref import (
     unpack_int4,
     w4a4_linear_ref,
 )
+from tools.kernels import aot
+from tools.kernels.check_w4a4_cuda import LAYERS, SHAPES, make_input, make_layer
 
 STEPS = 32  # forwards per generation (the baseline request)
 COPIES = 8  # weight sets cycled through while timing

@@ -1,0 +1,1 @@
+"""GPU kernel checks and micro-benchmarks (run on a machine with an NVIDIA GPU)."""
