@@ -7,11 +7,11 @@ import os
 import sys
 from pathlib import Path
 
+from . import ASSETS
 from .storage import AppDirs
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_MODEL = ROOT / "tests" / "data" / "tiny_omnivoice"
-ASSETS = ROOT / "assets"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 MAX_UPLOAD = "25mb"
 QUEUE_SIZE = 16
@@ -54,7 +54,7 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     from .playback import probe
     from .security import SameOriginOnly
     from .settings import Settings
-    from .ui import build_app
+    from .ui.layout import build_app
     from .worker import GpuWorker
 
     settings = Settings.load(dirs.settings_file)

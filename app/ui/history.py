@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .context import AppContext
-from .history import HistoryEntry
-from .ui_common import friendly_errors
+from ..context import AppContext
+from ..history import HistoryEntry
+from .common import friendly_errors
 
 COLUMNS = ["When", "Text", "Voice", "Mode", "RTF", "Length"]
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .context import AppContext
-from .ui_clone import NEW_CLIP, voice_choices
-from .ui_common import describe_entry, friendly_errors, reference_audio
+from ..context import AppContext
+from .clone import NEW_CLIP, voice_choices
+from .common import describe_entry, friendly_errors, reference_audio
 
 COLUMNS = ["Name", "Length", "Saved", "Transcript"]
 

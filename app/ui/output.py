@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from .context import AppContext
-from .metrics import empty_html
+from ..context import AppContext
+from ..metrics import empty_html
 
 DEFAULT_DEVICE = "System default"
 

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .context import AppContext
-from .ui_clone import build_clone_tab
-from .ui_design import build_design_tab
-from .ui_history import build_history_tab
-from .ui_status import build_header, wire_header
-from .ui_voices import build_voices_tab
+from ..context import AppContext
+from .clone import build_clone_tab
+from .design import build_design_tab
+from .history import build_history_tab
+from .status import build_header, wire_header
+from .voices import build_voices_tab
 
 
 def build_app(ctx: AppContext) -> gr.Blocks:

@@ -8,7 +8,7 @@ import gradio as gr
 
 from engine.config import GenerationConfig
 
-from .context import AppContext
+from ..context import AppContext
 
 MAX_SEED = 2**31 - 2
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from .context import AppContext
-from .engine_host import HostState
+from ..context import AppContext
+from ..engine_host import HostState
 
 MODES = [("High fidelity (FP16)", "hifi"), ("Realtime (W4A4 + CUDA Graph)", "realtime")]
 EAGER = ("Reference (eager FP32/FP16)", "eager")

@@ -9,12 +9,12 @@ from engine.audio.asr import asr_available
 from engine.audio.io import SAMPLE_RATE, load_clip
 from engine.errors import TextInputError
 
-from . import generation
-from .clip_check import check_file
+from .. import generation
+from ..clip_check import check_file
 from .components import refuse_urls
-from .context import AppContext, checked_upload
-from .ui_advanced import AdvancedSettings, build_advanced, make_config
-from .ui_common import (
+from ..context import AppContext, checked_upload
+from .advanced import AdvancedSettings, build_advanced, make_config
+from .common import (
     MAX_TEXT_CHARS,
     describe_entry,
     describe_text,
@@ -23,7 +23,7 @@ from .ui_common import (
     reference_audio,
     sample_texts,
 )
-from .ui_output import OutputPanel, build_output_panel, output_device
+from .output import OutputPanel, build_output_panel, output_device
 
 NEW_CLIP = "__clip__"  # the voice dropdown's value for "make a voice from the clip below"
 

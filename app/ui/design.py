@@ -9,11 +9,11 @@ import gradio as gr
 from engine.errors import TextInputError
 from engine.text.instruct import CATEGORIES, choices, compose_instruct
 
-from . import generation
-from .context import AppContext
-from .ui_advanced import build_advanced, make_config
-from .ui_common import MAX_TEXT_CHARS, describe_text, friendly_errors, languages, sample_texts
-from .ui_output import OutputPanel, build_output_panel, output_device
+from .. import generation
+from ..context import AppContext
+from .advanced import build_advanced, make_config
+from .common import MAX_TEXT_CHARS, describe_text, friendly_errors, languages, sample_texts
+from .output import OutputPanel, build_output_panel, output_device
 
 ANY = ""  # a category left to the model
 _TITLES = {"gender": "Gender", "age": "Age", "pitch": "Pitch", "style": "Style", "accent": "English accent",

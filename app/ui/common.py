@@ -5,7 +5,6 @@ import functools
 import inspect
 import json
 import logging
-from pathlib import Path
 
 import gradio as gr
 import soundfile as sf
@@ -14,11 +13,11 @@ from engine.text.duration import text_weight, weight_per_second
 from engine.errors import VoiceDeskError
 from engine.text.languages import language_choices
 
-from .library import VoiceEntry
+from .. import ASSETS
+from ..library import VoiceEntry
 
 log = logging.getLogger("voicedesk")
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
 MAX_TEXT_CHARS = 50_000  # long texts stream sentence by sentence; the counter shows the limit
 
 
