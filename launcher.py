@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent
-DEMO_MODEL = ROOT / "tests" / "data" / "tiny_omnivoice"
+from engine.constants import DEMO_MODEL
 
 
 def _model_args(p: argparse.ArgumentParser, modes=("eager", "hifi", "realtime"), default_mode: str | None = "hifi",

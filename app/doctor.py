@@ -10,9 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.constants import DOWNLOAD_GB
+
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 MIN_FREE_GB = 1.0
-MODEL_DOWNLOAD_GB = 2.5
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,9 @@ def check_speakers() -> Check:
 
 
 def check_model(model: str | None) -> Check:
-    from engine.lm.checkpoint import ENV_VAR, HUB_ID, validate_checkpoint
+    from engine.constants import HUB_ID
     from engine.errors import CheckpointError
+    from engine.lm.checkpoint import ENV_VAR, validate_checkpoint
 
     source = model or os.environ.get(ENV_VAR) or HUB_ID
     folder = Path(source).expanduser()
@@ -106,7 +108,7 @@ def check_model(model: str | None) -> Check:
             folder = Path(snapshot_download(source, local_files_only=True))
         except Exception:  # not in the local cache (huggingface_hub raises several kinds)
             return Check("Model", WARN, f"{source} is not downloaded yet",
-                         f"The first start downloads it (about {MODEL_DOWNLOAD_GB} GB; needs the internet), "
+                         f"The first start downloads it (about {DOWNLOAD_GB} GB; needs the internet), "
                          f"or pass --model DIR / set {ENV_VAR}=DIR to use a copy you already have.")
     try:
         validate_checkpoint(folder)
@@ -131,8 +133,8 @@ def check_disk() -> Check:
     if free_gb < MIN_FREE_GB:
         return Check("Disk space", FAIL, detail, "Free some disk space, or set VOICEDESK_HOME / HF_HOME to a "
                      "folder on a larger disk.")
-    if free_gb < MODEL_DOWNLOAD_GB + MIN_FREE_GB:
-        return Check("Disk space", WARN, detail, "The model download needs about 2.5 GB: free some space.")
+    if free_gb < DOWNLOAD_GB + MIN_FREE_GB:
+        return Check("Disk space", WARN, detail, f"The model download needs about {DOWNLOAD_GB} GB: free some space.")
     return Check("Disk space", OK, detail)
 
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from engine.errors import VoiceDeskError
 from engine.audio.resample import resample
+from engine.errors import VoiceDeskError
 
 log = logging.getLogger("voicedesk")
 

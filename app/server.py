@@ -7,11 +7,11 @@ import os
 import sys
 from pathlib import Path
 
+from engine.constants import DEMO_MODEL
+
 from . import ASSETS
 from .storage import AppDirs
 
-ROOT = Path(__file__).resolve().parent.parent
-DEMO_MODEL = ROOT / "tests" / "data" / "tiny_omnivoice"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 MAX_UPLOAD = "25mb"
 QUEUE_SIZE = 16

@@ -35,8 +35,9 @@ from torch.nn.utils import parametrize
 from transformers.models.hubert.configuration_hubert import HubertConfig
 from transformers.models.hubert.modeling_hubert import HubertModel
 
-from engine.errors import AudioInputError, CheckpointError
 from engine.audio.resample import resample
+from engine.constants import SAMPLE_RATE
+from engine.errors import AudioInputError, CheckpointError
 from kernels import triton_available
 from kernels.snake import snake, snake_input_ref, snake_ref
 
@@ -56,7 +57,7 @@ class CodecConfig:
     """The codec's shapes, read from `audio_tokenizer/config.json` (transformers' defaults for
     keys it leaves out)."""
 
-    sample_rate: int = 24000
+    sample_rate: int = SAMPLE_RATE
     semantic_sample_rate: int = 16000
     downsample_factor: int = 320
     target_bandwidths: tuple[float, ...] = (0.5, 1, 1.5, 2, 4)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, fields
 
+from engine.constants import CODEBOOK_SIZE, DEMO_FLAG, NUM_CODEBOOKS
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -19,9 +21,10 @@ class ModelConfig:
     vocab_size: int = 151676
     rms_norm_eps: float = 1e-6
     rope_theta: float = 1_000_000.0
-    audio_vocab_size: int = 1025
-    audio_mask_id: int = 1024
-    num_codebooks: int = 8
+    audio_vocab_size: int = CODEBOOK_SIZE + 1
+    audio_mask_id: int = CODEBOOK_SIZE
+    num_codebooks: int = NUM_CODEBOOKS
+    demo: bool = False  # the tiny random demo checkpoint: its output is noise
 
     @classmethod
     def from_json(cls, cfg: dict) -> "ModelConfig":
@@ -41,6 +44,7 @@ class ModelConfig:
             audio_vocab_size=cfg.get("audio_vocab_size", cls.audio_vocab_size),
             audio_mask_id=cfg.get("audio_mask_id", cls.audio_mask_id),
             num_codebooks=cfg.get("num_audio_codebook", cls.num_codebooks),
+            demo=bool(cfg.get(DEMO_FLAG, False)),
         )
 
 

@@ -18,19 +18,18 @@ import torch
 
 from engine.audio.io import load_clip
 from engine.audio.process import cross_fade_chunks, finish_output, prepare_reference
-from engine.lm.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
 from engine.codec import AudioCodec
 from engine.config import GenerationConfig, Mode
-from engine.lm.decode import generate_tokens
+from engine.constants import SAMPLE_RATE
 from engine.errors import Cancelled, TranscriptRequiredError
+from engine.lm.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
+from engine.lm.decode import generate_tokens
 from engine.lm.plan import Plan, plan_request
 from engine.lm.prompt import PromptItem, build_prompt
 from engine.text.chunk import stream_chunks
 from engine.voice import Voice
 
 log = logging.getLogger(__name__)
-
-SAMPLE_RATE = 24000
 
 
 @dataclass
@@ -90,7 +89,7 @@ class Engine:
 
     @property
     def is_demo(self) -> bool:
-        return self.lm.cfg.num_layers < 4  # only the tiny test checkpoint is this small
+        return self.lm.cfg.demo
 
     # -- loading --------------------------------------------------------------------------------
     @classmethod

@@ -14,7 +14,6 @@ from engine.config import GenerationConfig
 from engine.lm.prompt import PromptItem
 
 GENERATE = Path(__file__).parent / "data" / "goldens" / "generate"
-TINY = Path(__file__).parent / "data" / "tiny_omnivoice"
 
 
 @dataclass

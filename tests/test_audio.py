@@ -10,11 +10,10 @@ import soundfile as sf
 import torch
 from safetensors.torch import load_file
 
-from engine.audio import process
-from engine.audio import silence
+from engine.audio import process, silence
 from engine.audio.io import SAMPLE_RATE, load_clip
-from engine.errors import AudioInputError
 from engine.audio.resample import resample
+from engine.errors import AudioInputError
 
 SPM = SAMPLE_RATE // 1000  # samples per millisecond
 

@@ -5,7 +5,12 @@ import json
 import pytest
 
 import launcher
-from tools.trace_stats import category, cpu_launch_count, kernel_events, stats_from_events
+from tools.trace_stats import (
+    category,
+    cpu_launch_count,
+    kernel_events,
+    stats_from_events,
+)
 
 
 def test_bench_outputs_are_consistent(tmp_path, capsys):

@@ -7,17 +7,17 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from engine.lm.checkpoint import ENV_VAR, load_lm, resolve_checkpoint
+from engine.constants import DEMO_MODEL
 from engine.errors import CheckpointError
+from engine.lm.checkpoint import ENV_VAR, load_lm, resolve_checkpoint
 
-TINY = Path(__file__).parent / "data" / "tiny_omnivoice"
 FIXES = ("--model", ENV_VAR, "internet")
 
 
 @pytest.fixture
 def ckpt(tmp_path: Path) -> Path:
     folder = tmp_path / "ckpt"
-    shutil.copytree(TINY, folder)
+    shutil.copytree(DEMO_MODEL, folder)
     return folder
 
 
@@ -96,9 +96,9 @@ def test_wrong_shape_is_named(ckpt):
 
 
 def test_valid_checkpoint_loads_every_parameter():
-    lm = load_lm(resolve_checkpoint(TINY))
+    lm = load_lm(resolve_checkpoint(DEMO_MODEL))
     assert not any(p.is_meta for p in lm.parameters())
-    raw = load_file(str(TINY / "model.safetensors"))
+    raw = load_file(str(DEMO_MODEL / "model.safetensors"))
     layer = lm.layers[1]
     q, k, v = (raw[f"llm.layers.1.self_attn.{n}_proj.weight"] for n in "qkv")
     assert torch.equal(layer.attn.qkv_proj.weight, torch.cat([q, k, v]))
@@ -123,11 +123,11 @@ def test_download_reports_progress(monkeypatch):
         with tqdm_class(total=1000, unit="B", disable=True) as bar:
             bar.update(250)
             bar.update(750)
-        return str(TINY)
+        return str(DEMO_MODEL)
 
     _fake_hub(monkeypatch, download)
     seen = []
-    assert resolve_checkpoint("someone/some-model", lambda f, m: seen.append((f, m))) == TINY
+    assert resolve_checkpoint("someone/some-model", lambda f, m: seen.append((f, m))) == DEMO_MODEL
     assert [f for f, _ in seen] == [0.25, 1.0] and "someone/some-model" in seen[0][1]
 
 

@@ -16,8 +16,9 @@ import soundfile as sf
 from safetensors import safe_open
 from tokenizers import Tokenizer
 
+from engine.constants import DEMO_MODEL
+
 DATA = Path(__file__).resolve().parent / "data"
-CKPT = DATA / "tiny_omnivoice"
 GOLDENS = DATA / "goldens"
 SPECIALS = ["<|denoise|>", "<|lang_start|>", "<|lang_end|>", "<|instruct_start|>",
             "<|instruct_end|>", "<|text_start|>", "<|text_end|>"]
@@ -188,31 +189,31 @@ def test_checkpoint_files_exist():
     for rel in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
                 "audio_tokenizer/config.json", "audio_tokenizer/model.safetensors",
                 "audio_tokenizer/preprocessor_config.json"):
-        assert (CKPT / rel).is_file(), rel
+        assert (DEMO_MODEL / rel).is_file(), rel
 
 
 def test_lm_tensors_match_config():
-    cfg = read_json(CKPT / "config.json")
+    cfg = read_json(DEMO_MODEL / "config.json")
     assert cfg["model_type"] == "omnivoice" and cfg["llm_config"]["model_type"] == "qwen3"
-    assert_same_shapes(tensor_shapes(CKPT / "model.safetensors"), lm_shapes(cfg))
+    assert_same_shapes(tensor_shapes(DEMO_MODEL / "model.safetensors"), lm_shapes(cfg))
 
 
 def test_codec_tensors_match_config():
-    cfg = read_json(CKPT / "audio_tokenizer" / "config.json")
+    cfg = read_json(DEMO_MODEL / "audio_tokenizer" / "config.json")
     assert cfg["model_type"] == "higgs_audio_v2_tokenizer"
     assert math.prod(cfg["acoustic_model_config"]["downsampling_ratios"]) == 960  # 25 Hz at 24 kHz
-    assert_same_shapes(tensor_shapes(CKPT / "audio_tokenizer" / "model.safetensors"), codec_shapes(cfg))
-    pre = read_json(CKPT / "audio_tokenizer" / "preprocessor_config.json")
+    assert_same_shapes(tensor_shapes(DEMO_MODEL / "audio_tokenizer" / "model.safetensors"), codec_shapes(cfg))
+    pre = read_json(DEMO_MODEL / "audio_tokenizer" / "preprocessor_config.json")
     assert (pre["sampling_rate"], pre["hop_length"]) == (cfg["sample_rate"], 960)
 
 
 def test_tokenizer_vocab_and_control_tokens():
-    cfg = read_json(CKPT / "config.json")
-    tok = Tokenizer.from_file(str(CKPT / "tokenizer.json"))
+    cfg = read_json(DEMO_MODEL / "config.json")
+    tok = Tokenizer.from_file(str(DEMO_MODEL / "tokenizer.json"))
     assert tok.get_vocab_size(with_added_tokens=True) == cfg["llm_config"]["vocab_size"]
     # upstream embeds audio ids (and the mask id) through the text table too
     assert cfg["llm_config"]["vocab_size"] > cfg["audio_mask_id"]
-    specials = {t["content"]: t for t in read_json(CKPT / "tokenizer.json")["added_tokens"]}
+    specials = {t["content"]: t for t in read_json(DEMO_MODEL / "tokenizer.json")["added_tokens"]}
     for token in SPECIALS:
         assert specials[token]["special"], token
         ids = tok.encode(f"a{token}b", add_special_tokens=False).ids

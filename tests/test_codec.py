@@ -12,10 +12,11 @@ from safetensors.torch import load_file, save_file
 from engine.audio import process
 from engine.audio.io import load_clip
 from engine.codec import AudioCodec
+from engine.constants import DEMO_MODEL
 from engine.errors import AudioInputError, CheckpointError
 
 DATA = Path(__file__).parent / "data"
-CODEC_DIR = DATA / "tiny_omnivoice" / "audio_tokenizer"
+CODEC_DIR = DEMO_MODEL / "audio_tokenizer"
 GOLDENS = DATA / "goldens"
 
 

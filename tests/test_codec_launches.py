@@ -7,7 +7,6 @@ twice the error of the plain-PyTorch path plus one fp32 ulp of the largest sampl
 """
 import copy
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,9 +15,10 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 import engine.codec
 from engine.codec import AudioCodec, Snake
+from engine.constants import DEMO_MODEL
 
 pytest.importorskip("triton")
-CODEC_DIR = Path(__file__).parent / "data" / "tiny_omnivoice" / "audio_tokenizer"
+CODEC_DIR = DEMO_MODEL / "audio_tokenizer"
 FRAMES = 8  # 7,680 samples: enough for every layer, quick to interpret
 KERNEL = "triton::snake"
 # ops that launch no kernel on a GPU: views and allocations

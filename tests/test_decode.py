@@ -1,13 +1,14 @@
 """The unmasking loop against upstream's recorded generations: schedules, greedy tokens, seeded tokens."""
 import pytest
 import torch
+from golden_calls import golden_requests, greedy_calls, seeded_calls
 
-from engine.lm.checkpoint import load_lm, load_text_tokenizer
 from engine.config import GenerationConfig
-from engine.lm.decode import generate_tokens, keep_top_classes, unmask_schedule
+from engine.constants import DEMO_MODEL
 from engine.errors import Cancelled
+from engine.lm.checkpoint import load_lm, load_text_tokenizer
+from engine.lm.decode import generate_tokens, keep_top_classes, unmask_schedule
 from engine.lm.prompt import build_prompt
-from golden_calls import TINY, golden_requests, greedy_calls, seeded_calls
 
 CALLS = greedy_calls()
 SEEDED = seeded_calls()
@@ -17,7 +18,7 @@ CHUNKED = [name for name, calls in golden_requests().items() if len(calls) > 1]
 
 @pytest.fixture(scope="module")
 def lm():
-    return load_lm(TINY)
+    return load_lm(DEMO_MODEL)
 
 
 def _generate(lm, call, seed=0, **changes):
@@ -73,7 +74,7 @@ def test_chunks_chain_like_upstream(lm, name):
     """Long text: chunks are generated in turn; without a reference, chunk 0's tokens and text become
     the reference of the later chunks (upstream `_generate_chunked`). Each chunk's own tokens are
     checked by test_greedy_tokens_match_upstream; here, that every later prompt is upstream's."""
-    tokenizer, calls = load_text_tokenizer(TINY), golden_requests()[name]
+    tokenizer, calls = load_text_tokenizer(DEMO_MODEL), golden_requests()[name]
     has_ref = calls[0].facts["ref_len"] is not None
     first = None if has_ref else _generate(lm, calls[0])
     for call in calls[1:]:

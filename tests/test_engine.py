@@ -1,25 +1,29 @@
 """The engine facade on the tiny checkpoint (CPU): voices, synthesis, streaming, seeds, timings, errors."""
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from engine.config import GenerationConfig, Mode
+from engine.constants import DEMO_MODEL
 from engine.engine import Engine
-from engine.errors import AudioInputError, Cancelled, TextInputError, TranscriptRequiredError
+from engine.errors import (
+    AudioInputError,
+    Cancelled,
+    TextInputError,
+    TranscriptRequiredError,
+)
 from engine.voice import Voice
 from tools.workloads import synthetic_voice
 
-TINY = Path(__file__).parent / "data" / "tiny_omnivoice"
 TEXT = "Hello there, nice to meet you. How are you today?"
 
 
 @pytest.fixture(scope="module")
 def engine():
     stages = []
-    e = Engine.load(TINY, device="cpu", mode="hifi", progress=lambda p: stages.append(p.stage))
+    e = Engine.load(DEMO_MODEL, device="cpu", mode="hifi", progress=lambda p: stages.append(p.stage))
     assert stages[0] == "load" and stages[-1] == "ready"
     return e
 

@@ -8,10 +8,10 @@ import pytest
 from safetensors.torch import load_file
 
 from engine.config import GenerationConfig
+from engine.constants import DEMO_MODEL
 from engine.engine import Engine
 
 GOLDENS = Path(__file__).parent / "data" / "goldens"
-TINY = Path(__file__).parent / "data" / "tiny_omnivoice"
 WITH_AUDIO = sorted(p.stem for p in (GOLDENS / "generate").glob("*.json")
                     if json.loads(p.read_text(encoding="utf-8")).get("audio_stored"))
 CONFIG_KEYS = {"num_step", "guidance_scale", "t_shift", "layer_penalty_factor", "position_temperature",
@@ -21,7 +21,7 @@ CONFIG_KEYS = {"num_step", "guidance_scale", "t_shift", "layer_penalty_factor", 
 
 @pytest.fixture(scope="module")
 def engine():
-    return Engine.load(TINY, device="cpu", mode="eager")
+    return Engine.load(DEMO_MODEL, device="cpu", mode="eager")
 
 
 def test_there_are_end_to_end_goldens():

@@ -1,25 +1,24 @@
 """The model and the static runner with the fused Triton kernels switched on, run on the CPU under
 Triton's interpreter (tests/conftest.py), against the plain PyTorch path: this checks the adapters in
 engine/lm/fused_ops.py (layouts, views, the residual order) that the GPU fast path uses."""
-from pathlib import Path
 
 import pytest
 import torch
 
-from engine.lm.checkpoint import load_lm, load_text_tokenizer
 from engine.config import GenerationConfig
+from engine.constants import DEMO_MODEL
+from engine.lm.checkpoint import load_lm, load_text_tokenizer
 from engine.lm.decode import build_cfg_batch, generate_tokens
 from engine.lm.prompt import build_prompt
 from engine.lm.runner import StaticRunner
 
-TINY = Path(__file__).parent / "data" / "tiny_omnivoice"
 pytest.importorskip("triton")
 
 
 @pytest.fixture(scope="module")
 def models_and_prompt():
-    plain, fused = load_lm(TINY), load_lm(TINY).use_fused_kernels()
-    tok = load_text_tokenizer(TINY)
+    plain, fused = load_lm(DEMO_MODEL), load_lm(DEMO_MODEL).use_fused_kernels()
+    tok = load_text_tokenizer(DEMO_MODEL)
     ref = torch.randint(0, 1024, (8, 12), generator=torch.Generator().manual_seed(1))
     prompt = build_prompt(tok, plain.cfg, "Hello there.", 8, ref_text="Words.",
                           ref_tokens=ref, language="en")

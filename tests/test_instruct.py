@@ -5,7 +5,13 @@ from pathlib import Path
 import pytest
 
 from engine.errors import TextInputError
-from engine.text.instruct import ATTRIBUTES, CATEGORIES, canonical_instruct, choices, compose_instruct
+from engine.text.instruct import (
+    ATTRIBUTES,
+    CATEGORIES,
+    canonical_instruct,
+    choices,
+    compose_instruct,
+)
 
 GOLDENS = json.loads((Path(__file__).parent / "data" / "goldens" / "text.json").read_text("utf-8"))
 

@@ -1,10 +1,11 @@
 """The LM against upstream's recorded step-0 logits (fp32 CPU), and its own invariants."""
 import pytest
 import torch
+from golden_calls import greedy_calls
 
+from engine.constants import DEMO_MODEL
 from engine.lm.checkpoint import load_lm
 from engine.lm.decode import build_cfg_batch
-from golden_calls import TINY, greedy_calls
 
 CALLS = greedy_calls()
 LOGIT_CALLS = [c for c in CALLS if "step0_logits" in c.tensors]  # later chunks keep no logits
@@ -13,7 +14,7 @@ SHORTEST = min(CALLS, key=lambda c: c.facts["cond_len"])
 
 @pytest.fixture(scope="module")
 def lm():
-    return load_lm(TINY)
+    return load_lm(DEMO_MODEL)
 
 
 def _target_logits(lm, prompts):
@@ -54,7 +55,7 @@ def test_padding_in_a_batch_changes_nothing(lm):
 def test_half_precision_runs_close_to_fp32(lm, dtype):
     prompt = SHORTEST.prompt
     reference = _target_logits(lm, [prompt]).flatten()
-    half = _target_logits(load_lm(TINY, dtype=dtype), [prompt]).float().flatten()
+    half = _target_logits(load_lm(DEMO_MODEL, dtype=dtype), [prompt]).float().flatten()
     assert torch.isfinite(half).all()
     assert torch.nn.functional.cosine_similarity(half, reference, dim=0) > 0.999
 
@@ -63,6 +64,6 @@ def test_half_precision_runs_close_to_fp32(lm, dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_cuda_matches_cpu(dtype):
     prompt = SHORTEST.prompt
-    cpu = _target_logits(load_lm(TINY), [prompt]).flatten()
-    gpu = _target_logits(load_lm(TINY, "cuda", dtype), [prompt]).float().cpu().flatten()
+    cpu = _target_logits(load_lm(DEMO_MODEL), [prompt]).flatten()
+    gpu = _target_logits(load_lm(DEMO_MODEL, "cuda", dtype), [prompt]).float().cpu().flatten()
     assert torch.nn.functional.cosine_similarity(gpu, cpu, dim=0) > 0.999

@@ -9,6 +9,7 @@ from engine.lm.checkpoint import read_model_config
 from engine.lm.decode import build_cfg_batch
 from engine.lm.prompt import PromptItem
 from engine.quant import QuantConfig
+from kernels.w4a4_ref import GROUP
 from tools.quant_report import (
     CALIBRATION_WORKLOADS,
     EVALUATION_WORKLOADS,
@@ -22,7 +23,6 @@ from tools.quant_report import (
     suggest,
 )
 from tools.workloads import select
-from kernels.w4a4_ref import GROUP
 
 TINY = launcher.DEMO_MODEL
 

@@ -3,23 +3,21 @@
 On the CPU the runner runs its static algorithm eagerly (no graphs): packed cond+uncond rows,
 additive block mask, head on the target rows only, rank-based top-k. With deterministic settings
 it must give exactly the reference loop's tokens at fp32."""
-from pathlib import Path
 
 import pytest
 import torch
 
-from engine.lm.checkpoint import load_lm, load_text_tokenizer
 from engine.config import GenerationConfig
+from engine.constants import DEMO_MODEL
+from engine.lm.checkpoint import load_lm, load_text_tokenizer
 from engine.lm.decode import generate_tokens, unmask_schedule
 from engine.lm.prompt import build_prompt
 from engine.lm.runner import DEFAULT_BUCKETS, StaticRunner, pack
 
-TINY = Path(__file__).parent / "data" / "tiny_omnivoice"
-
 
 @pytest.fixture(scope="module")
 def lm_and_tokenizer():
-    return load_lm(TINY, "cpu", torch.float32), load_text_tokenizer(TINY)
+    return load_lm(DEMO_MODEL, "cpu", torch.float32), load_text_tokenizer(DEMO_MODEL)
 
 
 def _prompt(lm, tok, with_ref: bool, target_len: int, text="Hello there, how are you today?"):

@@ -6,10 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.text.duration import text_weight, weight_per_second
 from engine.errors import TextInputError
-from engine.text.chunk import ABBREVIATIONS, chunk_text, chunk_text_for_duration, stream_chunks
+from engine.text.chunk import (
+    ABBREVIATIONS,
+    chunk_text,
+    chunk_text_for_duration,
+    stream_chunks,
+)
 from engine.text.clean import add_punctuation, clean_text, combine_text
+from engine.text.duration import text_weight, weight_per_second
 
 GOLDENS = json.loads((Path(__file__).parent / "data" / "goldens" / "text.json").read_text("utf-8"))
 

@@ -4,9 +4,18 @@ import json
 from pathlib import Path
 
 import pytest
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import (
+    AddedToken,
+    Tokenizer,
+    decoders,
+    models,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
 from transformers import PreTrainedTokenizerFast
 
+from engine.constants import DEMO_MODEL
 from engine.text.clean import combine_text
 from engine.text.tokens import NONVERBAL_TAGS, encode_text
 
@@ -16,7 +25,7 @@ GOLDENS = json.loads((DATA / "goldens" / "text.json").read_text("utf-8"))
 
 @pytest.mark.parametrize("kind", ["tokenizers", "transformers"])
 def test_text_ids_match_upstream(kind):
-    tokenizer = Tokenizer.from_file(str(DATA / "tiny_omnivoice" / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(DEMO_MODEL / "tokenizer.json"))
     if kind == "transformers":
         tokenizer = PreTrainedTokenizerFast(tokenizer_object=tokenizer)
     for case in GOLDENS["strings"]:

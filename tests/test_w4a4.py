@@ -10,7 +10,6 @@ installed).
 import importlib
 import os
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -29,6 +28,7 @@ if not ON_GPU and kernels._triton.HAS_TRITON and not kernels._triton.INTERPRET: 
         if name in sys.modules:
             importlib.reload(sys.modules[name])
 
+from engine.constants import DEMO_MODEL  # noqa: E402
 from engine.errors import CheckpointError, VoiceDeskError  # noqa: E402
 from engine.quant import (  # noqa: E402
     QuantConfig,
@@ -50,7 +50,7 @@ from kernels.w4a4_ref import (  # noqa: E402
     unpack_int4,
     w4a4_linear_ref,
 )
-from tools.fidelity import sqnr_db
+from tools.fidelity import sqnr_db  # noqa: E402
 
 DEVICE = "cuda" if ON_GPU else "cpu"
 HAS_TRITON = kernels._triton.HAS_TRITON
@@ -373,7 +373,7 @@ def test_realtime_conversion_is_cached_per_checkpoint(tmp_path, monkeypatch):
     from engine.quant import quantization_plan, quantize_for_realtime
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    folder = Path(__file__).parent / "data" / "tiny_omnivoice"
+    folder = DEMO_MODEL
     messages = []
     converted, loaded = load_lm(folder), load_lm(folder)
     label = quantize_for_realtime(converted, folder, lambda f, m: messages.append(m))

@@ -14,7 +14,6 @@ from engine.config import GenerationConfig
 from tools.workloads import LANGUAGES, SAMPLE_RATE, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
-RANDOM_CHECKPOINT_SCRIPT = ROOT / "tests" / "data" / "make_checkpoint.py"
 
 
 def deterministic_config(w: Workload) -> GenerationConfig:
@@ -160,7 +159,7 @@ def ensure_random_checkpoint() -> str:
     folder = Path(user_cache_dir("voicedesk")) / "random-full-size"
     if not (folder / "config.json").is_file():
         print(f"writing a full-size random-weight checkpoint to {folder} ...", file=sys.stderr)
-        subprocess.run([sys.executable, str(RANDOM_CHECKPOINT_SCRIPT), "--full", str(folder)], check=True)
+        subprocess.run([sys.executable, "-m", "tools.make_checkpoint", "--full", str(folder)], check=True, cwd=ROOT)
     return str(folder)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SAMPLE_RATE = 24000
+from engine.constants import SAMPLE_RATE
 
 REF_TEXTS = {
     3: "Profiling turns guesses into evidence.",

@@ -11,7 +11,6 @@ from engine.errors import TextInputError
 
 from .. import generation
 from ..clip_check import check_file
-from .components import refuse_urls
 from ..context import AppContext, checked_upload
 from .advanced import AdvancedSettings, build_advanced, make_config
 from .common import (
@@ -23,6 +22,7 @@ from .common import (
     reference_audio,
     sample_texts,
 )
+from .components import refuse_urls
 from .output import OutputPanel, build_output_panel, output_device
 
 NEW_CLIP = "__clip__"  # the voice dropdown's value for "make a voice from the clip below"

@@ -9,8 +9,8 @@ import logging
 import gradio as gr
 import soundfile as sf
 
-from engine.text.duration import text_weight, weight_per_second
 from engine.errors import VoiceDeskError
+from engine.text.duration import text_weight, weight_per_second
 from engine.text.languages import language_choices
 
 from .. import ASSETS

@@ -12,7 +12,13 @@ from engine.text.instruct import CATEGORIES, choices, compose_instruct
 from .. import generation
 from ..context import AppContext
 from .advanced import build_advanced, make_config
-from .common import MAX_TEXT_CHARS, describe_text, friendly_errors, languages, sample_texts
+from .common import (
+    MAX_TEXT_CHARS,
+    describe_text,
+    friendly_errors,
+    languages,
+    sample_texts,
+)
 from .output import OutputPanel, build_output_panel, output_device
 
 ANY = ""  # a category left to the model

@@ -13,9 +13,9 @@ import soundfile as sf
 import torch
 
 from engine.audio.resample import resample
+from engine.constants import SAMPLE_RATE
 from engine.errors import AudioInputError
 
-SAMPLE_RATE = 24000  # the codec's rate: everything below works at it
 MIN_RATE, MAX_RATE = 8000, 96000  # source rates we accept
 MIN_SECONDS = 1.0
 RECOMMENDED_SECONDS = (3.0, 10.0)

@@ -16,10 +16,10 @@ from safetensors import SafetensorError, safe_open
 from tqdm.auto import tqdm
 
 from engine.config import ModelConfig
+from engine.constants import HUB_ID
 from engine.errors import CheckpointError
 from engine.lm.model import OmniVoiceLM
 
-HUB_ID = "k2-fsa/OmniVoice"
 ENV_VAR = "VOICEDESK_MODEL"
 WEIGHTS_FILE = "model.safetensors"
 WEIGHTS_INDEX = "model.safetensors.index.json"

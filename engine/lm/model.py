@@ -13,10 +13,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.config import ModelConfig
+from engine.lm import fused_ops as fused
 from kernels.rmsnorm import rmsnorm_ref as rms_norm
 from kernels.swiglu import swiglu_ref as silu_mul
-
-from engine.lm import fused_ops as fused
 
 
 def rope_cos_sin(seq_len: int, head_dim: int, theta: float, dtype: torch.dtype,

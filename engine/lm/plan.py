@@ -9,11 +9,11 @@ from dataclasses import dataclass
 import torch
 
 from engine.config import GenerationConfig
+from engine.text.chunk import chunk_text_for_duration
+from engine.text.clean import clean_text, has_chinese
 from engine.text.duration import FRAME_RATE, estimate_target_tokens, plan_target_tokens
 from engine.text.instruct import canonical_instruct
 from engine.text.languages import resolve_language
-from engine.text.chunk import chunk_text_for_duration
-from engine.text.clean import clean_text, has_chinese
 from engine.voice import Voice
 
 

@@ -10,7 +10,7 @@ import bisect
 import unicodedata
 from functools import lru_cache
 
-FRAME_RATE = 25  # audio frames per second of the HiggsAudioV2 codec
+from engine.constants import FRAME_RATE
 
 # Without a reference clip, the rate of "Nice to meet you." said in one second.
 FALLBACK_REF_TEXT = "Nice to meet you."

@@ -1,13 +1,11 @@
-from pathlib import Path
 
 from app import doctor
-
-TINY = Path(__file__).resolve().parents[1] / "data" / "tiny_omnivoice"
+from engine.constants import DEMO_MODEL
 
 
 def test_every_check_prints_and_a_good_setup_passes(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("VOICEDESK_HOME", str(tmp_path))
-    assert doctor.run(model=str(TINY)) == 0
+    assert doctor.run(model=str(DEMO_MODEL)) == 0
     out = capsys.readouterr().out
     for name in ("Python", "GPU", "NVIDIA driver", "ffmpeg", "Speakers", "Model", "Disk space", "App folders",
                  "Gradio"):
@@ -37,5 +35,5 @@ def test_a_crashing_check_does_not_hide_the_others(monkeypatch, tmp_path):
         raise RuntimeError("driver went away")
 
     monkeypatch.setattr(doctor, "check_driver", explode)
-    results = doctor.run_checks(str(TINY))
+    results = doctor.run_checks(str(DEMO_MODEL))
     assert len(results) == 9 and any("driver went away" in c.detail for c in results)

@@ -16,8 +16,8 @@ from app.settings import Settings
 from app.storage import AppDirs
 from app.worker import GpuWorker
 from engine.config import GenerationConfig
+from engine.constants import DEMO_MODEL
 
-TINY = Path(__file__).resolve().parents[1] / "data" / "tiny_omnivoice"
 TEXT = "One short clause, then. A second sentence follows."
 STATUS, METRICS, WAV = 1, 3, 4
 
@@ -27,7 +27,7 @@ def ctx(tmp_path_factory):
     root = tmp_path_factory.mktemp("home")
     dirs = AppDirs(config=root / "config", data=root / "data", cache=root / "cache").create()
     worker = GpuWorker()
-    host = EngineHost(worker, str(TINY))
+    host = EngineHost(worker, str(DEMO_MODEL))
     host.start("hifi")
     assert host.wait_ready(300).ready, host.state()
     yield AppContext(dirs=dirs, settings=Settings(), library=VoiceLibrary(dirs.voices), history=History(dirs.history),

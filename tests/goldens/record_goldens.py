@@ -28,21 +28,20 @@ from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
+import omnivoice.models.omnivoice as ov
 import soundfile as sf
 import torch
 import torch.nn.functional as F
 import torchaudio
-from safetensors.torch import save_file
-
-import omnivoice.models.omnivoice as ov
 from omnivoice import OmniVoice, OmniVoiceGenerationConfig
 from omnivoice.utils import audio as ov_audio
 from omnivoice.utils import text as ov_text
 from omnivoice.utils import voice_design as ov_design
 from omnivoice.utils.lang_map import LANG_NAME_TO_ID, lang_display_name
+from safetensors.torch import save_file
 
 REPO = Path(__file__).resolve().parents[2]
-CHECKPOINT = REPO / "tests" / "data" / "tiny_omnivoice"
+CHECKPOINT = REPO / "engine" / "data" / "demo_model"
 OUT = REPO / "tests" / "data" / "goldens"
 SR = 24000
 

@@ -13,7 +13,7 @@ for step in "$@"; do
     setup) python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
            nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
            python3 -c "import torch, triton, transformers; print(torch.__version__, triton.__version__, transformers.__version__)" ;;
-    ckpt) [ -f $FULL/config.json ] || python3 tests/data/make_checkpoint.py --full $FULL 2>&1 | tail -3 ;;
+    ckpt) [ -f $FULL/config.json ] || python3 -m tools.make_checkpoint --full $FULL 2>&1 | tail -3 ;;
     bench) python3 launcher.py bench --model $FULL --random-weights --modes ${MODES:-upstream,eager,hifi} \
              --workloads ${WORKLOADS:-all} $BENCH_ARGS --results "$OUT" --append-md "$OUT/bench.md" 2>&1 | grep -v "it/s\]" ;;
     profile) for m in ${PROFILE_MODES:-upstream eager hifi realtime}; do

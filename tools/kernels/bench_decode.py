@@ -4,7 +4,7 @@ Run on a CUDA machine from the repository root:
 
     python -m tools.kernels.bench_decode [--model DIR] [--frames 75 290 625] [--dtype fp32|fp16] [--runs 20]
 
-`--model` is an OmniVoice folder or hub id (default: as the engine resolves it; `tests/data/tiny_omnivoice`
+`--model` is an OmniVoice folder or hub id (default: as the engine resolves it; `engine/data/demo_model`
 works too). The codec runs in fp32 by default, as the engine loads it. For each length T (25 frames
 per second of audio) and each path ("plain": PyTorch as transformers computes it; "fused": the
 Triton Snake with the conv bias and residual folded in) it prints:

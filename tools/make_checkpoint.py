@@ -10,8 +10,8 @@ the release was saved with:
 Usage (needs torch, torchaudio, transformers>=5.3 and the omnivoice 0.2.1 wheel, which can be
 installed with `pip install --no-deps`; pydub/soundfile are not needed):
 
-    python tests/data/make_checkpoint.py                # tiny -> tests/data/tiny_omnivoice (committed)
-    python tests/data/make_checkpoint.py --full OUTDIR  # released sizes, random weights (GPU benchmarks)
+    python -m tools.make_checkpoint                # tiny -> engine/data/demo_model (committed)
+    python -m tools.make_checkpoint --full OUTDIR  # released sizes, random weights (GPU benchmarks)
 
 Both are seeded and deterministic on CPU. Weights are float32. Instead of transformers' default
 init (std 0.02 everywhere, zero codebooks, unit norms) every tensor is drawn so that activations
@@ -34,8 +34,10 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
+from engine.constants import DEMO_FLAG, DEMO_MODEL
+
 SEED = 20260601
-TINY_DIR = Path(__file__).resolve().parent / "tiny_omnivoice"
+TINY_DIR = DEMO_MODEL
 
 OMNIVOICE_SPECIALS = ["<|denoise|>", "<|lang_start|>", "<|lang_end|>", "<|instruct_start|>",
                       "<|instruct_end|>", "<|text_start|>", "<|text_end|>"]
@@ -125,7 +127,15 @@ def import_omnivoice():
 def build_text_tokenizer(vocab_size: int):
     """Byte-level BPE with Qwen2's exact normalizer and pre-tokenizer, trained on CORPUS; the 3
     Qwen and 7 OmniVoice control tokens take the last 10 ids, as in the release."""
-    from tokenizers import AddedToken, Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        models,
+        normalizers,
+        pre_tokenizers,
+        trainers,
+    )
     from transformers import Qwen2Tokenizer
     from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
@@ -228,7 +238,11 @@ def randomize_(model: nn.Module, gen: torch.Generator) -> None:
 
 
 def build_models(s: Sizes):
-    from transformers import DacFeatureExtractor, HiggsAudioV2TokenizerModel, Qwen3Config
+    from transformers import (
+        DacFeatureExtractor,
+        HiggsAudioV2TokenizerModel,
+        Qwen3Config,
+    )
 
     OmniVoice, OmniVoiceConfig = import_omnivoice()
     gen = torch.Generator().manual_seed(SEED)
@@ -270,10 +284,14 @@ def calibrate_decoder_(codec, gen: torch.Generator, target_rms: float = 0.1) -> 
     conv2.bias.mul_(target_rms / rms)
 
 
-def write_checkpoint(out: Path, s: Sizes) -> None:
+def write_checkpoint(out: Path, s: Sizes, demo: bool) -> None:
     model, text_tokenizer, codec, feature_extractor = build_models(s)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
+    if demo:  # the engine tells the demo model by this flag (upstream ignores unknown config keys)
+        config = out / "config.json"
+        fields = json.loads(config.read_text())
+        config.write_text(json.dumps({**fields, DEMO_FLAG: True}, indent=2, sort_keys=True) + "\n")
     text_tokenizer.save_pretrained(out)
     codec.save_pretrained(out / "audio_tokenizer")
     feature_extractor.save_pretrained(out / "audio_tokenizer")
@@ -317,9 +335,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.use_deterministic_algorithms(True)
     if args.full is not None:
-        write_checkpoint(args.full, FULL)
+        write_checkpoint(args.full, FULL, demo=False)
     else:
-        write_checkpoint(args.out, TINY)
+        write_checkpoint(args.out, TINY, demo=True)
 
 
 if __name__ == "__main__":
