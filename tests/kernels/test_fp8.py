@@ -183,7 +183,7 @@ def test_realtime_kernels_compile_for_hopper_with_wgmma():
     pytest.importorskip("triton.backends.nvidia.compiler", reason="Triton without its NVIDIA backend")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     run = subprocess.run([sys.executable, "-m", "tools.kernels.aot", "90"], capture_output=True, text=True, env=env,
-                         cwd=Path(__file__).parents[1], timeout=300, check=False)
+                         cwd=Path(__file__).parents[2], timeout=300, check=False)
     assert run.returncode == 0, run.stderr[-2000:]
     report = run.stdout
     assert report.count("LOCAL:0 ") == 5, report  # five kernels, none spilling registers

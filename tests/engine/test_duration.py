@@ -16,7 +16,7 @@ from engine.text.duration import (
     tokens_for_duration,
 )
 
-GOLDENS = json.loads((Path(__file__).parent / "data" / "goldens" / "text.json").read_text("utf-8"))
+GOLDENS = json.loads((Path(__file__).parents[1] / "data" / "goldens" / "text.json").read_text("utf-8"))
 GOLDEN_REFS = GOLDENS["ref_for_estimates"]  # name -> {ref_text, ref_frames}
 REF_TEXT = "The quick brown fox jumps over the lazy dog."
 

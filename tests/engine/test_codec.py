@@ -15,7 +15,7 @@ from engine.codec import AudioCodec
 from engine.constants import DEMO_MODEL
 from engine.errors import AudioInputError, CheckpointError
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 CODEC_DIR = DEMO_MODEL / "audio_tokenizer"
 GOLDENS = DATA / "goldens"
 

@@ -13,7 +13,7 @@ from engine.text.instruct import (
     compose_instruct,
 )
 
-GOLDENS = json.loads((Path(__file__).parent / "data" / "goldens" / "text.json").read_text("utf-8"))
+GOLDENS = json.loads((Path(__file__).parents[1] / "data" / "goldens" / "text.json").read_text("utf-8"))
 
 
 @pytest.mark.parametrize("case", GOLDENS["instruct_valid"], ids=lambda c: f"{c['instruct']}|{c['use_zh']}")

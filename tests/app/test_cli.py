@@ -8,7 +8,7 @@ from app.library import VoiceLibrary
 from app.storage import AppDirs
 from engine.engine import Engine
 
-CLIP = Path(__file__).parent / "data" / "goldens" / "clips" / "voice_6s.wav"
+CLIP = Path(__file__).parents[1] / "data" / "goldens" / "clips" / "voice_6s.wav"
 REF_TEXT = "This is a short reference sentence, spoken slowly enough to last about six seconds"
 
 

@@ -18,7 +18,7 @@ from tokenizers import Tokenizer
 
 from engine.constants import DEMO_MODEL
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 GOLDENS = DATA / "goldens"
 SPECIALS = ["<|denoise|>", "<|lang_start|>", "<|lang_end|>", "<|instruct_start|>",
             "<|instruct_end|>", "<|text_start|>", "<|text_end|>"]

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from engine.config import GenerationConfig
 from engine.lm.prompt import PromptItem
 
-GENERATE = Path(__file__).parent / "data" / "goldens" / "generate"
+GENERATE = Path(__file__).parents[1] / "data" / "goldens" / "generate"
 
 
 @dataclass

@@ -11,7 +11,7 @@ from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL
 from engine.engine import Engine
 
-GOLDENS = Path(__file__).parent / "data" / "goldens"
+GOLDENS = Path(__file__).parents[1] / "data" / "goldens"
 WITH_AUDIO = sorted(p.stem for p in (GOLDENS / "generate").glob("*.json")
                     if json.loads(p.read_text(encoding="utf-8")).get("audio_stored"))
 CONFIG_KEYS = {"num_step", "guidance_scale", "t_shift", "layer_penalty_factor", "position_temperature",

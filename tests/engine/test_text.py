@@ -16,7 +16,7 @@ from engine.text.chunk import (
 from engine.text.clean import add_punctuation, clean_text, combine_text
 from engine.text.duration import text_weight, weight_per_second
 
-GOLDENS = json.loads((Path(__file__).parent / "data" / "goldens" / "text.json").read_text("utf-8"))
+GOLDENS = json.loads((Path(__file__).parents[1] / "data" / "goldens" / "text.json").read_text("utf-8"))
 
 MIXED = "Grüße, 世界! こんにちは 안녕 नमस्ते مرحبا שלום Привет e\u0301 👩\u200d💻 🇫🇷 [laughter] 3.5 km"
 

@@ -286,7 +286,7 @@ def test_inspect_clip_hints():
 # ---------------------------------------------------------------------------------------------
 # upstream goldens (tests/data/goldens, recorded from omnivoice 0.2.1)
 
-GOLDENS = Path(__file__).parent / "data" / "goldens"
+GOLDENS = Path(__file__).parents[1] / "data" / "goldens"
 
 
 @pytest.fixture(scope="module")

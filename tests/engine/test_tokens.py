@@ -19,7 +19,7 @@ from engine.constants import DEMO_MODEL
 from engine.text.clean import combine_text
 from engine.text.tokens import NONVERBAL_TAGS, encode_text
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 GOLDENS = json.loads((DATA / "goldens" / "text.json").read_text("utf-8"))
 
 

@@ -14,8 +14,8 @@ from engine.text.languages import (
     resolve_language,
 )
 
-TABLE = json.loads((Path(__file__).parents[1] / "engine" / "text" / "data" / "languages.json").read_text("utf-8"))
-GOLDENS = Path(__file__).parent / "data" / "goldens"
+TABLE = json.loads((Path(__file__).parents[2] / "engine" / "text" / "data" / "languages.json").read_text("utf-8"))
+GOLDENS = Path(__file__).parents[1] / "data" / "goldens"
 
 
 def test_the_table_is_upstreams():
