@@ -12,7 +12,6 @@ from engine.constants import DEMO_MODEL
 from . import ASSETS
 from .storage import AppDirs
 
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 MAX_UPLOAD = "25mb"
 QUEUE_SIZE = 16
 
@@ -45,14 +44,13 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     dirs = AppDirs.default().create()
     configure_environment(dirs)
     import gradio as gr
-    from starlette.middleware import Middleware
 
     from .context import AppContext
     from .engine_host import EngineHost
     from .history import History
     from .library import VoiceLibrary
     from .playback import probe
-    from .security import SameOriginOnly
+    from .security import LOOPBACK_HOSTS, guard_middleware
     from .settings import Settings
     from .ui.layout import build_app
     from .worker import GpuWorker
@@ -71,7 +69,7 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
                      upload_root=Path(gr.utils.get_upload_folder()))
     if not ctx.streaming:
         log.warning("ffmpeg not found: results play when complete instead of streaming (install ffmpeg)")
-    if host not in LOOPBACK:
+    if host not in LOOPBACK_HOSTS:
         print(f"WARNING: listening on {host}: anyone who can reach this address can use this app, your GPU and "
               "your saved voices (there is no login). The browser microphone only works on "
               "http://127.0.0.1 or localhost.", file=sys.stderr)
@@ -86,7 +84,7 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
             enable_monitoring=False, mcp_server=False, run_history=False, pwa=False, ssr_mode=False,
             footer_links=["api"], show_error=True, favicon_path=str(ASSETS / "icon.svg"),
             theme=_theme(gr), css_paths=[ASSETS / "style.css"],
-            app_kwargs={"middleware": [Middleware(SameOriginOnly)]})
+            app_kwargs={"middleware": [guard_middleware(host)]})
         print(f"VoiceDesk is running at {url}  (voices and history: {dirs.data}; Ctrl+C to quit)", flush=True)
         blocks.block_thread()
     finally:

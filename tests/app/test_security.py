@@ -1,0 +1,84 @@
+"""Only this computer's own page may use the app: DNS rebinding (Host check), cross-site requests
+(Origin check) and clickjacking (framing headers), on the launched app and on the bare middleware."""
+import asyncio
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from app.security import LocalOnlyGuard, allowed_hosts
+
+REBOUND = "attacker.example"
+
+
+def port_of(running_app) -> int:
+    return urlsplit(running_app.url).port
+
+
+def call(running_app, api_name, data=(), **headers) -> httpx.Response:
+    """POST to a Gradio API endpoint the way a page's script would (the first half of /call)."""
+    return httpx.post(f"{running_app.url}/gradio_api/call/{api_name}", json={"data": list(data)}, headers=headers)
+
+
+@pytest.mark.parametrize("name", ["127.0.0.1", "localhost", "[::1]"])
+def test_loopback_names_with_the_apps_port_are_served(running_app, name):
+    host = f"{name}:{port_of(running_app)}"
+    assert httpx.get(running_app.url, headers={"Host": host}).status_code == 200
+    assert call(running_app, "list_history", Host=host, Origin=f"http://{host}").status_code == 200
+
+
+def test_dns_rebinding_is_refused(running_app):
+    """A page on attacker.example whose name now resolves to 127.0.0.1: its requests name its own host,
+    with a matching Origin, so the same-origin check alone lets them through."""
+    host = f"{REBOUND}:{port_of(running_app)}"
+    rebound = {"Host": host, "Origin": f"http://{host}"}
+    assert httpx.get(running_app.url, headers=rebound).status_code == 403
+    assert httpx.get(f"{running_app.url}/gradio_api/info", headers=rebound).status_code == 403
+    for api_name, data in (("list_voices", ()), ("list_history", ()), ("set_mode", ("realtime",)),
+                           ("delete_history", (None, 0))):
+        response = call(running_app, api_name, data, **rebound)
+        assert response.status_code == 403, (api_name, response.text)
+    history_audio = running_app.home / "data" / "history" / "audio" / "any.wav"
+    assert httpx.get(f"{running_app.url}/gradio_api/file={history_audio}", headers=rebound).status_code == 403
+    # the right name on another port is another server
+    assert httpx.get(running_app.url, headers={"Host": "127.0.0.1:1"}).status_code == 403
+
+
+def test_other_websites_cannot_post_to_the_app(running_app, reference_wav):
+    def upload(**headers):
+        with reference_wav.open("rb") as f:
+            return httpx.post(f"{running_app.url}/gradio_api/upload", headers=headers,
+                              files={"files": ("clip.wav", f, "audio/wav")})
+
+    assert upload(Origin="https://evil.example").status_code == 403
+    assert upload(Origin=running_app.url).status_code == 200
+    assert upload().status_code == 200  # API clients send no Origin
+
+
+@pytest.mark.parametrize("path", ["/", "/gradio_api/info", "/gradio_api/file=/etc/passwd"])
+def test_no_page_may_be_framed(running_app, path):
+    response = httpx.get(f"{running_app.url}{path}")
+    assert response.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+
+
+async def _plain_app(scope, receive, send):
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+def guarded_status(bind_host: str, url: str, **headers) -> int:
+    async def get():
+        transport = httpx.ASGITransport(app=LocalOnlyGuard(_plain_app, allowed_hosts(bind_host)))
+        async with httpx.AsyncClient(transport=transport) as client:
+            return (await client.get(url, headers=headers)).status_code
+    return asyncio.run(get())
+
+
+def test_binding_elsewhere_on_purpose_accepts_that_address():
+    assert guarded_status("127.0.0.1", "http://127.0.0.1:7860/") == 200
+    assert guarded_status("127.0.0.1", "http://192.168.1.5:7860/") == 403
+    assert guarded_status("192.168.1.5", "http://192.168.1.5:7860/") == 200
+    assert guarded_status("192.168.1.5", "http://localhost:7860/") == 200
+    assert guarded_status("192.168.1.5", "http://attacker.example:7860/") == 403
+    assert guarded_status("0.0.0.0", "http://my-desktop.lan:7860/") == 200  # every interface: the user's choice
