@@ -1,24 +1,20 @@
 """Where VoiceDesk keeps its files, and how it writes them so a crash never leaves half a file.
 
-Folders follow the platform's conventions (platformdirs); `VOICEDESK_HOME` moves all of them under
-one folder (portable installs, tests). Nothing is ever written inside the installed package.
+Folders are the one root in `engine.folders` (platformdirs, or `VOICEDESK_HOME`). Nothing is ever
+written inside the installed package.
 """
 from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import platformdirs
 import soundfile as sf
 
 from engine.fileio import atomic_write, atomic_write_text
-
-APP_NAME = "VoiceDesk"
-HOME_ENV = "VOICEDESK_HOME"
+from engine.folders import user_folders
 
 log = logging.getLogger("voicedesk")
 
@@ -54,16 +50,8 @@ class AppDirs:
 
     @classmethod
     def default(cls) -> AppDirs:
-        home = os.environ.get(HOME_ENV)
-        if home:
-            root = Path(home).expanduser().resolve()
-            return cls(config=root / "config", data=root / "data", cache=root / "cache")
-        dirs = platformdirs.PlatformDirs(APP_NAME, appauthor=False)
-        return cls(
-            config=Path(dirs.user_config_dir),
-            data=Path(dirs.user_data_dir),
-            cache=Path(dirs.user_cache_dir),
-        )
+        folders = user_folders()
+        return cls(config=folders.config, data=folders.data, cache=folders.cache)
 
     def create(self) -> AppDirs:
         for folder in (self.config, self.data, self.cache, self.voices, self.history, self.exports, self.uploads):

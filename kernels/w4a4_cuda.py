@@ -14,7 +14,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
 import torch
 
 from kernels import _launch
@@ -157,15 +156,16 @@ def compile_cubin(arch: int, rank: int = 32, out_f16: bool = True, tile: Tile = 
     options = compile_options(arch, rank, out_f16, tile)
     compiler = nvrtc()
     key = hashlib.sha256("\n".join([source, *options, repr(compiler.version)]).encode()).hexdigest()[:20]
-    cache_dir = Path(cache_dir or platformdirs.user_cache_dir("voicedesk")) / "kernels"
+    from engine.fileio import atomic_write
+    from engine.folders import user_folders
+
+    cache_dir = Path(cache_dir or user_folders().cache) / "kernels"
     path = cache_dir / f"w4a4_gemm-sm{arch}-{key}.cubin"
     if path.exists():
         return path.read_bytes()
     cubin = compiler.compile(source, SOURCE.name, options)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_bytes(cubin)
-    os.replace(tmp, path)  # atomic: a concurrent process sees the whole file or none
+    atomic_write(path, lambda tmp: Path(tmp).write_bytes(cubin))  # a concurrent process sees all or nothing
     return cubin
 
 

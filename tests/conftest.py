@@ -1,7 +1,12 @@
 """Test-session setup that must happen before any test module is imported."""
 import os
+import tempfile
 
 import torch
+
+# Everything the app and the engine keep on disk (caches of quantized models and kernels included) goes to
+# a throwaway folder, never into the user's real VoiceDesk folders.
+os.environ.setdefault("VOICEDESK_HOME", tempfile.mkdtemp(prefix="voicedesk-tests-"))
 
 if not torch.cuda.is_available():
     # Without a GPU, Triton kernels can only run in its interpreter, which Triton (its own reductions

@@ -154,9 +154,9 @@ def _allocated() -> int:
 
 def ensure_random_checkpoint() -> str:
     """A full-size checkpoint with random weights (true shapes), made once into the user cache."""
-    from platformdirs import user_cache_dir
+    from engine.folders import user_folders
 
-    folder = Path(user_cache_dir("voicedesk")) / "random-full-size"
+    folder = user_folders().cache / "random-full-size"
     if not (folder / "config.json").is_file():
         print(f"writing a full-size random-weight checkpoint to {folder} ...", file=sys.stderr)
         subprocess.run([sys.executable, "-m", "tools.make_checkpoint", "--full", str(folder)], check=True, cwd=ROOT)

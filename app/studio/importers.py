@@ -14,7 +14,16 @@ from pathlib import Path
 from engine.errors import VoiceDeskError
 
 from .parse import starts_line
-from .script import MAX_DURATION_S, MAX_PAUSE_S, Chapter, Item, Line, Options, Pause, Script
+from .script import (
+    MAX_DURATION_S,
+    MAX_PAUSE_S,
+    Chapter,
+    Item,
+    Line,
+    Options,
+    Pause,
+    Script,
+)
 from .write import format_script
 
 MAX_IMPORT_BYTES = 50 * 2**20

@@ -27,8 +27,22 @@ from engine.text.instruct import canonical_instruct
 from engine.text.languages import UnknownLanguageWarning, resolve_language
 from engine.text.tokens import NONVERBAL_TAGS
 
-from .script import (MAX_DURATION_S, MAX_LINES, MAX_PAUSE_S, MAX_SEED, OPTION_NAMES, SPEED_RANGE, Chapter, Item,
-                     Line, Options, Pause, Problem, Script, ScriptError)
+from .script import (
+    MAX_DURATION_S,
+    MAX_LINES,
+    MAX_PAUSE_S,
+    MAX_SEED,
+    OPTION_NAMES,
+    SPEED_RANGE,
+    Chapter,
+    Item,
+    Line,
+    Options,
+    Pause,
+    Problem,
+    Script,
+    ScriptError,
+)
 
 _ESCAPABLE = "\\{}[]*_`#:<"
 _PLACEHOLDER = 0xE000  # a private-use code point per escaped character while a line is parsed

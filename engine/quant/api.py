@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from engine.errors import CheckpointError, VoiceDeskError
+from engine.fileio import atomic_write
 from engine.quant.config import TARGET_NAMES, QuantConfig
 from engine.quant.linears import QUANTIZED_LINEARS
 
@@ -96,9 +97,7 @@ def save_quantized(model: nn.Module, path: str | Path, cfg: QuantConfig, source_
                 "layers": json.dumps(quantization_plan(model), sort_keys=True), "source_hash": source_hash}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    save_model(model, str(tmp), metadata=metadata)
-    tmp.replace(path)  # atomic: a crash never leaves a half-written file under the real name
+    atomic_write(path, lambda tmp: save_model(model, tmp, metadata=metadata))
 
 
 def load_quantized(model: nn.Module, path: str | Path, source_hash: str | None = None,

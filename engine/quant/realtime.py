@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from engine.errors import VoiceDeskError
+from engine.folders import user_folders
 from engine.quant.api import load_quantized, quantize_, save_quantized
 from engine.quant.config import QuantConfig
 from engine.quant.linears import FP8_LABELS, W4A4Linear, W8A8FP8Linear
@@ -95,15 +96,13 @@ def quantize_for_realtime(lm: nn.Module, folder: Path, report: Callable[[float, 
     `cfg` defaults to `realtime_config` of the LM's device: W4A4, or W8A8 FP8 on Hopper. Returns the
     backend label for the UI, e.g. "W4A4 INT4-MMA" or "W8A8 FP8 (Hopper has no INT4 tensor cores)".
     """
-    import platformdirs
-
     first = next(lm.parameters())
     cfg = cfg or realtime_config(first.device)
     kind = "fp8" if cfg.fp8 else "w4a4"
     name = {"fp8": "W8A8 FP8", "w4a4": "W4A4"}[kind]
     source_hash = checkpoint_fingerprint(folder)
     key = hashlib.sha256(f"{source_hash}:{cfg.to_json()}:{first.dtype}".encode()).hexdigest()[:20]
-    path = Path(platformdirs.user_cache_dir("voicedesk")) / "quantized" / f"omnivoice-{kind}-{key}.safetensors"
+    path = user_folders().cache / "quantized" / f"omnivoice-{kind}-{key}.safetensors"
     if path.exists():
         report(0.0, f"loading the {name} model")
         load_quantized(lm, path, source_hash)

@@ -372,7 +372,7 @@ def test_realtime_conversion_is_cached_per_checkpoint(tmp_path, monkeypatch):
     from engine.lm.checkpoint import load_lm
     from engine.quant import quantization_plan, quantize_for_realtime
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("VOICEDESK_HOME", str(tmp_path))  # the one root of every cache
     folder = DEMO_MODEL
     messages = []
     converted, loaded = load_lm(folder), load_lm(folder)
@@ -381,7 +381,7 @@ def test_realtime_conversion_is_cached_per_checkpoint(tmp_path, monkeypatch):
     assert quantize_for_realtime(loaded, folder, lambda f, m: messages.append(m)) == label
     assert any("loading" in m for m in messages[-2:])
     assert quantization_plan(loaded) == quantization_plan(converted) != {}
-    assert len(list(tmp_path.rglob("*.safetensors"))) == 1
+    assert len(list((tmp_path / "cache" / "quantized").glob("*.safetensors"))) == 1
     ids = torch.randint(0, 1024, (1, converted.cfg.num_codebooks, 20), generator=torch.Generator().manual_seed(0))
     audio_mask = torch.arange(20)[None] >= 5
     attn_mask = torch.ones(1, 1, 20, 20, dtype=torch.bool)
