@@ -77,11 +77,6 @@ class GpuWorker:
                 return self._pending.index(job) + 1 + (self._running is not None)
             return 0
 
-    def busy(self) -> int:
-        """How many jobs are running or waiting."""
-        with self._wake:
-            return len(self._pending) + (self._running is not None)
-
     def cancel(self, owner: str) -> int:
         """Stop every job of `owner`: the running one at its next step, waiting ones at once."""
         with self._wake:

@@ -6,7 +6,7 @@ import gzip
 import json
 import statistics
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 CATEGORIES = (  # first match wins; checked on the lower-cased kernel name
@@ -38,9 +38,6 @@ class TraceStats:
     gap_p90_us: float
     top_kernels: list[tuple[str, float, int]] = field(default_factory=list)  # name, total ms, count
     cpu_launches: int = 0  # host-side kernel launches, graph launches and async copies/memsets
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
     def table(self) -> str:
         lines = [f"kernels {self.kernels} (CPU-side launches {self.cpu_launches})   span {self.span_ms:.1f} ms   busy {self.busy_ms:.1f} ms "

@@ -10,7 +10,7 @@ import gradio as gr
 from ..context import AppContext
 from ..engine_host import HostState
 
-MODES = [("High fidelity (FP16)", "hifi"), ("Realtime (W4A4 + CUDA Graph)", "realtime")]
+MODES = [("High fidelity (FP16)", "hifi"), ("Realtime (quantized + CUDA Graph)", "realtime")]
 EAGER = ("Reference (eager FP32/FP16)", "eager")
 POLL_S = 0.5
 

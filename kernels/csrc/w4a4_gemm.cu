@@ -1,4 +1,4 @@
-// W4A4 GEMM on INT4 tensor cores (mma.sync m16n8k64 s4, SASS IMMA.16864.S4.S4 on sm_80/86/89/120).
+// W4A4 GEMM on INT4 tensor cores (mma.sync m16n8k64 s4, SASS IMMA.16864.S4.S4 on sm_80/86/87/89).
 //
 //   out[m, n] = sum_g dot_g(m, n) * act_scales[m, g] * wgt_scales[n, g]      (fp32; dot_g exact int32)
 //             + lowrank_act[m, :] . lowrank_up[n, :]                          (fp16 MMA, fp32 accumulate)
