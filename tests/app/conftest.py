@@ -31,6 +31,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture
+def port() -> int:
+    """A free loopback port for a server the test starts."""
+    return free_port()
+
+
 @pytest.fixture(scope="session")
 def running_app(tmp_path_factory):
     from gradio_client import Client
