@@ -1,4 +1,4 @@
-"""VoiceDesk launcher: `python launcher.py [ui|synth|bench|profile|quant-report|voices|doctor] ...`.
+"""VoiceDesk launcher: `voicedesk [command] ...` (or `python launcher.py ...`); `--help` lists the commands.
 
 Builds things and injects them; heavy imports happen only inside the chosen command."""
 from __future__ import annotations
@@ -67,15 +67,27 @@ def cmd_doctor(args) -> int:
     return run(model=_model(args))
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("voicedesk")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="voicedesk", description="Local voice cloning (OmniVoice).")
-    sub = parser.add_subparsers(dest="command")
+    parser = argparse.ArgumentParser(prog="voicedesk", description="Local voice cloning (OmniVoice). "
+                                     "Without a command, `ui` runs: `voicedesk --demo` starts the app on the demo model.",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"voicedesk {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="command")
 
     ui = sub.add_parser("ui", help="start the app in your browser (default)")
     _model_args(ui, default_mode=None, device=False)
-    ui.add_argument("--host", default="127.0.0.1")
+    ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this computer only)")
     ui.add_argument("--port", type=int, default=None, help="default: first free port from 7860")
-    ui.add_argument("--no-browser", action="store_true")
+    ui.add_argument("--no-browser", action="store_true", help="do not open a browser tab")
     ui.set_defaults(func=cmd_ui)
 
     synth = sub.add_parser("synth", help="speak a text in a voice, write a WAV, print the RTF")
@@ -127,14 +139,21 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--model")
     doctor.add_argument("--demo", action="store_true")
     doctor.set_defaults(func=cmd_doctor)
+    parser.epilog = "options of ui, the default command:\n" + _options_section(ui)
     return parser
+
+
+def _options_section(parser: argparse.ArgumentParser) -> str:
+    """The option lines of a subcommand's help, for the top-level help of the default command."""
+    text = parser.format_help()
+    lines = text[text.index("options:") + len("options:"):].strip("\n").splitlines()
+    return "\n".join(line for line in lines if not line.lstrip().startswith("-h, --help")) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"ui", "synth", "bench", "profile", "quant-report", "voices", "doctor", "-h", "--help"}
-    if not argv or argv[0] not in commands:
-        argv.insert(0, "ui")
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
+        argv.insert(0, "ui")  # the default command: `voicedesk --demo` is `voicedesk ui --demo`
     args = build_parser().parse_args(argv)
     return args.func(args)
 

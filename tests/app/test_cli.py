@@ -1,6 +1,9 @@
-"""`launcher.py synth` on the tiny checkpoint: writes audio, prints the RTF, clear errors, saved voices."""
+"""`launcher.py`: the commands and their help, and `synth` on the tiny checkpoint (audio, RTF, clear errors, saved voices)."""
+import argparse
+import importlib.metadata
 from pathlib import Path
 
+import pytest
 import soundfile as sf
 
 import launcher
@@ -40,3 +43,21 @@ def test_synth_with_a_saved_voice(tmp_path, monkeypatch, capsys):
     assert launcher.main(["synth", "--demo", "--text", "Hello.", "--voice", "grandpa reading", "--steps", "2",
                           "--out", str(out)]) == 0
     assert out.is_file()
+
+
+def test_help_lists_every_command_and_the_default_commands_options(capsys):
+    with pytest.raises(SystemExit) as done:
+        launcher.main(["--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    parser = launcher.build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert commands and all(name in text for name in commands)
+    assert all(option in text for option in ("--demo", "--port", "--no-browser", "--model", "--version"))
+
+
+def test_version_is_the_installed_package_version(capsys):
+    with pytest.raises(SystemExit) as done:
+        launcher.main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"voicedesk {importlib.metadata.version('voicedesk')}"
