@@ -3,7 +3,7 @@
 Usage: python tests/goldens/export_languages.py [path/to/omnivoice/utils/lang_map.py]
 
 Without an argument it uses the omnivoice package installed in the running Python (found without
-importing it: its __init__ needs torchaudio), else the unpacked wheel in /tmp/ovwheel.
+importing it: its __init__ needs torchaudio).
 """
 import importlib.util
 import json
@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 OUTPUT = Path(__file__).resolve().parents[2] / "engine" / "text" / "data" / "languages.json"
-UNPACKED_WHEEL = Path("/tmp/ovwheel/ov/omnivoice/utils/lang_map.py")
 
 
 def upstream_lang_map_path() -> Path:
@@ -20,7 +19,7 @@ def upstream_lang_map_path() -> Path:
     spec = importlib.util.find_spec("omnivoice")
     if spec is not None and spec.submodule_search_locations:
         return Path(spec.submodule_search_locations[0]) / "utils" / "lang_map.py"
-    return UNPACKED_WHEEL
+    sys.exit("omnivoice is not installed here: pass the path of its utils/lang_map.py")
 
 
 def load_module(path: Path):

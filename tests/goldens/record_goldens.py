@@ -7,7 +7,7 @@ tests/data/goldens/README.md, which documents every file and key.
 
 Re-record (about 5 minutes on 2 CPU cores), from the repository root:
 
-    /work/upvenv/bin/python tests/goldens/record_goldens.py
+    UPSTREAM_PY tests/goldens/record_goldens.py   # a Python with torch, torchaudio, transformers and omnivoice 0.2.1
 
 Environment it was recorded with (also written to goldens/versions.json): Python 3.11,
 torch 2.9.1 (CPU), torchaudio 2.9.1, transformers 5.24.0, omnivoice 0.2.1 (wheel installed with
