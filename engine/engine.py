@@ -27,6 +27,7 @@ from engine.lm.decode import generate_tokens
 from engine.lm.plan import Plan, plan_request
 from engine.lm.prompt import PromptItem, build_prompt
 from engine.text.chunk import stream_chunks
+from engine.text.limits import MAX_TRANSCRIPT_CHARS, check_length, check_request
 from engine.voice import Voice
 
 log = logging.getLogger(__name__)
@@ -127,11 +128,13 @@ class Engine:
     def voice_from_clip(self, audio, transcript: str | None = None, preprocess: bool = True) -> Voice:
         """Make a Voice from a clip: a path to any audio file, or (samples, sample_rate).
 
-        Raises AudioInputError for an unusable clip and TranscriptRequiredError when there is no
-        transcript and no speech recogniser to make one.
+        Raises AudioInputError for an unusable clip, TextInputError for a transcript over
+        MAX_TRANSCRIPT_CHARS and TranscriptRequiredError when there is no transcript and no speech
+        recogniser to make one.
         """
-        clip = load_clip(audio)
         transcript = transcript.strip() if transcript and transcript.strip() else None
+        check_length(transcript, MAX_TRANSCRIPT_CHARS, "transcript")
+        clip = load_clip(audio)
         # a long clip is cut at a pause only when no transcript was given (it must match the audio)
         ref = prepare_reference(clip.samples, preprocess=preprocess, trim_long=transcript is None)
         if transcript is None:
@@ -180,6 +183,7 @@ class Engine:
         as upstream does for long text."""
         cfg = config or GenerationConfig()
         t0 = time.perf_counter()
+        check_request(text, voice.transcript if voice is not None else None, instruct)  # before any work
         pieces = stream_chunks(text)
         seed = self._seed(cfg)
         first_audio_s = None

@@ -8,13 +8,13 @@ import gradio as gr
 from engine.audio.asr import asr_available
 from engine.audio.io import SAMPLE_RATE, load_clip
 from engine.errors import TextInputError
+from engine.text.limits import MAX_TEXT_CHARS, MAX_TRANSCRIPT_CHARS, check_request
 
 from .. import generation
 from ..clip_check import check_file
 from ..context import AppContext, checked_upload
 from .advanced import AdvancedSettings, build_advanced, make_config
 from .common import (
-    MAX_TEXT_CHARS,
     describe_entry,
     describe_text,
     friendly_errors,
@@ -59,6 +59,7 @@ def build_clone_tab(ctx: AppContext, library_version: gr.State, history_version:
                     waveform_options=gr.WaveformOptions(sample_rate=24000, show_recording_waveform=True)))
                 clip_hint = gr.Markdown(elem_classes="vd-hint", elem_id="clone-clip-hint")
                 transcript = gr.Textbox(label="What is said in the clip", lines=2, elem_id="clone-transcript",
+                                        max_length=MAX_TRANSCRIPT_CHARS,
                                         placeholder=_transcript_hint())
                 with gr.Row(equal_height=True, elem_classes="vd-save-row"):
                     voice_name = gr.Textbox(show_label=False, container=False, scale=3, max_length=60,
@@ -136,6 +137,7 @@ def _generate(ctx: AppContext):
             randomize, preprocess, postprocess, speakers, device, history_version, request: gr.Request):
         if not (text or "").strip():
             raise TextInputError("Type the text to speak first.")
+        check_request(text, transcript)  # before the voice is made
         owner = request.session_hash
         yield (*generation.idle_outputs("Preparing the voice…"), gr.skip(), gr.skip(), gr.skip(), gr.skip())
         from_clip = not voice_slug or voice_slug == NEW_CLIP

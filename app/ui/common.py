@@ -12,13 +12,12 @@ import soundfile as sf
 from engine.errors import VoiceDeskError
 from engine.text.duration import text_weight, weight_per_second
 from engine.text.languages import language_choices
+from engine.text.limits import MAX_TEXT_CHARS
 
 from .. import ASSETS
 from ..library import VoiceEntry
 
 log = logging.getLogger("voicedesk")
-
-MAX_TEXT_CHARS = 50_000  # long texts stream sentence by sentence; the counter shows the limit
 
 
 @functools.lru_cache(maxsize=1)
@@ -35,9 +34,9 @@ def describe_text(text: str, speed: float = 1.0) -> str:
     """ "123 characters · about 9 s of speech" (the model's own length estimate, at this speed)."""
     text = text or ""
     if not text.strip():
-        return f"0 / {MAX_TEXT_CHARS} characters"
+        return f"0 / {MAX_TEXT_CHARS:,} characters"
     seconds = text_weight(text) / weight_per_second() / max(float(speed or 1.0), 0.1)
-    return f"{len(text)} / {MAX_TEXT_CHARS} characters · about {seconds:.0f} s of speech"
+    return f"{len(text):,} / {MAX_TEXT_CHARS:,} characters · about {seconds:.0f} s of speech"
 
 
 def describe_entry(entry: VoiceEntry) -> str:

@@ -8,6 +8,7 @@ import gradio as gr
 
 from engine.errors import TextInputError
 from engine.text.instruct import CATEGORIES, choices, compose_instruct
+from engine.text.limits import MAX_TEXT_CHARS
 
 from .. import generation
 from ..context import AppContext

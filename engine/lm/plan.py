@@ -9,12 +9,18 @@ from dataclasses import dataclass
 import torch
 
 from engine.config import GenerationConfig
+from engine.errors import TextInputError
 from engine.text.chunk import chunk_text_for_duration
 from engine.text.clean import clean_text, has_chinese
 from engine.text.duration import FRAME_RATE, estimate_target_tokens, plan_target_tokens
 from engine.text.instruct import canonical_instruct
 from engine.text.languages import resolve_language
+from engine.text.limits import check_request
 from engine.voice import Voice
+
+# Upstream makes at most 30 s in one piece before it chunks long text; an item longer than this can
+# only come from a fixed duration or a bad transcript, and its memory grows with the square.
+MAX_ITEM_SECONDS = 60
 
 
 @dataclass
@@ -36,6 +42,26 @@ class Plan:
 
 def plan_request(text: str, voice: Voice | None, instruct: str | None, language: str | None,
                  cfg: GenerationConfig) -> Plan:
+    """The generation items for a request. Raises TextInputError for text over its limits, and for a
+    request that would need one item longer than MAX_ITEM_SECONDS (memory grows with its square)."""
+    check_request(text, voice.transcript if voice is not None else None, instruct)
+    plan = _plan(text, voice, instruct, language, cfg)
+    longest = max(item.target_len for item in plan.items) / FRAME_RATE
+    if longest > MAX_ITEM_SECONDS:
+        if cfg.duration is not None:
+            cause = f"the fixed duration ({cfg.duration:g} s) is far too long for this text: leave it at 0 (automatic)"
+        elif voice is not None:
+            cause = ("the voice's transcript is much shorter than what is said in its clip: make the voice again "
+                     "with everything that is said typed in")
+        else:
+            cause = "the speed is too slow"
+        raise TextInputError(f"One part of this text would last {longest:.0f} s (at most {MAX_ITEM_SECONDS} s "
+                             f"can be made in one piece): {cause}.")
+    return plan
+
+
+def _plan(text: str, voice: Voice | None, instruct: str | None, language: str | None,
+          cfg: GenerationConfig) -> Plan:
     text = clean_text(text)
     lang = resolve_language(language)
     instruct = canonical_instruct(instruct, use_zh=has_chinese(text)) if instruct else None

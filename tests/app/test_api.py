@@ -111,6 +111,22 @@ def test_bad_input_gives_a_readable_error(client, reference_wav, tmp_path, case,
         client.predict(reference=reference, transcript="", text=text, **FAST, api_name="/clone")
 
 
+def test_text_limits_hold_on_the_server_for_every_text_input(client, reference_wav):
+    """The page's counters stop typing at the limit; an API client must be stopped by the server."""
+    too_long = "word " * 10_000 + "!"  # 50,001 characters
+    with pytest.raises(AppError, match="the limit is 50,000"):
+        client.predict(reference=handle_file(str(reference_wav)), transcript="A clip.", text=too_long, **FAST,
+                       api_name="/clone")
+    with pytest.raises(AppError, match="the limit is 50,000"):
+        client.predict(text=too_long, **FAST, api_name="/design")
+    with pytest.raises(AppError, match="transcript is 2,001 characters long; the limit is 2,000"):
+        client.predict(reference=handle_file(str(reference_wav)), transcript="x" * 2001, text="Hello.", **FAST,
+                       api_name="/clone")
+    with pytest.raises(AppError, match="transcript is 2,001 characters long"):
+        client.predict(name="Too long", reference=handle_file(str(reference_wav)), transcript="x" * 2001,
+                       api_name="/save_voice")
+
+
 def test_oversized_upload_is_refused(running_app, tmp_path, client, reference_wav):
     big = tmp_path / "big.wav"
     big.write_bytes(b"RIFF" + b"\x00" * (26 * 2**20))

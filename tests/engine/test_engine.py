@@ -14,6 +14,7 @@ from engine.errors import (
     TextInputError,
     TranscriptRequiredError,
 )
+from engine.text.limits import MAX_INSTRUCT_CHARS, MAX_TEXT_CHARS, MAX_TRANSCRIPT_CHARS, check_request
 from engine.voice import Voice
 from tools.workloads import synthetic_voice
 
@@ -106,6 +107,22 @@ def test_bad_requests_give_clear_errors(engine, voice):
         engine.voice_from_clip("https://example.com/a.wav", transcript="x")
     with pytest.raises(TranscriptRequiredError, match="Type what is said"):
         engine.voice_from_clip((synthetic_voice(3.0), 24000))  # no transcript, no Whisper here
+
+
+def test_every_text_input_has_a_limit_that_the_engine_enforces(engine, voice):
+    check_request("a" * MAX_TEXT_CHARS, "b" * MAX_TRANSCRIPT_CHARS, "c" * MAX_INSTRUCT_CHARS)  # at the limit: fine
+    too_long_text = "word " * (MAX_TEXT_CHARS // 5) + "!"
+    with pytest.raises(TextInputError, match="text is 50,001 characters long; the limit is 50,000"):
+        engine.synthesize(too_long_text, voice=voice)
+    with pytest.raises(TextInputError, match="the limit is 50,000"):
+        next(engine.stream(too_long_text, voice=voice))  # refused before the first chunk
+    with pytest.raises(TextInputError, match="transcript is 2,001 characters long; the limit is 2,000"):
+        engine.voice_from_clip((synthetic_voice(3.0), 24000), transcript="x" * (MAX_TRANSCRIPT_CHARS + 1))
+    imported = Voice(tokens=voice.tokens, transcript="y" * (MAX_TRANSCRIPT_CHARS + 1), rms=voice.rms)
+    with pytest.raises(TextInputError, match="transcript is 2,001"):
+        next(engine.stream("Hello.", voice=imported))
+    with pytest.raises(TextInputError, match="voice description is 501 characters long; the limit is 500"):
+        engine.synthesize("Hello.", instruct="female, " + "x" * (MAX_INSTRUCT_CHARS - 7))
 
 
 def test_cancel_stops_between_steps(engine, voice):
