@@ -34,8 +34,16 @@ class AppContext:
     demo: bool
     upload_root: Path  # Gradio's upload folder: the only place reference clips may come from
     streaming: bool = field(default_factory=lambda: shutil.which("ffmpeg") is not None)  # Gradio streams via ffmpeg
+    notices: list[str] = field(default_factory=list)  # said once, on the next page that opens
     _voices: OrderedDict = field(default_factory=OrderedDict)
     _voices_lock: threading.Lock = field(default_factory=threading.Lock)
+    _notices_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take_notices(self) -> list[str]:
+        """The startup notices not yet shown, emptied: each is shown on one page only."""
+        with self._notices_lock:
+            notices, self.notices = self.notices, []
+        return notices
 
     def save_settings(self, **changes) -> None:
         self.settings.updated(self.dirs.settings_file, **changes)

@@ -17,6 +17,8 @@ from .worker import GpuWorker
 log = logging.getLogger("voicedesk")
 
 WARMUP_TEXT = "Warming up."
+CHECK_SETUP = ("The terminal shows the details; `python launcher.py doctor` checks the GPU, the driver and the "
+               "model files.")
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class EngineHost:
     def start(self, mode: Mode | str) -> None:
         """Load (or reload) the model in `mode` on the worker; returns at once."""
         self._set("load", 0.0, "Waiting for the GPU")
-        self.worker.submit(lambda cancel: self._load(Mode(mode)))
+        self.worker.submit(lambda cancel: self._load(mode))
 
     def wait_ready(self, timeout: float) -> HostState:
         deadline = time.monotonic() + timeout
@@ -76,20 +78,28 @@ class EngineHost:
             time.sleep(0.05)
         return self.state()
 
-    def _load(self, mode: Mode) -> None:
+    def _load(self, mode: Mode | str) -> None:
+        """Runs on the worker: every failure ends as the "failed" state (the page shows it) and a log
+        line (the terminal), never as an exception nobody reads."""
         with self._lock:
             self._engine = None  # free the old model's memory before the new one arrives
         try:
+            try:
+                mode = Mode(mode)
+            except ValueError:
+                raise VoiceDeskError(f"Unknown quality mode '{mode}': choose one of "
+                                     f"{', '.join(m.value for m in Mode)}.") from None
             engine = self._loader(self.model, device=self.device, mode=mode,
                                   progress=self._on_progress)
             self._set("warmup", 0.0, "Warming up (first generation)")
             engine.synthesize(WARMUP_TEXT, config=GenerationConfig(num_step=4, seed=0))  # kernels, allocator
         except VoiceDeskError as err:
+            log.error("The model could not be loaded: %s", err)
             self._set("failed", 0.0, str(err))
             return
         except Exception as err:  # anything else is a bug or a driver problem: log it in full, keep serving
             log.exception("loading the model failed")
-            self._set("failed", 0.0, f"{type(err).__name__}: {err}")
+            self._set("failed", 0.0, f"{type(err).__name__}: {err}. {CHECK_SETUP}")
             return
         with self._lock:
             self._engine = engine

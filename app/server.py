@@ -55,7 +55,9 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     from .ui.layout import build_app
     from .worker import GpuWorker
 
-    settings = Settings.load(dirs.settings_file)
+    settings, problems = Settings.check(dirs.settings_file)
+    if problems:
+        settings.save(dirs.settings_file)  # the defaults replace the bad values, so this is said once
     if mode is not None:
         settings.mode = mode
     if demo and model is None:
@@ -66,7 +68,8 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     ctx = AppContext(dirs=dirs, settings=settings, library=VoiceLibrary.open(dirs),
                      history=History(dirs.history, settings.history_max_entries, settings.history_max_mb * 2**20),
                      worker=worker, host=host_engine, speakers=probe(), demo=demo,
-                     upload_root=Path(gr.utils.get_upload_folder()))
+                     upload_root=Path(gr.utils.get_upload_folder()),
+                     notices=[f"Settings: {p}." for p in problems])
     if not ctx.streaming:
         log.warning("ffmpeg not found: results play when complete instead of streaming (install ffmpeg)")
     if host not in LOOPBACK_HOSTS:

@@ -5,6 +5,8 @@ import logging
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from engine.text.languages import language_ids
+
 from .storage import atomic_write_json, read_json
 
 log = logging.getLogger("voicedesk")
@@ -28,20 +30,28 @@ class Settings:
     @classmethod
     def load(cls, path: Path) -> Settings:
         """Settings from `path`; a missing file gives the defaults, a bad value its default (with a warning)."""
+        return cls.check(path)[0]
+
+    @classmethod
+    def check(cls, path: Path) -> tuple[Settings, list[str]]:
+        """Settings from `path` and one sentence per value that was replaced by its default: of the
+        wrong type, out of its range (`RANGES`) or not one of its choices (`CHOICES`)."""
         if not path.exists():
-            return cls()
+            return cls(), []
         stored = read_json(path) or {}
-        settings = cls()
+        settings, problems = cls(), []
         for f in fields(cls):
             if f.name not in stored:
                 continue
             value, default = stored[f.name], getattr(settings, f.name)
-            if _same_kind(value, default):
+            if _acceptable(f.name, value, default):
                 setattr(settings, f.name, float(value) if isinstance(default, float) else value)
             else:
-                log.warning("settings: ignoring %s=%r in %s (expected %s)", f.name, value, path,
-                            type(default).__name__)
-        return settings
+                problems.append(f"{f.name} = {value!r} is not valid ({_expected(f.name, default)}): "
+                                f"using {default!r}")
+        for problem in problems:
+            log.warning("settings in %s: %s", path, problem)
+        return settings, problems
 
     def save(self, path: Path) -> None:
         atomic_write_json(path, asdict(self))
@@ -55,6 +65,39 @@ class Settings:
             setattr(self, name, value)
         self.save(path)
         return self
+
+
+# What a value may be beyond its type: the same bounds as the widgets that show it (app/ui/advanced.py).
+CHOICES = {"mode": ("hifi", "realtime", "eager")}
+RANGES = {"steps": (4, 64), "guidance": (0.0, 4.0), "history_max_entries": (1, 100_000),
+          "history_max_mb": (1, 1_000_000)}
+
+
+_KIND = {bool: "true or false", int: "a whole number", float: "a number", str: "text", type(None): "text or null"}
+
+
+def _acceptable(name: str, value, default) -> bool:
+    if not _same_kind(value, default):
+        return False
+    if name in CHOICES:
+        return value in CHOICES[name]
+    if name == "language":
+        return value == "auto" or value in language_ids()
+    if name in RANGES:
+        low, high = RANGES[name]
+        return low <= value <= high  # NaN is never in range
+    return True
+
+
+def _expected(name: str, default) -> str:
+    if name in CHOICES:
+        return "one of " + ", ".join(CHOICES[name])
+    if name == "language":
+        return "a language code or 'auto'"
+    if name in RANGES:
+        low, high = RANGES[name]
+        return f"{_KIND[type(default)]} from {low} to {high}"
+    return _KIND[type(default)]
 
 
 def _same_kind(value, default) -> bool:

@@ -9,6 +9,7 @@ import gradio as gr
 from engine.config import GenerationConfig
 
 from ..context import AppContext
+from ..settings import RANGES
 
 MAX_SEED = 2**31 - 2
 
@@ -41,9 +42,9 @@ def build_advanced(ctx: AppContext) -> AdvancedSettings:
             duration = gr.Number(0, label="Duration (s)", minimum=0, maximum=600,
                                  info="0 = automatic; a fixed length overrides speed")
         with gr.Row():
-            steps = gr.Slider(4, 64, value=s.steps, step=1, label="Steps",
+            steps = gr.Slider(*RANGES["steps"], value=s.steps, step=1, label="Steps",
                               info="diffusion steps: fewer is faster, 32 is the model's default")
-            guidance = gr.Slider(0.0, 4.0, value=s.guidance, step=0.1, label="Guidance",
+            guidance = gr.Slider(*RANGES["guidance"], value=s.guidance, step=0.1, label="Guidance",
                                  info="how strongly to follow the text and voice")
         with gr.Row(equal_height=True, elem_classes="vd-seed-row"):
             seed = gr.Number(0, label="Seed", precision=0, minimum=0, maximum=MAX_SEED, scale=2)

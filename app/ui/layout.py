@@ -28,4 +28,13 @@ def build_app(ctx: AppContext) -> gr.Blocks:
         wire_header(ctx, header, [clone.generate, design.generate])
         # A page opened later must show what was saved since the app started.
         blocks.load(lambda: (1, 1), None, [library_version, history_version], api_visibility="private")
+        blocks.load(_show_notices(ctx), None, None, api_visibility="private")
     return blocks
+
+
+def _show_notices(ctx: AppContext):
+    def show() -> None:
+        for notice in ctx.take_notices():
+            gr.Warning(notice, duration=None)  # stays until closed: it is said only once
+
+    return show

@@ -1,6 +1,7 @@
 """A real VoiceDesk app, launched as the user would (`python launcher.py --demo`), on the tiny
 random checkpoint, with its folders in a temporary VOICEDESK_HOME. Shared by the API and browser
 tests of one session."""
+import contextlib
 import os
 import socket
 import subprocess
@@ -23,6 +24,7 @@ class RunningApp:
     url: str
     home: Path
     log: Path
+    proc: subprocess.Popen
 
 
 def free_port() -> int:
@@ -37,16 +39,18 @@ def port() -> int:
     return free_port()
 
 
-@pytest.fixture(scope="session")
-def running_app(tmp_path_factory):
+@contextlib.contextmanager
+def launch_app(home: Path, prefix: tuple[str, ...] = (), until: str = "ready"):
+    """Run `launcher.py --demo` with its folders in `home` (behind `prefix`, a command such as unshare);
+    yield once its model is `until` ("ready", or "answering": the API answers whatever the model does);
+    stop it afterwards. Its terminal output goes to home/app.log."""
     from gradio_client import Client
 
-    home = tmp_path_factory.mktemp("voicedesk_home")
     log = home / "app.log"
     port = free_port()
     env = {**os.environ, "VOICEDESK_HOME": str(home)}
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "launcher.py", "--demo", "--no-browser", "--port", str(port)],
+        proc = subprocess.Popen([*prefix, sys.executable, "launcher.py", "--demo", "--no-browser", "--port", str(port)],
                                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -55,22 +59,34 @@ def running_app(tmp_path_factory):
             if proc.poll() is not None:
                 pytest.fail(f"the app exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
             if time.monotonic() > deadline:
-                pytest.fail(f"the app did not become ready in {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
+                pytest.fail(f"the app did not become {until} in {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
             try:
                 status = Client(url, verbose=False).predict(api_name="/model_status")
-                if status["ready"]:
+                if status["ready"] or until == "answering":
                     break
                 assert status["stage"] != "failed", status
             except (httpx.HTTPError, OSError, ValueError):
                 pass  # not listening yet
             time.sleep(1)
-        yield RunningApp(url, home, log)
+        yield RunningApp(url, home, log, proc)
     finally:
         proc.terminate()
         try:
             proc.wait(20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="session")
+def app_launcher():
+    """`launch_app` for tests that need an app of their own (their own data folder or a fault)."""
+    return launch_app
+
+
+@pytest.fixture(scope="session")
+def running_app(tmp_path_factory):
+    with launch_app(tmp_path_factory.mktemp("voicedesk_home")) as app:
+        yield app
 
 
 @pytest.fixture(scope="session")

@@ -38,3 +38,29 @@ def test_updated_saves_at_once(tmp_path):
     path = tmp_path / "settings.json"
     Settings().updated(path, language="de")
     assert Settings.load(path).language == "de"
+
+
+def test_values_out_of_range_fall_back_to_defaults_and_are_reported(tmp_path, caplog):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"mode": "turbo", "guidance": -5, "steps": 0, "history_max_entries": 0,
+                                "history_max_mb": -1, "language": "klingon", "denoise": False, "steps_x": 3}))
+    with caplog.at_level(logging.WARNING, logger="voicedesk"):
+        settings, problems = Settings.check(path)
+    defaults = Settings()
+    assert (settings.mode, settings.guidance, settings.steps) == (defaults.mode, defaults.guidance, defaults.steps)
+    assert settings.history_max_entries == defaults.history_max_entries >= 1
+    assert (settings.history_max_mb, settings.language, settings.denoise) == (defaults.history_max_mb, "auto", False)
+    assert len(problems) == 6
+    assert "mode = 'turbo' is not valid (one of hifi, realtime, eager): using 'hifi'" in problems
+    assert "guidance = -5 is not valid (a number from 0.0 to 4.0): using 2.0" in problems
+    assert "history_max_entries = 0 is not valid (a whole number from 1 to 100000): using 200" in problems
+    assert "guidance = -5" in caplog.text
+
+
+def test_values_at_the_edges_of_their_range_are_kept(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"mode": "eager", "guidance": 0, "steps": 64, "history_max_entries": 1,
+                                "language": "de"}))
+    settings, problems = Settings.check(path)
+    assert problems == [] and (settings.mode, settings.guidance, settings.steps) == ("eager", 0.0, 64)
+    assert (settings.history_max_entries, settings.language) == (1, "de")
