@@ -42,3 +42,12 @@ def assert_same_rounding(ours, golden, exact, what: str = "") -> None:
     """Ours and a golden recorded elsewhere are equally good float32 roundings of the float64 `exact`."""
     assert_as_accurate(golden, ours, exact, what=f"{what} (golden)")
     assert_as_accurate(ours, golden, exact, what=f"{what} (ours)")
+
+
+def float64_codec(codec):
+    """A float64 copy of an `AudioCodec` (its code vectors tabulated again in float64): the exact values."""
+    import copy
+
+    exact = copy.deepcopy(codec).double()
+    exact.quantizer.tabulate()
+    return exact

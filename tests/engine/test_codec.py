@@ -1,5 +1,4 @@
 """engine.codec: the HiggsAudioV2 codec against upstream goldens, and its loading errors."""
-import copy
 import json
 import shutil
 import sys
@@ -15,7 +14,7 @@ from engine.audio.io import load_clip
 from engine.codec import AudioCodec
 from engine.constants import DEMO_MODEL
 from engine.errors import AudioInputError, CheckpointError
-from error_budget import assert_same_rounding
+from error_budget import assert_same_rounding, float64_codec
 
 DATA = Path(__file__).parents[1] / "data"
 CODEC_DIR = DEMO_MODEL / "audio_tokenizer"
@@ -29,10 +28,7 @@ def codec():
 
 @pytest.fixture(scope="module")
 def codec64(codec):
-    """The codec in float64 (its code vectors tabulated again in float64): the exact values."""
-    codec64 = copy.deepcopy(codec).double()
-    codec64.quantizer.tabulate()
-    return codec64
+    return float64_codec(codec)
 
 
 @pytest.fixture(scope="module")

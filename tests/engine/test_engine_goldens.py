@@ -1,6 +1,5 @@
 """End to end through the facade (clip file -> Voice -> synthesize) against upstream OmniVoice's
 final audio, recorded on the tiny checkpoint (tests/data/goldens/generate, requests with audio)."""
-import copy
 import json
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from safetensors.torch import load_file
 from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL
 from engine.engine import Engine
-from error_budget import ORDER_FACTOR, ULPS, max_error
+from error_budget import ORDER_FACTOR, ULPS, float64_codec, max_error
 
 GOLDENS = Path(__file__).parents[1] / "data" / "goldens"
 WITH_AUDIO = sorted(p.stem for p in (GOLDENS / "generate").glob("*.json")
@@ -55,8 +54,7 @@ def finished_audio_tolerance(engine, meta, golden) -> float:
     The decode's rounding is bounded as in test_codec (float64 decode of the same tokens); finishing
     scales it by its gain (loudness, peak normalisation; fades only shrink it) and truncates to 16 bits,
     where a value near a step may land one step either side."""
-    codec64 = copy.deepcopy(engine.codec).double()
-    codec64.quantizer.tabulate()
+    codec64 = float64_codec(engine.codec)
     decode_error = 0.0
     for i in range(meta["num_calls"]):
         tokens = golden[f"call{i}.tokens"]

@@ -5,12 +5,11 @@ The tiny codec amplifies fp32 rounding about a thousandfold (upstream's own fp32
 from a float64 one), so accuracy is judged as for the kernels: against a float64 decode, at most
 twice the error of the plain-PyTorch path plus one fp32 ulp of the largest sample.
 """
-import copy
 from collections import Counter
 
 import pytest
 import torch
-from error_budget import assert_as_accurate
+from error_budget import assert_as_accurate, float64_codec
 from test_kernels_fused import DEVICE
 from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -70,10 +69,7 @@ def fused(codec, codes):
 
 @pytest.fixture(scope="module")
 def codec64(codec):
-    """The codec in float64, its code vectors projected again in float64."""
-    codec64 = copy.deepcopy(codec).double()
-    codec64.quantizer.tabulate()
-    return codec64
+    return float64_codec(codec)
 
 
 @pytest.fixture(scope="module")
