@@ -28,6 +28,9 @@ from engine.lm.plan import Plan, plan_request
 from engine.lm.prompt import PromptItem, build_prompt
 from engine.text.chunk import stream_chunks
 from engine.text.limits import MAX_TRANSCRIPT_CHARS, check_length, check_request
+from engine.verify.policy import VerifyMode
+from engine.verify.takes import Checks, checked_take
+from engine.verify.verdict import Verdict
 from engine.voice import Voice
 
 log = logging.getLogger(__name__)
@@ -72,6 +75,8 @@ class AudioChunk:
     text: str
     is_last: bool
     timings: Timings
+    seed: int | None = None
+    verdict: Verdict | None = None  # the checks of this chunk's take, when checks were asked for
 
 
 def _pick_device(device: str | torch.device) -> torch.device:
@@ -162,43 +167,68 @@ class Engine:
                    language: str | None = None, config: GenerationConfig | None = None,
                    cancel: threading.Event | None = None) -> SynthesisResult:
         """Speak `text` (in `voice`, or designed by `instruct`, or an automatic voice): whole clip."""
+        return self.takes(text, voice, instruct, language, config, 1, cancel)[0]
+
+    def takes(self, text: str, voice: Voice | None = None, instruct: str | None = None,
+              language: str | None = None, config: GenerationConfig | None = None, n: int = 1,
+              cancel: threading.Event | None = None) -> list[SynthesisResult]:
+        """`n` takes of `text` generated together, one batched forward per step (the eager model,
+        whatever the mode, when n > 1). Take j is seeded config.seed + j and equals `synthesize`
+        with that seed on the eager path. Their timings share the generation time."""
         cfg = config or GenerationConfig()
         t0 = time.perf_counter()
         plan = plan_request(text, voice, instruct, language, cfg)
         seed = self._seed(cfg)
-        timings = Timings(prepare_s=time.perf_counter() - t0)
-        tokens = self._generate_plan(plan, cfg, seed, cancel, timings)
-        t1 = time.perf_counter()
-        audio = self._decode(tokens, voice, cfg)
-        timings.decode_s = time.perf_counter() - t1
-        timings.total_s = time.perf_counter() - t0
-        timings.audio_s = len(audio) / SAMPLE_RATE
-        return SynthesisResult(audio, SAMPLE_RATE, timings, seed, tokens)
+        prepare_s = time.perf_counter() - t0
+        token_sets = self._generate_plan(plan, cfg, [seed + j for j in range(n)], cancel)
+        generate_s = time.perf_counter() - t0 - prepare_s
+        results = []
+        for j, tokens in enumerate(token_sets):
+            t1 = time.perf_counter()
+            audio = self._decode(tokens, voice, cfg)
+            timings = Timings(prepare_s, generate_s, decode_s=time.perf_counter() - t1,
+                              total_s=time.perf_counter() - t0, audio_s=len(audio) / SAMPLE_RATE)
+            results.append(SynthesisResult(audio, SAMPLE_RATE, timings, seed + j, tokens))
+        return results
 
     def stream(self, text: str, voice: Voice | None = None, instruct: str | None = None,
                language: str | None = None, config: GenerationConfig | None = None,
-               cancel: threading.Event | None = None) -> Iterator[AudioChunk]:
+               cancel: threading.Event | None = None, checks: Checks | None = None) -> Iterator[AudioChunk]:
         """Speak `text` chunk by chunk: a short first clause (low time to first audio), then whole
         sentences. Without a reference voice, the first chunk's audio becomes the voice of the rest,
-        as upstream does for long text."""
+        as upstream does for long text. With `checks`, each chunk's take is checked (and retaken or
+        picked from several) by its policy; the chunk carries the verdict."""
         cfg = config or GenerationConfig()
         t0 = time.perf_counter()
         check_request(text, voice.transcript if voice is not None else None, instruct)  # before any work
         pieces = stream_chunks(text)
         seed = self._seed(cfg)
+        checking = checks is not None and checks.policy.mode != VerifyMode.OFF
+        reference = checks.verifier.embed(self.reference_audio(voice), SAMPLE_RATE) if checking and voice else None
         first_audio_s = None
         for index, piece in enumerate(pieces):
             share = len(piece) / len(text)  # a fixed duration is shared out by length
             piece_cfg = cfg.replace(seed=seed + index,
                                     duration=None if cfg.duration is None else cfg.duration * share)
-            result = self.synthesize(piece, voice, instruct, language, piece_cfg, cancel)
+            if checking:
+                result, verdict = checked_take(self, piece, voice, instruct, language, piece_cfg, cancel, checks,
+                                               reference)
+            else:
+                result, verdict = self.synthesize(piece, voice, instruct, language, piece_cfg, cancel), None
             if first_audio_s is None:
                 first_audio_s = time.perf_counter() - t0
             if voice is None and instruct is None and index == 0 and len(pieces) > 1:
                 voice = Voice(tokens=result.tokens[0].cpu(), transcript=piece, rms=None)
+                reference = checks.verifier.embed(result.audio, SAMPLE_RATE) if checking else None
             timings = result.timings
             timings.first_audio_s = first_audio_s
-            yield AudioChunk(result.audio, SAMPLE_RATE, index, piece, index == len(pieces) - 1, timings)
+            yield AudioChunk(result.audio, SAMPLE_RATE, index, piece, index == len(pieces) - 1, timings,
+                             result.seed, verdict)
+
+    def reference_audio(self, voice: Voice) -> np.ndarray:
+        """The voice's reference as the codec renders it: its tokens decoded (float32, SAMPLE_RATE)."""
+        with self._lock, torch.inference_mode():
+            return self.codec.decode(voice.tokens.to(self.device)).float().cpu().numpy()
 
     def first_step_logits(self, text: str, voice: Voice | None = None, instruct: str | None = None,
                           language: str | None = None, config: GenerationConfig | None = None) -> torch.Tensor:
@@ -226,31 +256,31 @@ class Engine:
                             ref_tokens=ref_tokens, language=plan.language, instruct=plan.instruct,
                             denoise=plan.denoise)
 
-    def _generate_plan(self, plan: Plan, cfg: GenerationConfig, seed: int, cancel, timings: Timings) -> list[torch.Tensor]:
+    def _generate_plan(self, plan: Plan, cfg: GenerationConfig, seeds: list[int], cancel) -> list[list[torch.Tensor]]:
+        """Tokens of every plan item, per take (one take per seed, all takes in one batch)."""
         def on_step(step: int) -> None:
             if cancel is not None and cancel.is_set():
                 raise Cancelled("Stopped.")
 
-        out: list[torch.Tensor] = []
-        t0 = time.perf_counter()
+        outs: list[list[torch.Tensor]] = [[] for _ in seeds]
         with self._lock:
-            generator = torch.Generator(self.device).manual_seed(seed)
+            generators = [torch.Generator(self.device).manual_seed(seed) for seed in seeds]
             for i in range(len(plan.items)):
-                chunk0 = out[0] if (plan.chunk0_is_reference and i > 0) else None
-                prompt = self._prompt(plan, i, chunk0)
-                if self.runner is not None and self.runner.fits(prompt):
-                    torch.cuda.manual_seed(seed + i)  # graphs draw from the default CUDA generator
-                    tokens = self.runner.generate(prompt, cfg, on_step=on_step)
+                prompts = [self._prompt(plan, i, out[0] if (plan.chunk0_is_reference and i > 0) else None)
+                           for out in outs]
+                if len(seeds) == 1 and self.runner is not None and self.runner.fits(prompts[0]):
+                    torch.cuda.manual_seed(seeds[0] + i)  # graphs draw from the default CUDA generator
+                    tokens = [self.runner.generate(prompts[0], cfg, on_step=on_step)]
                 else:
-                    if self.runner is not None:
+                    if len(seeds) == 1 and self.runner is not None:
                         log.warning("%d rows exceed the largest CUDA-graph bucket: running eagerly",
-                                    prompt.ids.shape[1] + prompt.target_len)
-                    tokens = generate_tokens(self.lm, [prompt], cfg, generator, on_step=on_step)[0]
-                out.append(tokens)
+                                    prompts[0].ids.shape[1] + prompts[0].target_len)
+                    tokens = generate_tokens(self.lm, prompts, cfg, generators, on_step=on_step)
+                for out, t in zip(outs, tokens):
+                    out.append(t)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        timings.generate_s = time.perf_counter() - t0
-        return out
+        return outs
 
     def _decode(self, tokens: list[torch.Tensor], voice: Voice | None, cfg: GenerationConfig) -> np.ndarray:
         with self._lock, torch.inference_mode():

@@ -1,7 +1,12 @@
-"""Test-session setup that must happen before any test module is imported."""
+"""Test-session setup that must happen before any test module is imported, and the tiny RANDOM-weight
+helper models (a WavLM x-vector speaker model, a Whisper recogniser) written into tmp folders: they
+exercise the real loading and inference code of the take checks, not the real models' accuracy
+(docs/verify.md)."""
+import json
 import os
 import tempfile
 
+import pytest
 import torch
 
 # Everything the app and the engine keep on disk (caches of quantized models and kernels included) goes to
@@ -40,3 +45,52 @@ def pytest_sessionfinish(session, exitstatus):
         session.config.get_terminal_writer().line(
             "\nFAILED: the tests changed the checkout (`git status`):\n  " + "\n  ".join(new), red=True)
         session.exitstatus = 1
+
+
+@pytest.fixture(scope="session")
+def tiny_speaker_model(tmp_path_factory) -> str:
+    """A random WavLMForXVector (hidden 32, 2 layers) with its feature extractor, ~140 kB."""
+    from transformers import Wav2Vec2FeatureExtractor, WavLMConfig, WavLMForXVector
+
+    folder = tmp_path_factory.mktemp("tiny_wavlm_sv")
+    cfg = WavLMConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                      conv_dim=(16, 16, 16), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4),
+                      num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, num_buckets=32,
+                      max_bucket_distance=100, tdnn_dim=(16, 16, 16), tdnn_kernel=(5, 3, 1),
+                      tdnn_dilation=(1, 2, 1), xvector_output_dim=8)
+    torch.manual_seed(0)
+    WavLMForXVector(cfg).save_pretrained(folder)
+    Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
+                             return_attention_mask=True).save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="session")
+def tiny_whisper(tmp_path_factory) -> str:
+    """A random Whisper (d_model 32, one layer each side) with a byte-level tokenizer, ~400 kB."""
+    from transformers import (GenerationConfig, WhisperConfig, WhisperFeatureExtractor,
+                              WhisperForConditionalGeneration, WhisperTokenizer)
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    folder = tmp_path_factory.mktemp("tiny_whisper")
+    (folder / "vocab.json").write_text(json.dumps({ch: i for i, ch in enumerate(bytes_to_unicode().values())}))
+    (folder / "merges.txt").write_text("#version: 0.2\n")
+    tokenizer = WhisperTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"))
+    tokenizer.add_special_tokens({"additional_special_tokens": [
+        "<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|translate|>", "<|transcribe|>",
+        "<|startoflm|>", "<|startofprev|>", "<|nocaptions|>", "<|notimestamps|>"]})
+    tokenizer.save_pretrained(folder)
+    ids = tokenizer.convert_tokens_to_ids
+    special = dict(decoder_start_token_id=ids("<|startoftranscript|>"), eos_token_id=ids("<|endoftext|>"),
+                   pad_token_id=ids("<|endoftext|>"))
+    cfg = WhisperConfig(vocab_size=len(tokenizer), d_model=32, encoder_layers=1, decoder_layers=1,
+                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                        decoder_ffn_dim=64, max_target_positions=64, bos_token_id=special["eos_token_id"],
+                        **special)
+    torch.manual_seed(0)
+    model = WhisperForConditionalGeneration(cfg)
+    model.generation_config = GenerationConfig(max_length=12, no_timestamps_token_id=ids("<|notimestamps|>"),
+                                               **special)
+    model.save_pretrained(folder)
+    WhisperFeatureExtractor(feature_size=80).save_pretrained(folder)
+    return str(folder)

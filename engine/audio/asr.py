@@ -1,5 +1,6 @@
-"""Transcribing a reference clip when the user gave no transcript: Whisper through transformers,
-only when its weights are already on this computer (never a silent download, never a guess)."""
+"""Transcribing speech (a reference clip without a transcript, a take for the words check):
+Whisper through transformers, only when its weights are already on this computer (never a
+silent download, never a guess)."""
 from __future__ import annotations
 
 import logging
@@ -9,21 +10,12 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from engine.hub import HubModel
+
 log = logging.getLogger(__name__)
 
-WHISPER_ID = os.environ.get("VOICEDESK_ASR_MODEL", "openai/whisper-large-v3-turbo")
-
-
-def _local_whisper() -> str | None:
-    """The local folder of the Whisper checkpoint, or None when it is not downloaded."""
-    from huggingface_hub import snapshot_download
-
-    if os.path.isdir(WHISPER_ID):
-        return WHISPER_ID
-    try:
-        return snapshot_download(WHISPER_ID, local_files_only=True)
-    except Exception:  # not in the cache (or a broken cache entry): no recogniser
-        return None
+WHISPER = HubModel(os.environ.get("VOICEDESK_ASR_MODEL", "openai/whisper-large-v3-turbo"),
+                   "transcripts of reference clips and the words check")
 
 
 @lru_cache(maxsize=2)
@@ -35,12 +27,12 @@ def _pipeline(folder: str, device: str):
 
 
 def asr_available() -> bool:
-    return _local_whisper() is not None
+    return WHISPER.local_folder() is not None
 
 
 def transcribe(wave: np.ndarray, sample_rate: int, device: torch.device) -> str | None:
     """Text spoken in `wave` (mono float32), or None when no recogniser is available here."""
-    folder = _local_whisper()
+    folder = WHISPER.local_folder()
     if folder is None:
         return None
     from engine.audio.resample import resample

@@ -9,15 +9,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Callable
 
 import torch
 from safetensors import SafetensorError, safe_open
-from tqdm.auto import tqdm
 
 from engine.config import ModelConfig
 from engine.constants import HUB_ID
 from engine.errors import CheckpointError
+from engine.hub import Progress, snapshot
 from engine.lm.model import OmniVoiceLM
 
 ENV_VAR = "VOICEDESK_MODEL"
@@ -43,9 +42,6 @@ _TOP_TENSORS = {
     "audio_embeddings.weight": ("audio_embeddings.weight",),
     "audio_heads.weight": ("audio_heads.weight",),
 }
-
-Progress = Callable[[float, str], None]
-
 
 def _how_to_fix(repo_id: str = HUB_ID) -> str:
     return (f"Fix it in one of three ways: pass --model DIR with a downloaded OmniVoice folder; set the "
@@ -76,22 +72,8 @@ def _download(repo_id: str, progress: Progress | None) -> Path:
         return validate_checkpoint(Path(snapshot_download(repo_id, local_files_only=True)))
     except Exception:  # not cached, or cached in part: the download below completes it
         pass
-
-    class ReportingBar(tqdm):
-        """A tqdm bar that also reports byte progress (hub bars may be disabled: count ourselves)."""
-
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.counts_bytes, self.received = kwargs.get("unit") == "B", kwargs.get("initial", 0)
-
-        def update(self, n=1):
-            self.received += n or 0
-            if progress is not None and self.counts_bytes and self.total:
-                progress(min(1.0, self.received / self.total), f"Downloading {repo_id}")
-            return super().update(n)
-
     try:
-        folder = Path(snapshot_download(repo_id, tqdm_class=ReportingBar))
+        folder = Path(snapshot(repo_id, progress))
     except Exception as err:  # offline, DNS, HTTP, disk full: all mean "not available"
         raise CheckpointError(
             f"The model {repo_id} is not on this computer and could not be downloaded "

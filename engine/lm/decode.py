@@ -147,18 +147,20 @@ def eager_forward(lm: torch.nn.Module) -> Forward:
 
 
 def generate_tokens(lm: torch.nn.Module, prompts: list[PromptItem], cfg: GenerationConfig,
-                    generator: torch.Generator, forward: Forward | None = None,
+                    generator: torch.Generator | list[torch.Generator], forward: Forward | None = None,
                     on_step: Callable[[int], None] | None = None) -> list[torch.Tensor]:
     """Generate the target tokens of every prompt together: one LongTensor [C, T_i] per prompt.
 
-    forward: replaces the eager model call (e.g. a CUDA-graph runner); on_step(step) is called
-    before each step (raise from it to cancel).
+    generator: one for all prompts (drawn in prompt order), or one per prompt (takes of one line
+    that each equal a lone generation seeded alike). forward: replaces the eager model call (e.g. a
+    CUDA-graph runner); on_step(step) is called before each step (raise from it to cancel).
     """
     mask_id = lm.cfg.audio_mask_id
     device = next(lm.parameters()).device
     forward = forward or eager_forward(lm)
     batch = build_cfg_batch(prompts, mask_id, device)
     B = len(prompts)
+    generators = generator if isinstance(generator, list) else [generator] * B
     schedules = [unmask_schedule(t, lm.cfg.num_codebooks, cfg.num_step, cfg.t_shift) for t in batch.target_lens]
     tokens = [p.ids[:, -p.target_len:].clone().to(device) for p in prompts]  # all MASK
     with torch.inference_mode():
@@ -175,7 +177,7 @@ def generate_tokens(lm: torch.nn.Module, prompts: list[PromptItem], cfg: Generat
                 k = schedules[i][step]
                 if k <= 0:
                     continue
-                score_and_update(cond, uncond, tokens[i], k, cfg, mask_id, generator)
+                score_and_update(cond, uncond, tokens[i], k, cfg, mask_id, generators[i])
                 batch.input_ids[i, :, c_len - t_len:c_len] = tokens[i]
                 batch.input_ids[B + i, :, :t_len] = tokens[i]
     return tokens

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import numpy as np
 import pytest
 import soundfile as sf
+
+from sounds import buzz
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 300
@@ -94,11 +95,8 @@ def buzz_wav(tmp_path_factory):
     """Writes a voiced, syllable-like sound (a 140 Hz buzz with a 4 Hz envelope) to a WAV file:
     `buzz_wav(name, seconds, rate, subtype=None) -> Path`."""
     def write(name: str, seconds: float, rate: int, subtype: str | None = None) -> Path:
-        t = np.arange(int(seconds * rate)) / rate
-        buzz = sum(np.sin(2 * np.pi * 140 * k * t) / k for k in range(1, 8))
-        wave = 0.25 * buzz / np.abs(buzz).max() * (0.55 + 0.45 * np.sin(2 * np.pi * 4 * t))
         path = tmp_path_factory.mktemp("clips") / name
-        sf.write(path, wave.astype(np.float32), rate, subtype=subtype)
+        sf.write(path, buzz(seconds, rate=rate), rate, subtype=subtype)
         return path
     return write
 
