@@ -35,6 +35,7 @@ class AppContext:
     upload_root: Path  # Gradio's upload folder: the only place reference clips may come from
     streaming: bool = field(default_factory=lambda: shutil.which("ffmpeg") is not None)  # Gradio streams via ffmpeg
     notices: list[str] = field(default_factory=list)  # said once, on the next page that opens
+    settings_revision: int = 0  # counts saves, so open pages can tell they show old settings
     _voices: OrderedDict = field(default_factory=OrderedDict)
     _voices_lock: threading.Lock = field(default_factory=threading.Lock)
     _notices_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -47,6 +48,7 @@ class AppContext:
 
     def save_settings(self, **changes) -> None:
         self.settings.updated(self.dirs.settings_file, **changes)
+        self.settings_revision += 1
 
     def voice_from_clip(self, path: str, transcript: str | None, preprocess: bool, owner: str | None) -> Voice:
         """The Voice for a reference clip, made on the GPU worker once per (clip, transcript, preprocess)."""

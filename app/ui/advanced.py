@@ -10,6 +10,7 @@ from engine.config import GenerationConfig
 
 from ..context import AppContext
 from ..settings import RANGES
+from .state import SettingsView, shown
 
 MAX_SEED = 2**31 - 2
 
@@ -34,34 +35,34 @@ class AdvancedSettings:
                 self.preprocess, self.postprocess]
 
 
-def build_advanced(ctx: AppContext) -> AdvancedSettings:
-    s = ctx.settings
+def build_advanced(ctx: AppContext, view: SettingsView) -> AdvancedSettings:
     with gr.Accordion("Advanced settings", open=False, elem_classes="vd-advanced"):
         with gr.Row():
             speed = gr.Slider(0.5, 1.5, value=1.0, step=0.05, label="Speed", info="1.0 = natural pace")
             duration = gr.Number(0, label="Duration (s)", minimum=0, maximum=600,
                                  info="0 = automatic; a fixed length overrides speed")
         with gr.Row():
-            steps = gr.Slider(*RANGES["steps"], value=s.steps, step=1, label="Steps",
-                              info="diffusion steps: fewer is faster, 32 is the model's default")
-            guidance = gr.Slider(*RANGES["guidance"], value=s.guidance, step=0.1, label="Guidance",
-                                 info="how strongly to follow the text and voice")
+            steps = view.bind("steps", gr.Slider(
+                *RANGES["steps"], value=shown(ctx, "steps"), step=1, label="Steps",
+                info="diffusion steps: fewer is faster, 32 is the model's default"))
+            guidance = view.bind("guidance", gr.Slider(
+                *RANGES["guidance"], value=shown(ctx, "guidance"), step=0.1, label="Guidance",
+                info="how strongly to follow the text and voice"))
         with gr.Row(equal_height=True, elem_classes="vd-seed-row"):
             seed = gr.Number(0, label="Seed", precision=0, minimum=0, maximum=MAX_SEED, scale=2)
             randomize = gr.Checkbox(True, label="New random seed each time", scale=2)
             use_last = gr.Button("Use last seed", size="sm", scale=1, min_width=110)
         with gr.Row():
-            denoise = gr.Checkbox(s.denoise, label="Denoise", info="ask the model for clean speech")
-            preprocess = gr.Checkbox(s.preprocess, label="Clean up the reference",
-                                     info="trim silences and overlong clips")
-            postprocess = gr.Checkbox(s.postprocess, label="Tidy the output", info="trim silences, soft edges")
+            denoise = view.bind("denoise", gr.Checkbox(shown(ctx, "denoise"), label="Denoise",
+                                                       info="ask the model for clean speech"))
+            preprocess = view.bind("preprocess", gr.Checkbox(shown(ctx, "preprocess"), label="Clean up the reference",
+                                                             info="trim silences and overlong clips"))
+            postprocess = view.bind("postprocess", gr.Checkbox(shown(ctx, "postprocess"), label="Tidy the output",
+                                                               info="trim silences, soft edges"))
     last_seed = gr.State(None)
 
     use_last.click(lambda last, current: (gr.skip() if last is None else last, False), [last_seed, seed],
                    [seed, randomize], api_visibility="private")
-    for name, box in (("steps", steps), ("guidance", guidance), ("denoise", denoise), ("preprocess", preprocess),
-                      ("postprocess", postprocess)):
-        box.change(_saver(ctx, name), box, None, api_visibility="private")
     return AdvancedSettings(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess,
                             last_seed)
 
@@ -75,10 +76,3 @@ def make_config(speed, duration, steps, guidance, denoise, seed, randomize, prep
         preprocess_prompt=bool(preprocess), postprocess_output=bool(postprocess),
         speed=None if abs(float(speed) - 1.0) < 1e-6 else float(speed),
         duration=float(duration) if duration and duration > 0 else None, seed=chosen)
-
-
-def _saver(ctx: AppContext, name: str):
-    def save(value) -> None:
-        ctx.save_settings(**{name: type(getattr(ctx.settings, name))(value)})
-
-    return save

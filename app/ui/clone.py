@@ -17,13 +17,14 @@ from .advanced import AdvancedSettings, build_advanced, make_config
 from .common import (
     describe_entry,
     describe_text,
-    friendly_errors,
     languages,
     reference_audio,
     sample_texts,
 )
 from .components import refuse_urls
-from .output import OutputPanel, build_output_panel, output_device
+from .messages import message_line, reported
+from .output import OutputPanel, build_output_panel
+from .state import SettingsView, output_device, shown
 
 NEW_CLIP = "__clip__"  # the voice dropdown's value for "make a voice from the clip below"
 
@@ -40,9 +41,15 @@ def voice_choices(ctx: AppContext) -> list[tuple[str, str]]:
     return [("New voice from a clip", NEW_CLIP), *((e.name, e.slug) for e in ctx.library.entries())]
 
 
-def build_clone_tab(ctx: AppContext, library_version: gr.State, history_version: gr.State) -> CloneTab:
+def saved_voice(ctx: AppContext) -> str:
+    """The voice chosen last, while it still exists."""
     last = ctx.settings.last_voice
-    start_voice = last if last in {slug for _, slug in voice_choices(ctx)} else NEW_CLIP
+    return last if last in {slug for _, slug in voice_choices(ctx)} else NEW_CLIP
+
+
+def build_clone_tab(ctx: AppContext, view: SettingsView, library_version: gr.State,
+                    history_version: gr.State) -> CloneTab:
+    start_voice = saved_voice(ctx)
     start_entry = ctx.library.get(start_voice) if start_voice != NEW_CLIP else None
     with gr.Row(equal_height=False, elem_classes="vd-main"):
         with gr.Column(scale=3, elem_classes="vd-inputs"):
@@ -66,21 +73,22 @@ def build_clone_tab(ctx: AppContext, library_version: gr.State, history_version:
                                             placeholder="Name this voice to keep it, e.g. Grandpa reading",
                                             elem_id="clone-voice-name")
                     save = gr.Button("Save voice", scale=1, min_width=120, elem_id="clone-save")
+                save_message = message_line("clone-save-message")
             gr.Markdown("### 2 · Text", elem_classes="vd-step")
             text = gr.Textbox(label="Text to speak", lines=5, max_length=MAX_TEXT_CHARS, elem_id="clone-text",
                               placeholder="Type or paste what the voice should say.")
             text_info = gr.Markdown(describe_text(""), elem_classes="vd-hint")
             with gr.Row():
                 sample = gr.Dropdown(list(sample_texts()), value=None, label="Or pick a sample text")
-                known = {value for _, value in languages()}
-                language = gr.Dropdown(languages(), label="Language", filterable=True,
-                                       value=ctx.settings.language if ctx.settings.language in known else "auto")
-            advanced = build_advanced(ctx)
+                language = view.bind("language", gr.Dropdown(languages(), label="Language", filterable=True,
+                                                             value=shown(ctx, "language"), elem_id="clone-language"))
+            advanced = build_advanced(ctx, view)
             generate = gr.Button("Generate", variant="primary", interactive=False, elem_id="clone-generate",
                                  size="lg")
+            message = message_line("clone-message")
         with gr.Column(scale=2, elem_classes="vd-output"):
             gr.Markdown("### 3 · Listen", elem_classes="vd-step")
-            panel = build_output_panel(ctx, "clone")
+            panel = build_output_panel(ctx, view, "clone")
 
     # -- events -----------------------------------------------------------------------------------
     reference.change(check_file, reference, clip_hint, api_visibility="private", queue=False)
@@ -90,15 +98,15 @@ def build_clone_tab(ctx: AppContext, library_version: gr.State, history_version:
     advanced.speed.change(describe_text, [text, advanced.speed], text_info, api_visibility="private", queue=False)
     sample.change(lambda name: sample_texts().get(name, gr.skip()) if name else gr.skip(), sample, text,
                   api_visibility="private")
-    language.change(lambda lang: ctx.save_settings(language=lang), language, None, api_visibility="private")
-    save.click(friendly_errors(_save_voice(ctx)), [voice_name, reference, transcript, language, advanced.preprocess,
-                                                   library_version],
-               [voice, voice_name, transcript, library_version], api_name="save_voice")
+    save_outputs = [voice, voice_name, transcript, library_version, save_message]
+    save.click(reported(_save_voice(ctx), save_outputs),
+               [voice_name, reference, transcript, language, advanced.preprocess, library_version], save_outputs,
+               api_name="save_voice", show_progress="hidden")
 
     inputs = [voice, reference, transcript, text, language, *advanced.inputs, panel.speakers, panel.device]
-    outputs = [*panel.outputs, transcript, advanced.seed, advanced.last_seed, history_version]
-    generate.click(friendly_errors(_generate(ctx)), inputs + [history_version], outputs, api_name="clone",
-                   concurrency_limit=8, concurrency_id="generate", show_progress="hidden")
+    outputs = [*panel.outputs, transcript, advanced.seed, advanced.last_seed, history_version, message]
+    generate.click(reported(_generate(ctx), outputs, reset={panel.status: ""}), inputs + [history_version], outputs,
+                   api_name="clone", concurrency_limit=8, concurrency_id="generate", show_progress="hidden")
     return CloneTab(voice, generate, panel, advanced)
 
 
@@ -122,12 +130,12 @@ def _show_voice(ctx: AppContext):
 def _save_voice(ctx: AppContext):
     def save(name, reference, transcript, language, preprocess, version, request: gr.Request):
         clip = checked_upload(reference, ctx.upload_root)
+        yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), "Saving the voice…"
         voice = ctx.voice_from_clip(str(clip), transcript, preprocess, owner=request.session_hash)
         decoded = load_clip(clip)  # mono 24 kHz, what the voice was made from
         entry = ctx.library.save(name, voice, reference=(decoded.samples, SAMPLE_RATE), language=language)
-        gr.Info(f"Saved the voice '{entry.name}'.", duration=4)
-        return (gr.Dropdown(choices=voice_choices(ctx), value=entry.slug), "", voice.transcript or gr.skip(),
-                version + 1)
+        yield (gr.Dropdown(choices=voice_choices(ctx), value=entry.slug), "", voice.transcript or gr.skip(),
+               version + 1, f"✓ Saved the voice '{entry.name}'.")
 
     return save
 
@@ -139,7 +147,7 @@ def _generate(ctx: AppContext):
             raise TextInputError("Type the text to speak first.")
         check_request(text, transcript)  # before the voice is made
         owner = request.session_hash
-        yield (*generation.idle_outputs("Preparing the voice…"), gr.skip(), gr.skip(), gr.skip(), gr.skip())
+        yield (*generation.idle_outputs("Preparing the voice…"), gr.skip(), gr.skip(), gr.skip(), gr.skip(), "")
         from_clip = not voice_slug or voice_slug == NEW_CLIP
         if from_clip:
             voice = ctx.voice_from_clip(reference, transcript, preprocess, owner=owner)
@@ -155,6 +163,6 @@ def _generate(ctx: AppContext):
         for outputs, saved in generation.run(ctx, request_, owner):
             extras = (filled, config.seed, config.seed) if first else (gr.skip(),) * 3
             first = False
-            yield (*outputs, *extras, history_version + 1 if saved else gr.skip())
+            yield (*outputs, *extras, history_version + 1 if saved else gr.skip(), gr.skip())
 
     return run

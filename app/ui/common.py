@@ -1,15 +1,11 @@
-"""Small pieces several tabs use: sample texts, the language list, the text counter, error wrapping."""
+"""Small pieces several tabs use: sample texts, the language list, the text counter, saved-voice details."""
 from __future__ import annotations
 
 import functools
-import inspect
 import json
-import logging
 
-import gradio as gr
 import soundfile as sf
 
-from engine.errors import VoiceDeskError
 from engine.text.duration import text_weight, weight_per_second
 from engine.text.languages import language_choices
 from engine.text.limits import MAX_TEXT_CHARS
@@ -17,7 +13,6 @@ from engine.text.limits import MAX_TEXT_CHARS
 from .. import ASSETS
 from ..library import VoiceEntry
 
-log = logging.getLogger("voicedesk")
 
 
 @functools.lru_cache(maxsize=1)
@@ -51,32 +46,3 @@ def reference_audio(entry: VoiceEntry):
     samples, rate = sf.read(entry.reference, dtype="int16")
     return rate, samples
 
-
-def friendly_errors(fn):
-    """Show VoiceDeskError messages as they are, and anything unexpected as a short readable error,
-    instead of Gradio's generic 'Error'. Works for plain functions and generators."""
-
-    def as_gradio_error(err: Exception) -> gr.Error:
-        if isinstance(err, gr.Error):
-            return err
-        if isinstance(err, VoiceDeskError):
-            return gr.Error(str(err))
-        log.exception("handler %s failed", fn.__name__)
-        return gr.Error(f"Something went wrong ({type(err).__name__}: {err}). The app is still running.")
-
-    if inspect.isgeneratorfunction(fn):
-        @functools.wraps(fn)
-        def gen_wrapper(*args, **kwargs):
-            try:
-                yield from fn(*args, **kwargs)
-            except Exception as err:
-                raise as_gradio_error(err) from err
-        return gen_wrapper
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except Exception as err:
-            raise as_gradio_error(err) from err
-    return wrapper

@@ -13,14 +13,10 @@ from engine.text.limits import MAX_TEXT_CHARS
 from .. import generation
 from ..context import AppContext
 from .advanced import build_advanced, make_config
-from .common import (
-    MAX_TEXT_CHARS,
-    describe_text,
-    friendly_errors,
-    languages,
-    sample_texts,
-)
-from .output import OutputPanel, build_output_panel, output_device
+from .common import describe_text, languages, sample_texts
+from .messages import message_line, reported
+from .output import OutputPanel, build_output_panel
+from .state import SettingsView, output_device, shown
 
 ANY = ""  # a category left to the model
 _TITLES = {"gender": "Gender", "age": "Age", "pitch": "Pitch", "style": "Style", "accent": "English accent",
@@ -33,7 +29,7 @@ class DesignTab:
     panel: OutputPanel
 
 
-def build_design_tab(ctx: AppContext, history_version: gr.State) -> DesignTab:
+def build_design_tab(ctx: AppContext, view: SettingsView, history_version: gr.State) -> DesignTab:
     with gr.Row(equal_height=False, elem_classes="vd-main"):
         with gr.Column(scale=3, elem_classes="vd-inputs"):
             gr.Markdown("### 1 · Describe the voice", elem_classes="vd-step")
@@ -50,13 +46,16 @@ def build_design_tab(ctx: AppContext, history_version: gr.State) -> DesignTab:
             text_info = gr.Markdown(describe_text(""), elem_classes="vd-hint")
             with gr.Row():
                 sample = gr.Dropdown(list(sample_texts()), value=None, label="Or pick a sample text")
-                language = gr.Dropdown(languages(), value="auto", label="Language", filterable=True)
-            advanced = build_advanced(ctx)
+                language = view.bind("language", gr.Dropdown(languages(), value=shown(ctx, "language"),
+                                                             label="Language", filterable=True,
+                                                             elem_id="design-language"))
+            advanced = build_advanced(ctx, view)
             generate = gr.Button("Generate", variant="primary", interactive=False, elem_id="design-generate",
                                  size="lg")
+            message = message_line("design-message")
         with gr.Column(scale=2, elem_classes="vd-output"):
             gr.Markdown("### 3 · Listen", elem_classes="vd-step")
-            panel = build_output_panel(ctx, "design")
+            panel = build_output_panel(ctx, view, "design")
 
     for box in attributes:
         box.change(_show_instruct, attributes, instruct_view, api_visibility="private", queue=False)
@@ -64,9 +63,9 @@ def build_design_tab(ctx: AppContext, history_version: gr.State) -> DesignTab:
     sample.change(lambda name: sample_texts().get(name, gr.skip()) if name else gr.skip(), sample, text,
                   api_visibility="private")
     inputs = [text, language, *attributes, *advanced.inputs, panel.speakers, panel.device, history_version]
-    outputs = [*panel.outputs, advanced.seed, advanced.last_seed, history_version]
-    generate.click(friendly_errors(_generate(ctx)), inputs, outputs, api_name="design", concurrency_limit=8,
-                   concurrency_id="generate", show_progress="hidden")
+    outputs = [*panel.outputs, advanced.seed, advanced.last_seed, history_version, message]
+    generate.click(reported(_generate(ctx), outputs, reset={panel.status: ""}), inputs, outputs, api_name="design",
+                   concurrency_limit=8, concurrency_id="generate", show_progress="hidden")
     return DesignTab(generate, panel)
 
 
@@ -87,8 +86,8 @@ def _generate(ctx: AppContext):
                                                 output_device(device))
         first = True
         for outputs, saved in generation.run(ctx, request_, request.session_hash):
-            extras = (config.seed, config.seed) if first else (gr.skip(),) * 2
+            seeds, message = ((config.seed, config.seed), "") if first else ((gr.skip(),) * 2, gr.skip())
             first = False
-            yield (*outputs, *extras, history_version + 1 if saved else gr.skip())
+            yield (*outputs, *seeds, history_version + 1 if saved else gr.skip(), message)
 
     return run

@@ -5,7 +5,7 @@ import gradio as gr
 
 from ..context import AppContext
 from ..history import HistoryEntry
-from .common import friendly_errors
+from .messages import message_line, reported
 
 COLUMNS = ["When", "Text", "Voice", "Mode", "RTF", "Length"]
 
@@ -39,7 +39,8 @@ def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
                                   elem_id="history-player")
                 with gr.Row():
                     download = gr.DownloadButton("Download WAV", size="sm", min_width=90)
-                    delete = gr.Button("Delete", variant="stop", size="sm", min_width=90)
+                    delete = gr.Button("Delete", variant="stop", size="sm", min_width=90, elem_id="history-delete")
+            message = message_line("history-message")
     ids_state = gr.State(ids)
     selected = gr.State(None)
 
@@ -55,21 +56,25 @@ def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
         details = [meta.get("voice", ""), meta.get("mode", ""), f"RTF {rtf}", f"first audio {ttfa}",
                    f"seed {meta.get('seed', '—')}", meta.get("backend", "")]
         text = f"{entry.text}\n\n*{' · '.join(details)}*"
-        return entry.id, gr.Group(visible=True), text, str(entry.audio), gr.DownloadButton(value=str(entry.audio))
+        return (entry.id, gr.Group(visible=True), text, str(entry.audio), gr.DownloadButton(value=str(entry.audio)),
+                "")
 
     def do_delete(entry_id, version):
         if not entry_id:
-            return gr.skip(), gr.skip(), gr.skip()
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         ctx.history.delete(entry_id)
-        return None, gr.Group(visible=False), version + 1
+        return None, gr.Group(visible=False), version + 1, "✓ Deleted."
 
     def list_history() -> list[dict]:
         """Every stored result, newest first, with its metadata."""
         return [{**e.to_json(), "file": e.audio.name} for e in reversed(ctx.history.entries())]
 
     history_version.change(refresh, None, [table, ids_state, empty_note], api_visibility="private")
-    table.select(friendly_errors(select), ids_state, [selected, details, info, player, download],
-                 api_visibility="private")
-    delete.click(friendly_errors(do_delete), [selected, history_version], [selected, details, history_version],
-                 api_name="delete_history")
+    select_outputs = [selected, details, info, player, download, message]
+    table.select(reported(select, select_outputs), ids_state, select_outputs, api_visibility="private",
+                 show_progress="hidden")
+    delete_outputs = [selected, details, history_version, message]
+    delete.click(reported(do_delete, delete_outputs), [selected, history_version], delete_outputs,
+                 api_name="delete_history", show_progress="hidden",
+                 js="(id, v) => confirm('Delete this result?') ? [id, v] : [null, v]")
     gr.api(list_history, api_name="list_history")

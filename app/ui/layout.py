@@ -4,9 +4,10 @@ from __future__ import annotations
 import gradio as gr
 
 from ..context import AppContext
-from .clone import build_clone_tab
+from .clone import build_clone_tab, saved_voice, voice_choices
 from .design import build_design_tab
 from .history import build_history_tab
+from .state import SettingsView
 from .status import build_header, wire_header
 from .voices import build_voices_tab
 
@@ -15,19 +16,22 @@ def build_app(ctx: AppContext) -> gr.Blocks:
     with gr.Blocks(title="VoiceDesk", analytics_enabled=False, delete_cache=(3600, 86400)) as blocks:
         # Bumped by whatever changes the library or the history; the tabs that show them refresh on change.
         library_version, history_version = gr.State(0), gr.State(0)
-        header = build_header(ctx)
+        view = SettingsView(ctx)
+        header = build_header(ctx, view)
         with gr.Tabs(elem_id="vd-tabs"):
             with gr.Tab("Clone", id="clone", elem_id="tab-clone"):
-                clone = build_clone_tab(ctx, library_version, history_version)
+                clone = build_clone_tab(ctx, view, library_version, history_version)
             with gr.Tab("Voice design", id="design", elem_id="tab-design"):
-                design = build_design_tab(ctx, history_version)
+                design = build_design_tab(ctx, view, history_version)
             with gr.Tab("Voices", id="voices", elem_id="tab-voices"):
                 build_voices_tab(ctx, library_version, clone.voice)
             with gr.Tab("History", id="history", elem_id="tab-history"):
                 build_history_tab(ctx, history_version)
         wire_header(ctx, header, [clone.generate, design.generate])
-        # A page opened later must show what was saved since the app started.
-        blocks.load(lambda: (1, 1), None, [library_version, history_version], api_visibility="private")
+        # A page shows what is saved now, not what was saved when the app started.
+        view.wire(blocks)
+        blocks.load(lambda: (gr.Dropdown(voice_choices(ctx), value=saved_voice(ctx)), 1, 1), None,
+                    [clone.voice, library_version, history_version], api_visibility="private")
         blocks.load(_show_notices(ctx), None, None, api_visibility="private")
     return blocks
 

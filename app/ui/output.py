@@ -8,8 +8,7 @@ import gradio as gr
 
 from ..context import AppContext
 from ..metrics import empty_html
-
-DEFAULT_DEVICE = "System default"
+from .state import SettingsView, device_names, shown
 
 
 @dataclass
@@ -30,7 +29,7 @@ class OutputPanel:
         return [self.audio, self.status, self.metrics_html, self.metrics_json, self.wav, self.flac]
 
 
-def build_output_panel(ctx: AppContext, prefix: str) -> OutputPanel:
+def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> OutputPanel:
     streaming_note = "" if ctx.streaming else " (plays when complete: ffmpeg is not installed)"
     audio = gr.Audio(label=f"Result{streaming_note}", streaming=ctx.streaming, autoplay=True, interactive=False,
                      type="numpy", elem_id=f"{prefix}-result", elem_classes="vd-result",
@@ -42,24 +41,16 @@ def build_output_panel(ctx: AppContext, prefix: str) -> OutputPanel:
         wav = gr.DownloadButton("Download WAV", interactive=False, size="sm", variant="secondary")
         flac = gr.DownloadButton("Download FLAC", interactive=False, size="sm", variant="secondary")
     with gr.Group(elem_classes="vd-speakers"):
-        speakers = gr.Checkbox(label="Play on this computer's speakers", interactive=ctx.speakers.available,
-                               value=ctx.speakers.available and ctx.settings.play_on_speakers,
-                               info=None if ctx.speakers.available else ctx.speakers.reason)
-        names = [DEFAULT_DEVICE, *(d.name for d in ctx.speakers.devices)]
-        chosen = ctx.settings.output_device if ctx.settings.output_device in names else DEFAULT_DEVICE
-        device = gr.Dropdown(names, value=chosen, label="Output device", visible=ctx.speakers.available,
-                             interactive=True)
+        speakers = view.bind("play_on_speakers", gr.Checkbox(
+            label="Play on this computer's speakers", interactive=ctx.speakers.available,
+            value=shown(ctx, "play_on_speakers"), info=None if ctx.speakers.available else ctx.speakers.reason))
+        device = view.bind("output_device", gr.Dropdown(
+            device_names(ctx), value=shown(ctx, "output_device"), label="Output device",
+            visible=ctx.speakers.available, interactive=True))
     stop = gr.Button("Stop", variant="stop", elem_id=f"{prefix}-stop")
 
-    speakers.change(lambda on: ctx.save_settings(play_on_speakers=bool(on)), speakers, None, api_visibility="private")
-    device.change(lambda name: ctx.save_settings(output_device=output_device(name)), device,
-                  None, api_visibility="private")
     stop.click(_stop_handler(ctx), None, status, api_name=f"{prefix}_stop")
     return OutputPanel(audio, status, metrics_html, metrics_json, wav, flac, speakers, device, stop)
-
-
-def output_device(name: str | None) -> str | None:
-    return None if not name or name == DEFAULT_DEVICE else name
 
 
 def _stop_handler(ctx: AppContext):

@@ -9,6 +9,7 @@ import gradio as gr
 
 from ..context import AppContext
 from ..engine_host import HostState
+from .state import SettingsView, shown
 
 MODES = [("High fidelity (FP16)", "hifi"), ("Realtime (quantized + CUDA Graph)", "realtime")]
 EAGER = ("Reference (eager FP32/FP16)", "eager")
@@ -37,7 +38,7 @@ def status_html(state: HostState, demo: bool) -> str:
     return f'<div class="vd-model-status" id="vd-model-status" data-stage="{state.stage}">{body}</div>{demo_note}'
 
 
-def build_header(ctx: AppContext) -> Header:
+def build_header(ctx: AppContext, view: SettingsView) -> Header:
     choices = MODES + ([EAGER] if ctx.settings.mode == "eager" else [])
     with gr.Row(elem_classes="vd-header", equal_height=True):
         with gr.Column(scale=3, min_width=280):
@@ -45,9 +46,11 @@ def build_header(ctx: AppContext) -> Header:
         with gr.Column(scale=4, min_width=320):
             status = gr.HTML(status_html(ctx.host.state(), ctx.demo), elem_id="vd-status-box")
         with gr.Column(scale=3, min_width=300):
-            mode = gr.Radio(choices, value=ctx.settings.mode, label="Quality (switching reloads the model)",
-                            elem_id="vd-mode")
+            mode = view.bind("mode", gr.Radio(choices, value=shown(ctx, "mode"),
+                                              label="Quality (switching reloads the model)", elem_id="vd-mode"),
+                             save=False)  # saved by `switch`, which also reloads the model
     timer = gr.Timer(POLL_S, active=True)
+    view.wake.append(timer)
     return Header(status, mode, timer)
 
 
@@ -72,5 +75,5 @@ def wire_header(ctx: AppContext, header: Header, generate_buttons: list[gr.Butto
 
     outputs = [header.status, *generate_buttons, header.timer]
     header.timer.tick(poll, None, outputs, api_visibility="private", queue=False)
-    header.mode.change(switch, header.mode, outputs, api_name="set_mode")
+    header.mode.input(switch, header.mode, outputs, api_name="set_mode")
     gr.api(model_status, api_name="model_status")

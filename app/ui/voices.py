@@ -5,7 +5,8 @@ import gradio as gr
 
 from ..context import AppContext
 from .clone import NEW_CLIP, voice_choices
-from .common import describe_entry, friendly_errors, reference_audio
+from .common import describe_entry, reference_audio
+from .messages import message_line, reported
 
 COLUMNS = ["Name", "Length", "Saved", "Transcript"]
 
@@ -26,6 +27,7 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
                                  elem_classes="vd-table", column_widths=["25%", "10%", "15%", "50%"], max_height=420)
             empty_note = gr.Markdown("*No saved voices yet: make one in the Clone tab.*", visible=not rows)
             import_button = gr.UploadButton("Import a voice (.zip)", file_types=[".zip"], size="sm")
+            import_message = message_line("voices-import-message")
         with gr.Column(scale=2):
             with gr.Group(visible=False, elem_classes="vd-details") as details:
                 info = gr.Markdown()
@@ -35,6 +37,7 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
                     rename = gr.Button("Rename", size="sm", min_width=90)
                     export = gr.DownloadButton("Export (.zip)", size="sm", min_width=90)
                     delete = gr.Button("Delete", variant="stop", size="sm", min_width=90)
+            message = message_line("voices-message")  # outside the details: "Deleted" stays in view
     slugs_state = gr.State(slugs)
     selected = gr.State(None)
 
@@ -51,36 +54,38 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
         entry = ctx.library.get(slugs[evt.index[0]])
         archive = ctx.library.export(entry.slug, ctx.dirs.exports)
         return (entry.slug, gr.Group(visible=True), describe_entry(entry), reference_audio(entry), entry.name,
-                gr.DownloadButton(value=str(archive)))
+                gr.DownloadButton(value=str(archive)), "")
 
     def do_rename(slug, name, version):
         entry = ctx.library.rename(slug, name)
-        gr.Info(f"Renamed to '{entry.name}'.", duration=4)
-        return entry.slug, describe_entry(entry), version + 1
+        return entry.slug, describe_entry(entry), version + 1, f"✓ Renamed to '{entry.name}'."
 
     def do_delete(slug, version):
         if not slug:
-            return gr.skip(), gr.skip(), gr.skip()
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         name = ctx.library.get(slug).name
         ctx.library.delete(slug)
         if ctx.settings.last_voice == slug:
             ctx.save_settings(last_voice=None)
-        gr.Info(f"Deleted '{name}'.", duration=4)
-        return None, gr.Group(visible=False), version + 1
+        return None, gr.Group(visible=False), version + 1, f"✓ Deleted '{name}'."
 
     def do_import(file, version):
         entry = ctx.library.import_archive(file)
-        gr.Info(f"Imported '{entry.name}'.", duration=4)
-        return version + 1
+        return version + 1, f"✓ Imported '{entry.name}'."
 
     library_version.change(refresh, clone_voice, [table, slugs_state, empty_note, clone_voice],
                            api_visibility="private")
-    table.select(friendly_errors(select), slugs_state, [selected, details, info, preview, new_name, export],
-                 api_visibility="private")
-    rename.click(friendly_errors(do_rename), [selected, new_name, library_version], [selected, info, library_version],
-                 api_name="rename_voice")
-    delete.click(friendly_errors(do_delete), [selected, library_version], [selected, details, library_version],
-                 api_name="delete_voice", js="(slug, v) => confirm('Delete this voice?') ? [slug, v] : [null, v]")
-    import_button.upload(friendly_errors(do_import), [import_button, library_version], library_version,
-                         api_name="import_voice")
+    select_outputs = [selected, details, info, preview, new_name, export, message]
+    table.select(reported(select, select_outputs), slugs_state, select_outputs, api_visibility="private",
+                 show_progress="hidden")
+    rename_outputs = [selected, info, library_version, message]
+    rename.click(reported(do_rename, rename_outputs), [selected, new_name, library_version], rename_outputs,
+                 api_name="rename_voice", show_progress="hidden")
+    delete_outputs = [selected, details, library_version, message]
+    delete.click(reported(do_delete, delete_outputs), [selected, library_version], delete_outputs,
+                 api_name="delete_voice", show_progress="hidden",
+                 js="(slug, v) => confirm('Delete this voice?') ? [slug, v] : [null, v]")
+    import_outputs = [library_version, import_message]
+    import_button.upload(reported(do_import, import_outputs), [import_button, library_version], import_outputs,
+                         api_name="import_voice", show_progress="hidden")
     gr.api(list_voices, api_name="list_voices")

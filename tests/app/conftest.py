@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 import soundfile as sf
+from pages import CHROMIUM
 
 from sounds import buzz
 
@@ -105,3 +106,20 @@ def buzz_wav(tmp_path_factory):
 def reference_wav(buzz_wav) -> Path:
     """4 s of the buzz at 24 kHz (float WAV)."""
     return buzz_wav("reference.wav", 4, 24000)
+
+
+@pytest.fixture(scope="session")
+def browser(buzz_wav):
+    """Debian's Chromium, headless, driven by Playwright; its fake microphone loops 6 s of the buzz
+    (48 kHz 16-bit)."""
+    from playwright.sync_api import sync_playwright
+
+    microphone = buzz_wav("mic.wav", 6, 48000, subtype="PCM_16")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run", "--disable-quic",
+            "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
+            f"--use-file-for-fake-audio-capture={microphone}", "--autoplay-policy=no-user-gesture-required"])
+        yield browser
+        browser.close()

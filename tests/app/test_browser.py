@@ -2,42 +2,24 @@
 fake microphone, generates, and checks that the result plays. Screenshots go to a temporary folder, or to
 $VOICEDESK_SCREENSHOTS (tools/refresh_screenshots.sh points it at assets/screenshots)."""
 import os
-import shutil
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from pages import needs_chromium, open_page
+
 SHOTS = Path(os.environ.get("VOICEDESK_SCREENSHOTS") or tempfile.mkdtemp(prefix="voicedesk-shots-"))
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is needed (apt-get install "
-                                                                    "chromium)")
+pytestmark = needs_chromium
 
 
 @pytest.fixture(scope="module")
-def fake_microphone(buzz_wav) -> Path:
-    """What Chromium's fake microphone plays (it loops the file): 6 s of the buzz, 48 kHz 16-bit."""
-    return buzz_wav("mic.wav", 6, 48000, subtype="PCM_16")
-
-
-@pytest.fixture(scope="module")
-def page(running_app, fake_microphone):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run", "--disable-quic",
-            "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
-            f"--use-file-for-fake-audio-capture={fake_microphone}", "--autoplay-policy=no-user-gesture-required"])
-        context = browser.new_context(viewport={"width": 1440, "height": 1000}, permissions=["microphone"])
-        page = context.new_page()
-        page.goto(running_app.url)
-        page.wait_for_selector("#vd-model-status[data-stage=ready]", timeout=120_000)
-        yield page
-        browser.close()
+def page(running_app, browser):
+    context = browser.new_context(viewport={"width": 1440, "height": 1000}, permissions=["microphone"])
+    yield open_page(context, running_app.url)
+    context.close()
 
 
 def shoot(page, name):

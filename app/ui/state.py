@@ -1,0 +1,88 @@
+"""Every open page shows the saved settings, so Generate always uses what the page shows.
+
+Each widget that shows a setting is bound here once. A page fills them in when it loads (not when the
+UI was built), saves a setting when the user changes its widget, and a timer pushes changes made in
+another tab or window: the page keeps the settings revision it last showed and asks only for newer ones.
+Saving listens to `input` (the user's own changes), never `change`, so a pushed value is not saved back
+and a pushed quality mode does not reload the model again.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import gradio as gr
+
+from ..context import AppContext
+from .common import languages
+
+SYNC_S = 2.0
+DEFAULT_DEVICE = "System default"
+
+
+def output_device(name: str | None) -> str | None:
+    return None if not name or name == DEFAULT_DEVICE else name
+
+
+def device_names(ctx: AppContext) -> list[str]:
+    return [DEFAULT_DEVICE, *(d.name for d in ctx.speakers.devices)]
+
+
+def shown(ctx: AppContext, name: str):
+    """What the widget for setting `name` shows for the saved value."""
+    s = ctx.settings
+    if name == "language":
+        return s.language if s.language in {value for _, value in languages()} else "auto"
+    if name == "play_on_speakers":
+        return ctx.speakers.available and s.play_on_speakers
+    if name == "output_device":
+        return s.output_device if s.output_device in device_names(ctx) else DEFAULT_DEVICE
+    return getattr(s, name)
+
+
+_STORED: dict[str, Callable] = {"output_device": output_device, "language": str, "play_on_speakers": bool,
+                                "steps": int, "guidance": float, "denoise": bool, "preprocess": bool,
+                                "postprocess": bool}
+
+
+@dataclass
+class SettingsView:
+    """The widgets that show settings: `bind` them while building the page, then `wire` once.
+    Timers in `wake` are started whenever a page is shown settings saved elsewhere (the model status
+    poll, since another page may have switched the quality mode)."""
+
+    ctx: AppContext
+    bound: list[tuple[str, gr.components.Component]] = field(default_factory=list)
+    wake: list[gr.Timer] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.revision = gr.State(-1)  # the settings revision this page shows
+
+    def bind(self, name: str, widget, save: bool = True):
+        """Show setting `name` in `widget`, saved when the user changes it unless `save` is False."""
+        self.bound.append((name, widget))
+        if save:
+            widget.input(self._saver(name), widget, self.revision, api_visibility="private", queue=False)
+        return widget
+
+    def wire(self, blocks: gr.Blocks) -> None:
+        """Fill the widgets when a page loads and keep them in step with other pages."""
+        outputs = [*(w for _, w in self.bound), self.revision, *self.wake]
+        gr.Timer(SYNC_S).tick(self._sync, self.revision, outputs, api_visibility="private", queue=False)
+        blocks.load(self._sync, self.revision, outputs, api_visibility="private", queue=False)
+
+    def _sync(self, seen: int):
+        revision = self.ctx.settings_revision
+        if seen == revision:
+            return (gr.skip(),) * (len(self.bound) + 1 + len(self.wake))
+        return (*(shown(self.ctx, name) for name, _ in self.bound), revision,
+                *(gr.Timer(active=True) for _ in self.wake))
+
+    def _saver(self, name: str):
+        store = _STORED[name]
+
+        def save(value) -> int:
+            self.ctx.save_settings(**{name: store(value)})
+            return self.ctx.settings_revision
+
+        return save

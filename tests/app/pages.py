@@ -1,0 +1,17 @@
+"""Helpers of the browser tests: Debian's Chromium, driven by Playwright."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                                    reason="Debian's chromium is needed (apt-get install chromium)")
+
+
+def open_page(context, url: str):
+    """A new page in `context` showing the app, once the model is ready."""
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_selector("#vd-model-status[data-stage=ready]", timeout=120_000)
+    return page

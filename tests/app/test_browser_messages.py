@@ -1,0 +1,65 @@
+"""A failed action says why in one place, the line under its button: the fields keep what the user typed,
+no "Error" badge or pop-up covers them, and the output panel returns to idle."""
+import pytest
+from pages import needs_chromium, open_page
+
+pytestmark = needs_chromium
+
+
+@pytest.fixture
+def page(running_app, browser):
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    yield open_page(context, running_app.url)
+    context.close()
+
+
+def wait_for_message(page, elem_id, text):
+    page.wait_for_function("([id, text]) => document.querySelector('#' + id).innerText.includes(text)",
+                           arg=[elem_id, text], timeout=60_000)
+
+
+def assert_one_place(page):
+    """No error badge on any field and no pop-up: the message line is the only place."""
+    page.wait_for_timeout(500)  # a badge or a toast would have arrived with the error
+    badges = page.evaluate("[...document.querySelectorAll('[data-testid=status-tracker]')]"
+                           ".filter(t => !t.classList.contains('hide') && t.querySelector('.error')).length")
+    assert badges == 0
+    assert page.get_by_test_id("toast-body").count() == 0
+
+
+def test_generate_without_a_clip_reports_under_the_button_and_the_panel_goes_idle(page):
+    page.locator("#clone-text textarea").fill("Hello there.")
+    page.locator("#clone-generate").click()
+    wait_for_message(page, "clone-message", "reference clip")
+    # not "Preparing the voice…" forever
+    assert page.locator("#clone-status [data-testid=markdown]").inner_text().strip() == ""
+    assert page.locator("#clone-text textarea").input_value() == "Hello there."
+    assert_one_place(page)
+
+
+def test_failed_save_keeps_the_fields(page):
+    page.locator("#clone-transcript textarea").fill("What the clip says.")
+    page.locator("#clone-voice-name").get_by_role("textbox").fill("My voice")
+    page.locator("#clone-save").click()
+    wait_for_message(page, "clone-save-message", "reference clip")
+    assert page.locator("#clone-voice-name").get_by_role("textbox").input_value() == "My voice"
+    assert page.locator("#clone-transcript textarea").input_value() == "What the clip says."
+    assert_one_place(page)
+
+
+def test_failed_rename_keeps_the_fields(page, running_app, reference_wav):
+    from gradio_client import Client, handle_file
+
+    client = Client(running_app.url, verbose=False)
+    for name in ("Message Voice A", "Message Voice B"):
+        client.predict(name=name, reference=handle_file(str(reference_wav)), transcript="A buzzing clip.",
+                       api_name="/save_voice")
+    page.reload()
+    page.get_by_role("tab", name="Voices").click()
+    page.locator("#voices-table [role=gridcell]", has_text="Message Voice A").first.click()
+    name_box = page.locator("#tab-voices").get_by_label("Name", exact=True)
+    name_box.fill("message voice b")
+    page.locator("#tab-voices").get_by_role("button", name="Rename").click()
+    wait_for_message(page, "voices-message", "already exists")
+    assert name_box.input_value() == "message voice b"
+    assert_one_place(page)
