@@ -4,7 +4,9 @@
     history/audio/<id>.wav     the lossless result
 
 The oldest entries are removed once there are more than `max_entries` or their audio exceeds
-`max_bytes`. A line that cannot be parsed (say, cut short by a crash) is skipped with a warning.
+`max_bytes`. A line that cannot be parsed is skipped with a warning. A crash can leave a last line
+without its newline (cut off before the next append, which would otherwise be glued onto it), a WAV
+that no line names, or a temporary file: opening the history removes them.
 """
 from __future__ import annotations
 
@@ -53,6 +55,7 @@ class History:
         self.index = self.root / INDEX_FILE
         self.max_entries, self.max_bytes = max_entries, max_bytes
         self._lock = threading.Lock()  # sessions finish generations on different threads
+        self._remove_leftovers()
 
     def add(self, audio: np.ndarray, sample_rate: int, text: str, **meta) -> HistoryEntry:
         """Store a result, then drop the oldest entries beyond the caps."""
@@ -62,10 +65,30 @@ class History:
         write_audio(path, audio, sample_rate)
         entry = HistoryEntry(entry_id, now.isoformat(timespec="seconds"), text, path, meta)
         with self._lock:
-            with self.index.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(entry.to_json(), ensure_ascii=False) + "\n")
+            self._append(json.dumps(entry.to_json(), ensure_ascii=False) + "\n")
             self._enforce_caps()
         return entry
+
+    def _append(self, line: str) -> None:
+        with self.index.open("ab+") as f:
+            size = f.seek(0, 2)
+            if size and (f.seek(size - 1), f.read(1))[1] != b"\n":
+                f.seek(0)
+                whole_lines = f.read().rfind(b"\n") + 1
+                log.warning("history: removing a line cut short by a crash (%d bytes) from %s",
+                            size - whole_lines, self.index)
+                f.truncate(whole_lines)
+            f.write(line.encode("utf-8"))
+
+    def _remove_leftovers(self) -> None:
+        """Temporary files and WAVs that no index line names: what a crash mid-save leaves."""
+        for tmp in [*self.root.glob(".*.tmp"), *self.audio_dir.glob(".*.tmp")]:
+            tmp.unlink(missing_ok=True)
+        named = {entry.id for entry in self.entries()}
+        for wav in self.audio_dir.glob("*.wav"):
+            if wav.stem not in named:
+                log.warning("history: removing %s, left by a crash before it was listed", wav)
+                wav.unlink(missing_ok=True)
 
     def entries(self) -> list[HistoryEntry]:
         """All readable entries, oldest first."""

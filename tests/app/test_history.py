@@ -52,3 +52,29 @@ def test_damaged_lines_and_missing_audio_are_skipped(tmp_path, caplog):
     assert "unreadable line" in caplog.text and "bad id" in caplog.text and "missing" in caplog.text
     history.add(tone(0.1), RATE, "after")  # appending still works after a damaged line
     assert [e.text for e in history.entries()] == ["keep", "after"]
+
+
+def test_a_line_torn_by_a_crash_does_not_swallow_the_next_entry(tmp_path, caplog):
+    history = History(tmp_path)
+    kept = history.add(tone(0.1), RATE, "Before the crash.")
+    torn = history.add(tone(0.1), RATE, "Being written when the power went.")
+    line = history.index.read_bytes().splitlines(keepends=True)[-1]
+    with history.index.open("r+b") as f:  # the crash wrote half of the last line
+        f.truncate(len(history.index.read_bytes()) - len(line) // 2)
+    with caplog.at_level(logging.WARNING, logger="voicedesk"):
+        after = History(tmp_path).add(tone(0.1), RATE, "After the restart.")
+    assert [e.id for e in History(tmp_path).entries()] == [kept.id, after.id]
+    assert "cut short by a crash" in caplog.text and not torn.audio.exists()  # its WAV went at the restart
+
+
+def test_crash_leftovers_are_removed_when_the_history_opens(tmp_path):
+    history = History(tmp_path)
+    kept = history.add(tone(0.1), RATE, "Listed.")
+    stray = history.audio_dir / "20260101-000000-abcdef.wav"  # written, then the crash came before its line
+    sf.write(stray, tone(0.1), RATE)
+    temps = [history.root / ".index.jsonl.x1y2.tmp", history.audio_dir / ".20260101-000001-abcdef.wav.z9.tmp"]
+    for tmp in temps:
+        tmp.write_bytes(b"half")
+    reopened = History(tmp_path)
+    assert [e.id for e in reopened.entries()] == [kept.id] and kept.audio.exists()
+    assert not stray.exists() and not any(t.exists() for t in temps)

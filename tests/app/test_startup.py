@@ -1,10 +1,11 @@
 """Starting the launched app on a data folder that a person or a crash left in a bad state."""
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
-from gradio_client import Client
+from gradio_client import Client, handle_file
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -42,3 +43,39 @@ def test_settings_out_of_range_are_reset_and_said_once(tmp_path, app_launcher):
     assert "guidance = -5 is not valid" in log  # and in the terminal
     stored = json.loads(settings_file.read_text())
     assert (stored["mode"], stored["guidance"], stored["history_max_entries"], stored["steps"]) == ("hifi", 2.0, 200, 8)
+
+
+def test_a_crash_while_saving_loses_nothing_else(tmp_path, app_launcher, reference_wav):
+    """SIGKILL the app while it generates, leave what a kill mid-append and mid-save leaves (a torn
+    last index line, an unlisted WAV, temporary files, a half-written voice folder), restart: every
+    finished entry and voice is there, the debris is gone, and the next result is kept."""
+    fast = {"steps": 4, "randomize": False, "seed": 1}
+    with app_launcher(tmp_path) as app:
+        client = Client(app.url, verbose=False)
+        done = [client.predict(text=f"Entry number {i}.", **fast, api_name="/design") for i in range(2)]
+        assert all("Done" in out[1] for out in done)
+        client.predict(name="Kept voice", reference=handle_file(str(reference_wav)), transcript="A buzzing voice.",
+                       api_name="/save_voice")
+        before = client.predict(api_name="/list_history")
+        job = client.submit(text="A long text that is being generated when the app is killed. " * 20, **fast,
+                            api_name="/design")
+        while not any("Generating" in str(out[1]) for out in job.outputs()):
+            time.sleep(0.1)
+        app.proc.kill()
+        app.proc.wait()
+    history, voices = tmp_path / "data" / "history", tmp_path / "data" / "voices"
+    with (history / "index.jsonl").open("a") as f:
+        f.write('{"id": "20260101-000000-abcdef", "created": "2026-01-01T00:00:00+00:00", "te')
+    stray = history / "audio" / "20260101-000000-abcdef.wav"
+    stray.write_bytes((history / "audio" / f"{before[0]['id']}.wav").read_bytes())
+    debris = [history / ".index.jsonl.k1ll.tmp", history / "audio" / ".x.wav.k1ll.tmp", voices / ".tmp-k1ll"]
+    debris[0].write_text("half"), debris[1].write_text("half"), debris[2].mkdir()
+
+    with app_launcher(tmp_path) as app:
+        client = Client(app.url, verbose=False)
+        assert client.predict(api_name="/list_history") == before
+        assert [v["name"] for v in client.predict(api_name="/list_voices")] == ["Kept voice"]
+        assert not stray.exists() and not any(d.exists() for d in debris)
+        client.predict(text="After the restart.", **fast, api_name="/design")
+        after = client.predict(api_name="/list_history")
+    assert [e["text"] for e in after] == ["After the restart."] + [e["text"] for e in before]
