@@ -76,8 +76,15 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage mistake ends in one line and exit status 2, like every other mistake (subcommands too)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="voicedesk", description="Local voice cloning (OmniVoice). "
+    parser = _Parser(prog="voicedesk", description="Local voice cloning (OmniVoice). "
                                      "Without a command, `ui` runs: `voicedesk --demo` starts the app on the demo model.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"voicedesk {_version()}")

@@ -1,47 +1,100 @@
-"""`launcher.py synth`: speak a text in a voice from the command line, write the audio, print the RTF."""
+"""`launcher.py synth`: speak a text in a voice from the command line, write the audio, print the RTF.
+
+Every argument is checked before the model loads (a mistake costs a second, not a generation), and
+every mistake ends with one line on stderr and exit status 2."""
 from __future__ import annotations
 
+import os
 import sys
+import warnings
 from pathlib import Path
 
 from engine.config import GenerationConfig
-from engine.errors import VoiceDeskError
+from engine.errors import TextInputError, VoiceDeskError
 
 
 def _progress(p) -> None:
     print(f"[{p.stage:8s}] {100 * p.fraction:5.1f} %  {p.message}", file=sys.stderr)
 
 
-def _voice(engine, args):
-    if args.voice:
-        from app.library import VoiceLibrary, slugify
-        from app.storage import AppDirs
+def _saved_voice(name: str):
+    from app.library import VoiceLibrary, slugify
+    from app.storage import AppDirs
 
-        library = VoiceLibrary.open(AppDirs.default())
-        by_name = {e.name.lower(): e.slug for e in library.entries()}
-        return library.load_voice(by_name.get(args.voice.lower(), slugify(args.voice)))
+    if not name.strip():
+        raise TextInputError("--voice is empty: give the name of a saved voice (`voicedesk voices` lists them).")
+    library = VoiceLibrary.open(AppDirs.default())
+    by_name = {e.name.lower(): e.slug for e in library.entries()}
+    return library.load_voice(by_name.get(name.lower(), slugify(name)))
+
+
+def _check_language(language: str | None) -> None:
+    from engine.text.languages import UnknownLanguageWarning, resolve_language
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnknownLanguageWarning)
+        try:
+            resolve_language(language)
+        except UnknownLanguageWarning:
+            raise TextInputError(f"Unknown --language {language!r}: use an id such as 'en', 'zh', 'ja' or a name "
+                                 "such as 'English' (or leave it out).") from None
+
+
+def _check_out(out: Path) -> None:
+    if out.suffix.lower() not in (".wav", ".flac"):
+        raise TextInputError(f"--out must end in .wav or .flac, not {out.name!r}.")
+    folder = out.parent
+    if not folder.is_dir():
+        raise TextInputError(f"--out: the folder {folder} does not exist.")
+    if not os.access(folder, os.W_OK):
+        raise TextInputError(f"--out: the folder {folder} is read-only.")
+
+
+def _checked_request(args):
+    """(config, saved voice or None), after checking every argument that can be checked without the model."""
+    from engine.audio.io import load_clip
+    from engine.text.clean import require_text
+    from engine.text.instruct import canonical_instruct
+    from engine.text.limits import check_request
+
+    _check_out(Path(args.out))
+    config = GenerationConfig(num_step=args.steps, speed=args.speed, duration=args.duration, seed=args.seed).check()
+    require_text(args.text)
+    check_request(args.text, args.ref_text, args.instruct)
+    canonical_instruct(args.instruct)
+    _check_language(args.language)
+    if args.voice is not None and args.ref:
+        raise TextInputError("Give --voice or --ref, not both.")
     if args.ref:
-        return engine.voice_from_clip(args.ref, transcript=args.ref_text)
-    return None
+        load_clip(args.ref)
+    return config, (_saved_voice(args.voice) if args.voice is not None else None)
+
+
+def _write_as_user(out: Path, audio, rate: int) -> None:
+    """Write atomically, then give the file the permissions of any file the user creates (their umask)."""
+    from app.storage import write_audio
+
+    write_audio(out, audio, rate)
+    umask = os.umask(0)
+    os.umask(umask)
+    out.chmod(0o666 & ~umask)
 
 
 def synth(args, model: str | None) -> int:
-    from app.storage import write_audio
     from engine.engine import Engine
 
     out = Path(args.out)
-    if out.suffix.lower() not in (".wav", ".flac"):
-        print("--out must end in .wav or .flac", file=sys.stderr)
-        return 2
     try:
+        config, voice = _checked_request(args)
         engine = Engine.load(model, device=args.device, mode=args.mode, progress=_progress)
-        voice = _voice(engine, args)
-        cfg = GenerationConfig(num_step=args.steps, speed=args.speed, duration=args.duration, seed=args.seed)
-        result = engine.synthesize(args.text, voice=voice, instruct=args.instruct, language=args.language, config=cfg)
+        if args.ref:
+            voice = engine.voice_from_clip(args.ref, transcript=args.ref_text)
+        result = engine.synthesize(args.text, voice=voice, instruct=args.instruct, language=args.language,
+                                   config=config)
+        _write_as_user(out, result.audio, result.sample_rate)
     except VoiceDeskError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    write_audio(out, result.audio, result.sample_rate)
     t = result.timings
     demo = "  [demo model: the audio is noise]" if engine.is_demo else ""
     print(f"{out}: {t.audio_s:.2f} s of audio in {t.total_s:.2f} s (RTF {t.rtf:.3f}; generate {t.generate_s:.2f} s, "

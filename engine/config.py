@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass, fields
 
 from engine.constants import CODEBOOK_SIZE, DEMO_FLAG, NUM_CODEBOOKS
+from engine.errors import SettingError
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,20 @@ class ModelConfig:
         )
 
 
+# The accepted range of each setting a person chooses: (label, low, high, whole number). The bounds
+# keep every request finite: a speed or a fixed duration sets how much audio one piece holds, and
+# memory grows with its square; 0.25-4 is also the OpenAI speech API's speed range.
+SETTING_RANGES = {
+    "num_step": ("steps", 1, 128, True),
+    "guidance_scale": ("guidance", 0.0, 10.0, False),
+    "speed": ("speed", 0.25, 4.0, False),
+    "duration": ("duration", 0.0, 600.0, False),  # seconds; a streamed piece gets its share, however small
+    "seed": ("seed", 0, 2**63 - 1, True),
+}
+ABOVE_LOW = {"duration"}
+OPTIONAL_SETTINGS = {"speed", "duration", "seed"}  # None: natural pace, automatic length, random seed
+
+
 @dataclass
 class GenerationConfig:
     """Every knob of upstream's `generate()`, with upstream's defaults (omnivoice 0.2.1)."""
@@ -66,6 +81,22 @@ class GenerationConfig:
     speed: float | None = None
     duration: float | None = None
     seed: int | None = None
+
+    def check(self) -> "GenerationConfig":
+        """Return self, or raise SettingError naming the first setting outside `SETTING_RANGES`
+        (NaN and infinity included): checked before any work, so a bad value never reaches the model."""
+        for name, (label, low, high, whole) in SETTING_RANGES.items():
+            value = getattr(self, name)
+            if value is None and name in OPTIONAL_SETTINGS:
+                continue
+            kind = (int,) if whole else (int, float)
+            above_low = name in ABOVE_LOW  # the bound itself is excluded
+            if (isinstance(value, bool) or not isinstance(value, kind)
+                    or not (low < value if above_low else low <= value) or not value <= high):
+                what = "a whole number" if whole else "a number"
+                span = f"above {low:g} and at most {high:g}" if above_low else f"from {low:g} to {high:g}"
+                raise SettingError(f"{label} must be {what} {span}, not {value!r}.")
+        return self
 
     def replace(self, **changes) -> "GenerationConfig":
         known = {f.name for f in fields(self)}

@@ -174,8 +174,9 @@ class Engine:
               cancel: threading.Event | None = None) -> list[SynthesisResult]:
         """`n` takes of `text` generated together, one batched forward per step (the eager model,
         whatever the mode, when n > 1). Take j is seeded config.seed + j and equals `synthesize`
-        with that seed on the eager path. Their timings share the generation time."""
-        cfg = config or GenerationConfig()
+        with that seed on the eager path. Their timings share the generation time. Raises SettingError
+        for a setting out of range and TextInputError for text over its limits."""
+        cfg = (config or GenerationConfig()).check()
         t0 = time.perf_counter()
         plan = plan_request(text, voice, instruct, language, cfg)
         seed = self._seed(cfg)
@@ -198,7 +199,7 @@ class Engine:
         sentences. Without a reference voice, the first chunk's audio becomes the voice of the rest,
         as upstream does for long text. With `checks`, each chunk's take is checked (and retaken or
         picked from several) by its policy; the chunk carries the verdict."""
-        cfg = config or GenerationConfig()
+        cfg = (config or GenerationConfig()).check()
         t0 = time.perf_counter()
         check_request(text, voice.transcript if voice is not None else None, instruct)  # before any work
         pieces = stream_chunks(text)

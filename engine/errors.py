@@ -13,6 +13,10 @@ class TextInputError(VoiceDeskError):
     """Text, language or instruct that cannot be used."""
 
 
+class SettingError(VoiceDeskError):
+    """A generation setting (steps, guidance, speed, duration, seed) outside its range."""
+
+
 class CheckpointError(VoiceDeskError):
     """A model folder that is missing, incomplete, corrupt or of another model."""
 

@@ -1,6 +1,8 @@
 """`launcher.py`: the commands and their help, and `synth` on the tiny checkpoint (audio, RTF, clear errors, saved voices)."""
 import argparse
 import importlib.metadata
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -61,3 +63,43 @@ def test_version_is_the_installed_package_version(capsys):
         launcher.main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out.strip() == f"voicedesk {importlib.metadata.version('voicedesk')}"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--steps", "0"], "steps must be a whole number from 1 to 128, not 0"),
+    (["--steps", "many"], "argument --steps: invalid int value: 'many'"),
+    (["--seed", "1234567890123456789012"], "seed must be a whole number from 0 to"),
+    (["--duration", "1e9"], "duration must be a number above 0 and at most 600"),
+    (["--duration", "-5"], "duration must be"),
+    (["--speed", "0"], "speed must be a number from 0.25 to 4"),
+    (["--speed", "-1"], "speed must be"),
+    (["--speed", "nan"], "speed must be"),
+    (["--voice", ""], "--voice is empty"),
+    (["--voice", "nobody saved this"], "There is no saved voice"),
+    (["--language", "klingon"], "Unknown --language 'klingon'"),
+    (["--ref", "missing.wav", "--ref-text", "x"], "does not exist"),
+    (["--out", "no/such/folder/x.wav"], "the folder no/such/folder does not exist"),
+    (["--text", "word " * 10_000 + "!"], "the limit is 50,000"),
+])
+def test_every_argument_is_checked_before_the_model_loads(tmp_path, monkeypatch, capsys, args, message):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VOICEDESK_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(Engine, "load", None)  # loading the model would be a TypeError, not exit status 2
+    given = dict(zip(args[::2], args[1::2]))
+    argv = ["synth", "--demo", "--text", given.pop("--text", "Hello."), "--out", given.pop("--out", "x.wav")]
+    try:
+        rc = launcher.main(argv + [x for pair in given.items() for x in pair])
+    except SystemExit as done:  # argparse's own checks
+        rc = done.code
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_the_output_file_follows_the_users_umask(tmp_path):
+    out = tmp_path / "shared.wav"
+    old = os.umask(0o022)
+    try:
+        assert launcher.main(["synth", "--demo", "--text", "Hi.", "--steps", "2", "--out", str(out)]) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644  # not the 0600 of a private temporary file
