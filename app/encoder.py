@@ -1,0 +1,101 @@
+"""Audio file formats for what leaves the app (the API's responses, exports): 16-bit mono PCM in,
+mp3 / opus / aac / flac / wav / pcm bytes out, chunk by chunk, through FFmpeg's own libraries (PyAV).
+
+Streaming-safe: `encode` returns every complete frame of the chunk at once (Ogg pages are closed
+every 20 ms instead of every second), so a client can play one sentence while the next is made;
+only what the codec needs to finish a frame (under one frame, at most ~50 ms) waits for the next
+chunk or `finish`. In memory the output cannot be rewound, so WAV and FLAC headers carry no length
+(every decoder reads to the end); given a real file, the headers are completed at `finish`.
+
+Why PyAV and not the ffmpeg command line (docs/api.md has the figures): the command line is 0.3-0.4 s
+to start, and it holds back most of a chunk until more input arrives.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import av
+import numpy as np
+
+
+@dataclass(frozen=True)
+class AudioFormat:
+    muxer: str
+    codec: str
+    content_type: str
+    bit_rate: int | None = None
+    options: dict[str, str] = field(default_factory=dict)  # the muxer's
+
+
+FORMATS: dict[str, AudioFormat] = {
+    "mp3": AudioFormat("mp3", "libmp3lame", "audio/mpeg", 64_000),
+    "opus": AudioFormat("ogg", "libopus", "audio/ogg", 48_000, {"page_duration": "20000"}),  # µs per page
+    "aac": AudioFormat("adts", "aac", "audio/aac", 64_000),
+    "flac": AudioFormat("flac", "flac", "audio/flac"),
+    "wav": AudioFormat("wav", "pcm_s16le", "audio/wav"),
+    "pcm": AudioFormat("s16le", "pcm_s16le", "audio/pcm"),  # raw samples, little-endian, no header
+}
+
+
+class _Buffer:
+    """A write-only, non-seekable file that hands over what was written since it was last asked."""
+
+    def __init__(self):
+        self._data = bytearray()
+
+    def write(self, data) -> int:
+        self._data += data
+        return len(data)
+
+    def take(self) -> bytes:
+        out = bytes(self._data)
+        self._data.clear()
+        return out
+
+
+class AudioEncoder:
+    """Encode int16 mono chunks into one stream of `fmt` (a key of FORMATS).
+
+    `file`: a path or a binary file to write to; None keeps the bytes in memory, and `encode` and
+    `finish` return them as they are made (for streaming)."""
+
+    def __init__(self, fmt: str, sample_rate: int, file: str | Path | BinaryIO | None = None):
+        self.format = FORMATS[fmt]
+        self.sample_rate = sample_rate
+        self._buffer = _Buffer() if file is None else None
+        target = self._buffer if file is None else (str(file) if isinstance(file, Path) else file)
+        self._container = av.open(target, mode="w", format=self.format.muxer, options=dict(self.format.options))
+        self._stream = self._container.add_stream(self.format.codec, rate=sample_rate, layout="mono")
+        if self.format.bit_rate:
+            self._stream.bit_rate = self.format.bit_rate
+        self._samples = 0
+
+    @property
+    def content_type(self) -> str:
+        return self.format.content_type
+
+    def encode(self, pcm: np.ndarray) -> bytes:
+        """Add int16 samples [n]; returns the bytes made so far (b"" when writing to a file)."""
+        pcm = np.ascontiguousarray(pcm, dtype=np.int16)
+        if len(pcm):
+            frame = av.AudioFrame.from_ndarray(pcm.reshape(1, -1), format="s16", layout="mono")
+            frame.sample_rate, frame.pts = self.sample_rate, self._samples
+            self._samples += len(pcm)
+            self._mux(frame)
+        return self._take()
+
+    def finish(self) -> bytes:
+        """Flush the codec and close the stream; returns the last bytes."""
+        self._mux(None)
+        self._container.close()
+        return self._take()
+
+    def _mux(self, frame: av.AudioFrame | None) -> None:
+        for packet in self._stream.encode(frame):
+            self._container.mux(packet)
+
+    def _take(self) -> bytes:
+        return self._buffer.take() if self._buffer is not None else b""
+
