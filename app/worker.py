@@ -5,6 +5,10 @@ then they receive what it produces. Stop sets the job's `cancel` event, which th
 between diffusion steps (it raises Cancelled); a job still waiting in line is simply dropped.
 Because a stopped generation finishes on this thread before the next one starts, two requests
 never share the GPU, whatever the browser or API client does.
+
+Waiting jobs take turns by lane (a browser session, or all API requests together): the next job is
+the oldest one of the lane that started a job longest ago, so a burst of API requests cannot push
+the person at the app to the back of the line, and the reverse.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from engine.errors import Cancelled
 class Job:
     fn: Callable[[threading.Event], Any]  # returns a value, or an iterator whose items are streamed
     owner: str | None
+    lane: str | None  # jobs of one lane take turns with those of other lanes
     cancel: threading.Event = field(default_factory=threading.Event)
     _events: queue.Queue = field(default_factory=queue.Queue)
 
@@ -49,13 +54,16 @@ class GpuWorker:
     def __init__(self, name: str = "voicedesk-gpu"):
         self._pending: deque[Job] = deque()
         self._running: Job | None = None
+        self._last_start: dict[str | None, int] = {}  # lane -> number of the last job it started
+        self._starts = 0
         self._wake = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable[[threading.Event], Any], owner: str | None = None) -> Job:
-        job = Job(fn, owner)
+    def submit(self, fn: Callable[[threading.Event], Any], owner: str | None = None, lane: str | None = None) -> Job:
+        """Queue `fn`; `lane` defaults to the owner's own."""
+        job = Job(fn, owner, owner if lane is None else lane)
         with self._wake:
             if self._closed:
                 raise RuntimeError("the worker is shut down")
@@ -74,7 +82,7 @@ class GpuWorker:
         """0 while `job` runs (or is done), else its place in line counting the running job: 1 = next."""
         with self._wake:
             if job in self._pending:
-                return self._pending.index(job) + 1 + (self._running is not None)
+                return self._start_order().index(job) + 1 + (self._running is not None)
             return 0
 
     def cancel(self, owner: str) -> int:
@@ -106,12 +114,27 @@ class GpuWorker:
                     self._wake.wait()
                 if self._closed:
                     return
-                job = self._running = self._pending.popleft()
+                job = self._running = self._start_order()[0]
+                self._pending.remove(job)
+                self._starts += 1
+                waiting_lanes = {j.lane for j in self._pending}  # forget lanes with nothing waiting
+                self._last_start = {lane: n for lane, n in self._last_start.items() if lane in waiting_lanes}
+                self._last_start[job.lane] = self._starts
             try:
                 self._execute(job)
             finally:
                 with self._wake:
                     self._running = None
+
+    def _start_order(self) -> list[Job]:
+        """The waiting jobs in the order they will start (call with the lock held)."""
+        last, order, waiting = dict(self._last_start), [], list(self._pending)
+        for turn in range(self._starts + 1, self._starts + 1 + len(waiting)):
+            job = min(waiting, key=lambda j: last.get(j.lane, 0))  # min keeps FIFO among equals
+            waiting.remove(job)
+            order.append(job)
+            last[job.lane] = turn
+        return order
 
     @staticmethod
     def _execute(job: Job) -> None:

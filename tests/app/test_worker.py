@@ -80,3 +80,21 @@ def test_a_failing_job_does_not_stop_the_worker(worker):
     with pytest.raises(RuntimeError, match="out of memory"):
         worker.call(boom)
     assert worker.call(lambda cancel: 42) == 42
+
+
+def test_lanes_take_turns(worker):
+    """A burst of API requests waits its turn with the person at the app: lanes alternate, each in order."""
+    release, order = threading.Event(), []
+    blocker = worker.submit(lambda cancel: release.wait(5), owner="session-a")
+
+    def job(name):
+        return lambda cancel: order.append(name)
+
+    api = [worker.submit(job(f"api{i}"), owner=f"api-{i}", lane="api") for i in range(3)]
+    ui = [worker.submit(job(f"ui{i}"), owner="session-b") for i in range(2)]
+    time.sleep(0.1)
+    assert [worker.place(j) for j in api + ui] == [2, 4, 6, 3, 5]
+    release.set()
+    for j in [blocker, *api, *ui]:
+        list(j.follow(worker, poll_s=0.01))
+    assert order == ["api0", "ui0", "api1", "ui1", "api2"]
