@@ -4,6 +4,7 @@ Builds things and injects them; heavy imports happen only inside the chosen comm
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from engine.constants import DEMO_MODEL
@@ -19,6 +20,12 @@ def _model_args(p: argparse.ArgumentParser, modes=("eager", "hifi", "realtime"),
         p.add_argument("--device", default="auto", help="auto, cuda, cuda:N or cpu")
 
 
+def _api_key_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--api-key", default=os.environ.get("VOICEDESK_API_KEY"),
+                   help="key API clients must send as 'Authorization: Bearer <key>' (default: $VOICEDESK_API_KEY); "
+                        "required to serve the API beyond 127.0.0.1")
+
+
 def _model(args) -> str | None:
     return str(DEMO_MODEL) if args.demo else args.model
 
@@ -26,9 +33,15 @@ def _model(args) -> str | None:
 def cmd_ui(args) -> int:
     from app.server import serve  # it warns itself when the host is not loopback
 
-    serve(model=_model(args), mode=args.mode, demo=args.demo, host=args.host, port=args.port,
-          open_browser=not args.no_browser)
-    return 0
+    return serve(model=_model(args), mode=args.mode, demo=args.demo, host=args.host, port=args.port,
+                 open_browser=not args.no_browser, api=args.api, api_key=args.api_key)
+
+
+def cmd_serve(args) -> int:
+    from app.server import serve
+
+    return serve(model=_model(args), mode=args.mode, demo=args.demo, host=args.host, port=args.port,
+                 open_browser=False, api_key=args.api_key, headless=True)
 
 
 def cmd_synth(args) -> int:
@@ -95,7 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this computer only)")
     ui.add_argument("--port", type=int, default=None, help="default: first free port from 7860")
     ui.add_argument("--no-browser", action="store_true", help="do not open a browser tab")
+    ui.add_argument("--api", action="store_true", help="also serve the OpenAI-compatible API at /v1")
+    _api_key_arg(ui)
     ui.set_defaults(func=cmd_ui)
+
+    serve = sub.add_parser("serve", help="serve only the OpenAI-compatible API (no UI, no browser)")
+    _model_args(serve, default_mode=None, device=False)
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this computer only)")
+    serve.add_argument("--port", type=int, default=None, help="default: 7860")
+    _api_key_arg(serve)
+    serve.set_defaults(func=cmd_serve)
 
     synth = sub.add_parser("synth", help="speak a text in a voice, write a WAV, print the RTF")
     _model_args(synth)

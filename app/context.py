@@ -11,6 +11,7 @@ from pathlib import Path
 from engine.errors import AudioInputError
 from engine.voice import Voice
 
+from .api.access import ApiAccess
 from .engine_host import EngineHost
 from .history import History
 from .library import VoiceLibrary
@@ -33,6 +34,8 @@ class AppContext:
     speakers: SpeakerStatus
     demo: bool
     upload_root: Path  # Gradio's upload folder: the only place reference clips may come from
+    api: ApiAccess = field(default_factory=lambda: ApiAccess(key=None, forced_on=False))
+    bind_host: str = "127.0.0.1"  # the address the server listens on
     streaming: bool = field(default_factory=lambda: shutil.which("ffmpeg") is not None)  # Gradio streams via ffmpeg
     notices: list[str] = field(default_factory=list)  # said once, on the next page that opens
     settings_revision: int = 0  # counts saves, so open pages can tell they show old settings

@@ -14,13 +14,16 @@ import gradio as gr
 import numpy as np
 
 from engine.config import GenerationConfig
+from engine.constants import SAMPLE_RATE
 from engine.errors import Cancelled
 from engine.voice import Voice
 
 from .context import AppContext
+from .history import HistoryEntry
 from .metrics import LiveMetrics
 from .playback import SpeakerPlayer, SpeakersUnavailable
 from .storage import write_audio
+from .worker import Job
 
 OUTPUTS = ("audio", "status", "metrics_html", "metrics_json", "wav", "flac")
 KEEP_EXPORTS = 20
@@ -43,14 +46,11 @@ def to_int16(audio: np.ndarray) -> np.ndarray:
     return np.round(np.clip(audio, -1.0, 1.0) * 32767).astype(np.int16)
 
 
-def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tuple[tuple, bool]]:
+def submit(ctx: AppContext, request: GenerationRequest, owner: str, lane: str | None = None) -> tuple[Job, LiveMetrics]:
+    """Queue one generation on the GPU worker: its items are (seconds since it started, AudioChunk)."""
     engine = ctx.host.engine
-    rate = engine.sample_rate
     metrics = LiveMetrics(mode=_mode_label(engine.mode.value), backend=engine.backend, demo=engine.is_demo,
                           seed=request.config.seed)
-    notices = [] if ctx.streaming else [("ffmpeg is not installed, so the result plays when it is complete "
-                                         "(install ffmpeg for live streaming).")]
-    player = _open_speakers(request, rate, notices)
 
     def produce(cancel):
         start = time.perf_counter()
@@ -58,7 +58,24 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
                                    request.config, cancel=cancel):
             yield time.perf_counter() - start, chunk
 
-    job = ctx.worker.submit(produce, owner=owner)
+    return ctx.worker.submit(produce, owner=owner, lane=lane), metrics
+
+
+def record(ctx: AppContext, request: GenerationRequest, metrics: LiveMetrics, audio: np.ndarray,
+           **extra) -> HistoryEntry:
+    """Store a finished generation in the history: `audio` is exactly the int16 samples that were sent."""
+    return ctx.history.add(audio, SAMPLE_RATE, request.text, voice=request.voice_label, mode=metrics.mode,
+                           backend=metrics.backend, rtf=metrics.to_json()["rtf"],
+                           first_audio_s=metrics.first_audio_s, audio_s=metrics.audio_s,
+                           seed=request.config.seed, language=request.language, demo=metrics.demo, **extra)
+
+
+def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tuple[tuple, bool]]:
+    rate = SAMPLE_RATE
+    notices = [] if ctx.streaming else [("ffmpeg is not installed, so the result plays when it is complete "
+                                         "(install ffmpeg for live streaming).")]
+    player = _open_speakers(request, rate, notices)
+    job, metrics = submit(ctx, request, owner)
     pieces: list[np.ndarray] = []
     finished = False
     try:
@@ -86,10 +103,7 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
             player.stop()
     # the files hold exactly the samples that were streamed
     audio = to_int16(np.concatenate(pieces)) if pieces else np.zeros(0, np.int16)
-    entry = ctx.history.add(audio, rate, request.text, voice=request.voice_label, mode=metrics.mode,
-                            backend=metrics.backend, rtf=metrics.to_json()["rtf"],
-                            first_audio_s=metrics.first_audio_s, audio_s=metrics.audio_s,
-                            seed=request.config.seed, language=request.language, demo=metrics.demo)
+    entry = record(ctx, request, metrics, audio)
     flac = _export_flac(ctx, entry.id, audio, rate)
     done = f"Done: {metrics.audio_s:.1f} s of audio in {metrics.elapsed_s:.2f} s. Saved in the history."
     yield _update(metrics, audio=gr.skip() if ctx.streaming else (rate, audio),

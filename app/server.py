@@ -14,6 +14,7 @@ from .storage import AppDirs
 
 MAX_UPLOAD = "25mb"
 QUEUE_SIZE = 16
+DEFAULT_PORT = 7860  # `serve`'s port when none is given
 
 log = logging.getLogger("voicedesk")
 
@@ -26,8 +27,9 @@ def configure_environment(dirs: AppDirs) -> None:
 
 
 def serve(model: str | None = None, mode: str | None = None, demo: bool = False, host: str = "127.0.0.1",
-          port: int | None = None, open_browser: bool = True) -> None:
-    """Run the app until interrupted.
+          port: int | None = None, open_browser: bool = True, api: bool = False, api_key: str | None = None,
+          headless: bool = False) -> int:
+    """Run the app until interrupted; returns the exit status.
 
     Parameters
     ----------
@@ -38,6 +40,9 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     host : address to listen on; anything but loopback prints a warning.
     port : None means the first free port from 7860.
     open_browser : open the page in the default browser once the server is up.
+    api : serve the OpenAI-compatible API (docs/api.md) even if the setting is off.
+    api_key : the key API clients must send; required when the API listens beyond loopback.
+    headless : serve only the API, no UI (implies `api`).
     """
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     log.setLevel(logging.INFO)
@@ -45,6 +50,8 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     configure_environment(dirs)
     import gradio as gr
 
+    from .api.access import ApiAccess, bind_refusal
+    from .api.routes import api_routes
     from .context import AppContext
     from .engine_host import EngineHost
     from .history import History
@@ -60,6 +67,11 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
         settings.save(dirs.settings_file)  # the defaults replace the bad values, so this is said once
     if mode is not None:
         settings.mode = mode
+    access = ApiAccess(key=api_key or None, forced_on=api or headless)
+    refusal = bind_refusal(host, access.key) if access.enabled(settings) else None
+    if refusal:
+        print(f"error: {refusal}", file=sys.stderr)
+        return 2
     if demo and model is None:
         model = str(DEMO_MODEL)
     worker = GpuWorker()
@@ -69,15 +81,19 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
                      history=History(dirs.history, settings.history_max_entries, settings.history_max_mb * 2**20),
                      worker=worker, host=host_engine, speakers=probe(), demo=demo,
                      upload_root=Path(gr.utils.get_upload_folder()),
-                     notices=[f"Settings: {p}." for p in problems])
-    if not ctx.streaming:
-        log.warning("ffmpeg not found: results play when complete instead of streaming (install ffmpeg)")
-    if host not in LOOPBACK_HOSTS:
-        print(f"WARNING: listening on {host}: anyone who can reach this address can use this app, your GPU and "
-              "your saved voices (there is no login). The browser microphone only works on "
-              "http://127.0.0.1 or localhost.", file=sys.stderr)
-    blocks = build_app(ctx)
+                     notices=[f"Settings: {p}." for p in problems], api=access, bind_host=host)
+    routes, middleware = api_routes(ctx, access), [guard_middleware(host)]
     try:
+        if headless:
+            _serve_headless(routes, middleware, host, port or DEFAULT_PORT)
+            return 0
+        if not ctx.streaming:
+            log.warning("ffmpeg not found: results play when complete instead of streaming (install ffmpeg)")
+        if host not in LOOPBACK_HOSTS:
+            print(f"WARNING: listening on {host}: anyone who can reach this address can use this app, your GPU "
+                  "and your saved voices (there is no login). The browser microphone only works on "
+                  "http://127.0.0.1 or localhost.", file=sys.stderr)
+        blocks = build_app(ctx)
         _, url, _ = blocks.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE).launch(
             server_name=host, server_port=port, inbrowser=open_browser, share=False, quiet=True,
             prevent_thread_lock=True,
@@ -87,11 +103,23 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
             enable_monitoring=False, mcp_server=False, run_history=False, pwa=False, ssr_mode=False,
             footer_links=["api"], show_error=True, favicon_path=str(ASSETS / "icon.svg"),
             theme=_theme(gr), css_paths=[ASSETS / "style.css"],
-            app_kwargs={"middleware": [guard_middleware(host)]})
+            app_kwargs={"middleware": middleware, "routes": routes})
         print(f"VoiceDesk is running at {url}  (voices and history: {dirs.data}; Ctrl+C to quit)", flush=True)
         blocks.block_thread()
+        return 0
     finally:
         worker.shutdown()
+
+
+def _serve_headless(routes, middleware, host: str, port: int) -> None:
+    """The API alone, no UI and no browser (`voicedesk serve`)."""
+    import uvicorn
+    from fastapi import FastAPI
+
+    config = uvicorn.Config(FastAPI(routes=routes, middleware=middleware, docs_url=None, redoc_url=None,
+                                    openapi_url=None), host=host, port=port, log_level="warning")
+    print(f"VoiceDesk API is running at http://{host}:{port}/v1 (Ctrl+C to quit)", flush=True)
+    uvicorn.Server(config).run()
 
 
 def _theme(gr):

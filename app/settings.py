@@ -26,6 +26,8 @@ class Settings:
     postprocess: bool = True
     history_max_entries: int = 200
     history_max_mb: int = 500
+    api: bool = False  # serve the OpenAI-compatible API (docs/api.md)
+    api_max_waiting: int = 16  # API requests that may wait for the GPU; more are answered 429
 
     @classmethod
     def load(cls, path: Path) -> Settings:

@@ -85,6 +85,11 @@ class GpuWorker:
                 return self._start_order().index(job) + 1 + (self._running is not None)
             return 0
 
+    def waiting(self, lane: str) -> int:
+        """How many jobs of `lane` wait to start."""
+        with self._wake:
+            return sum(job.lane == lane for job in self._pending)
+
     def cancel(self, owner: str) -> int:
         """Stop every job of `owner`: the running one at its next step, waiting ones at once."""
         with self._wake:

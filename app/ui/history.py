@@ -18,8 +18,13 @@ def history_rows(ctx: AppContext) -> tuple[list[list], list[str]]:
 def _row(e: HistoryEntry) -> list:
     rtf = e.meta.get("rtf")
     text = e.text if len(e.text) <= 70 else e.text[:69] + "…"
-    return [e.created[:16].replace("T", " "), text, e.meta.get("voice", ""), e.meta.get("mode", ""),
+    return [e.created[:16].replace("T", " "), text, _voice(e.meta), e.meta.get("mode", ""),
             "—" if rtf is None else f"{rtf:.3f}", f"{e.meta.get('audio_s', 0):.1f} s"]
+
+
+def _voice(meta: dict) -> str:
+    """The voice, and where the request came from when it was not this page (the API)."""
+    return meta.get("voice", "") + (" · via API" if meta.get("source") == "api" else "")
 
 
 def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
@@ -53,7 +58,7 @@ def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
         meta = entry.meta
         rtf = "—" if meta.get("rtf") is None else f"{meta['rtf']:.3f}"
         ttfa = "—" if meta.get("first_audio_s") is None else f"{meta['first_audio_s'] * 1000:.0f} ms"
-        details = [meta.get("voice", ""), meta.get("mode", ""), f"RTF {rtf}", f"first audio {ttfa}",
+        details = [_voice(meta), meta.get("mode", ""), f"RTF {rtf}", f"first audio {ttfa}",
                    f"seed {meta.get('seed', '—')}", meta.get("backend", "")]
         text = f"{entry.text}\n\n*{' · '.join(details)}*"
         return (entry.id, gr.Group(visible=True), text, str(entry.audio), gr.DownloadButton(value=str(entry.audio)),

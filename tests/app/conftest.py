@@ -52,8 +52,8 @@ def launch_app(home: Path, prefix: tuple[str, ...] = (), until: str = "ready"):
     port = free_port()
     env = {**os.environ, "VOICEDESK_HOME": str(home)}
     with log.open("w") as out:
-        proc = subprocess.Popen([*prefix, sys.executable, "launcher.py", "--demo", "--no-browser", "--port", str(port)],
-                                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([*prefix, sys.executable, "launcher.py", "--demo", "--no-browser", "--port", str(port),
+                                 "--api"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + START_TIMEOUT_S
     try:
@@ -89,6 +89,18 @@ def app_launcher():
 def running_app(tmp_path_factory):
     with launch_app(tmp_path_factory.mktemp("voicedesk_home")) as app:
         yield app
+
+
+@pytest.fixture(scope="session")
+def decode_audio():
+    """Decodes any audio file's bytes with the ffmpeg command line (a decoder the app does not use) to
+    int16 mono at 24 kHz: `decode_audio(data, fmt) -> np.ndarray`; fmt "pcm" means raw s16le."""
+    def decode(data: bytes, fmt: str) -> np.ndarray:
+        source = ["-f", "s16le", "-ar", "24000", "-ac", "1"] if fmt == "pcm" else []
+        out = subprocess.run(["ffmpeg", "-v", "error", *source, "-i", "pipe:0", "-f", "s16le", "-ac", "1",
+                              "-ar", "24000", "pipe:1"], input=data, capture_output=True, check=True)
+        return np.frombuffer(out.stdout, np.int16)
+    return decode
 
 
 @pytest.fixture(scope="session")

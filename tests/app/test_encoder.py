@@ -1,6 +1,4 @@
 """app/encoder.py, checked with decoders it does not share: the ffmpeg command line and libsndfile."""
-import subprocess
-
 import numpy as np
 import pytest
 import soundfile as sf
@@ -18,24 +16,17 @@ def tone(seconds: float, freq: float = 220.0) -> np.ndarray:
     return np.round(8000 * np.sin(2 * np.pi * freq * t)).astype(np.int16)
 
 
-def ffmpeg_decode(data: bytes, fmt: str) -> np.ndarray:
-    source = ["-f", "s16le", "-ar", str(RATE), "-ac", "1"] if fmt == "pcm" else []
-    out = subprocess.run(["ffmpeg", "-v", "error", *source, "-i", "pipe:0", "-f", "s16le", "-ac", "1",
-                          "-ar", str(RATE), "pipe:1"], input=data, capture_output=True, check=True)
-    return np.frombuffer(out.stdout, np.int16)
-
-
 def strongest_hz(samples: np.ndarray) -> float:
     spectrum = np.abs(np.fft.rfft(samples.astype(np.float64)))
     return float(np.fft.rfftfreq(len(samples), 1 / RATE)[np.argmax(spectrum)])
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
-def test_chunks_decode_to_the_same_audio(fmt):
+def test_chunks_decode_to_the_same_audio(fmt, decode_audio):
     first, second = tone(0.7), tone(0.5, 440.0)
     encoder = AudioEncoder(fmt, RATE)
     data = encoder.encode(first) + encoder.encode(second) + encoder.finish()
-    decoded = ffmpeg_decode(data, fmt)
+    decoded = decode_audio(data, fmt)
     expected = np.concatenate([first, second])
     assert len(expected) <= len(decoded) <= len(expected) + SLACK.get(fmt, 0)
     if fmt in ("wav", "pcm", "flac"):
@@ -48,12 +39,12 @@ def test_chunks_decode_to_the_same_audio(fmt):
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
-def test_each_chunk_comes_out_before_the_next_one(fmt):
+def test_each_chunk_comes_out_before_the_next_one(fmt, decode_audio):
     """What a client can play after the first chunk: all of it but less than one codec frame."""
     chunk = tone(0.6)
     encoder = AudioEncoder(fmt, RATE)
     early = encoder.encode(chunk)
-    decoded = ffmpeg_decode(early, fmt)
+    decoded = decode_audio(early, fmt)
     held_back = {"mp3": 2 * 1152, "aac": 2 * 1024, "opus": 960, "flac": 4608}.get(fmt, 0)
     assert len(decoded) >= len(chunk) - held_back, (fmt, len(early), len(decoded))
     encoder.finish()

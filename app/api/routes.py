@@ -1,0 +1,151 @@
+"""The API's HTTP routes. Each answers in OpenAI's shapes: audio bytes (chunked) or server-sent events
+`speech.audio.delta` / `speech.audio.done` for speech, lists for voices and models, and
+`{"error": ...}` with OpenAI's status for anything refused. The response starts when the first
+chunk is encoded, so every error before it has its own status; the generation is cancelled (and
+the GPU freed) as soon as the client disconnects, whether it is still waiting or already listening."""
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import anyio
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute
+
+from engine.errors import AudioInputError, Cancelled, TextInputError, TranscriptRequiredError, VoiceDeskError
+
+from ..context import AppContext
+from .access import ApiAccess
+from .errors import ApiError
+from .schemas import MODELS, parse_speech
+from .speech import SpeechStream
+from .voices import list_voices
+
+log = logging.getLogger("voicedesk")
+
+_END = object()
+
+
+def api_routes(ctx: AppContext, access: ApiAccess) -> list[BaseRoute]:
+    router = APIRouter()
+
+    def checked(handler: Callable[[Request], Awaitable[Response]]):
+        async def route(request: Request) -> Response:
+            try:
+                access.check(ctx.settings, request.headers.get("authorization"))
+                return await handler(request)
+            except ApiError as err:
+                return err.response()
+            except Exception as err:  # never a traceback to the client: it goes to the log
+                return _as_api_error(err).response()
+        return route
+
+    async def speech(request: Request) -> Response:
+        try:
+            body = parse_speech(await request.json())
+        except ValueError as err:  # not JSON
+            raise ApiError(400, f"The body is not valid JSON ({err}).") from err
+        stream = await anyio.to_thread.run_sync(SpeechStream, ctx, body, ctx.settings.api_max_waiting)
+        pieces = stream.pieces()
+        try:
+            first = await _unless_disconnected(request, _next(pieces))
+        except BaseException:
+            stream.cancel()
+            raise
+        headers = {"X-VoiceDesk-Seed": str(stream.seed)}
+        if body.stream_format == "sse":
+            return StreamingResponse(_sse(stream, first, pieces), media_type="text/event-stream", headers=headers)
+        return StreamingResponse(_audio(stream, first, pieces), media_type=stream.encoder.content_type,
+                                 headers=headers)
+
+    async def voices(request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": await anyio.to_thread.run_sync(list_voices, ctx.library)})
+
+    async def models(request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": m, "object": "model", "created": 0,
+                                                         "owned_by": "voicedesk"} for m in MODELS]})
+
+    router.add_api_route("/v1/audio/speech", checked(speech), methods=["POST"], include_in_schema=False)
+    router.add_api_route("/v1/audio/voices", checked(voices), methods=["GET"], include_in_schema=False)
+    router.add_api_route("/v1/models", checked(models), methods=["GET"], include_in_schema=False)
+    return router.routes
+
+
+async def _next(pieces):
+    # abandoned on cancel: the worker thread finishes the step it is in, then sees the job cancelled
+    return await anyio.to_thread.run_sync(next, pieces, _END, abandon_on_cancel=True)
+
+
+async def _unless_disconnected(request: Request, awaitable):
+    """The awaitable's result, or raise Cancelled when the client disconnects first."""
+    outcome: dict = {}
+
+    async def run(scope):
+        try:
+            outcome["value"] = await awaitable
+        except Exception as err:
+            outcome["error"] = err
+        scope.cancel()
+
+    async def watch(scope):
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        outcome["error"] = Cancelled("The client disconnected.")
+        scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run, group.cancel_scope)
+        group.start_soon(watch, group.cancel_scope)
+    if "value" in outcome:
+        return outcome["value"]
+    raise outcome["error"]
+
+
+async def _rest(stream: SpeechStream, first: bytes, pieces) -> AsyncIterator[bytes]:
+    try:
+        piece = first
+        while piece is not _END:
+            if piece:
+                yield piece
+            piece = await _next(pieces)
+    finally:
+        stream.cancel()  # the client went away (or it finished): free the GPU
+
+
+async def _audio(stream: SpeechStream, first: bytes, pieces) -> AsyncIterator[bytes]:
+    try:
+        async for piece in _rest(stream, first, pieces):
+            yield piece
+    except Exception as err:  # the status is sent: end the body unfinished, so the client sees it broke
+        log.warning("API speech stream failed after it started: %s", _as_api_error(err).message)
+        raise
+
+
+async def _sse(stream: SpeechStream, first: bytes, pieces) -> AsyncIterator[bytes]:
+    try:
+        async for piece in _rest(stream, first, pieces):
+            yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(piece).decode()})
+    except Exception as err:
+        yield _event({"type": "error", **_as_api_error(err).body()})
+        return
+    yield _event({"type": "speech.audio.done", "usage": stream.usage()})
+
+
+def _event(data: dict) -> bytes:
+    return f"data: {json.dumps(data)}\n\n".encode()
+
+
+def _as_api_error(err: Exception) -> ApiError:
+    if isinstance(err, ApiError):
+        return err
+    if isinstance(err, (TextInputError, AudioInputError, TranscriptRequiredError)):
+        return ApiError(400, str(err))
+    if isinstance(err, Cancelled):
+        return ApiError(503, str(err), code="cancelled")
+    if isinstance(err, VoiceDeskError):
+        return ApiError(503, str(err))
+    log.exception("API request failed", exc_info=err)
+    return ApiError(500, f"The server failed ({type(err).__name__}); the app's log has the details.")

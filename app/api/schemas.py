@@ -1,0 +1,56 @@
+"""The request body of `POST /v1/audio/speech`: OpenAI's fields, then VoiceDesk's own extensions."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ApiError
+
+# Every name is served by the one loaded engine; OpenAI's are accepted so that existing clients work.
+MODELS = ("omnivoice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
+MAX_SEED = 2**31 - 2
+
+
+class VoiceRef(BaseModel):
+    model_config = ConfigDict(strict=True)
+    id: str
+
+
+class SpeechRequest(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    model: str
+    input: str
+    voice: str | VoiceRef
+    response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
+    speed: float = Field(1.0, ge=0.25, le=4.0)
+    instructions: str | None = None  # OmniVoice's voice design attributes, e.g. "female, low pitch"
+    stream_format: Literal["audio", "sse"] = "audio"
+    # VoiceDesk's extensions (None: the app's saved setting)
+    language: str | None = None  # id or English name; None: detected by the model
+    seed: int | None = Field(None, ge=0, le=MAX_SEED)
+    quality: Literal["hifi", "realtime"] | None = None  # must match the loaded mode
+    steps: int | None = Field(None, ge=1, le=64)
+    guidance: float | None = Field(None, ge=0.0, le=10.0)
+    normalize: bool | None = None  # tidy the output: loudness, long pauses, soft edges
+
+    @property
+    def voice_id(self) -> str:
+        return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice
+
+
+def parse_speech(body: object) -> SpeechRequest:
+    """The request, or ApiError 400 naming the first field that is wrong."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "The body must be a JSON object.")
+    try:
+        request = SpeechRequest.model_validate(body)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else None
+        raise ApiError(400, f"{field}: {first['msg']}" if field else first["msg"], param=field) from None
+    if request.model not in MODELS:
+        raise ApiError(400, f"Unknown model '{request.model}': use one of {', '.join(MODELS)}.", param="model",
+                       code="model_not_found")
+    return request

@@ -1,0 +1,123 @@
+"""One `POST /v1/audio/speech`: every input is checked before anything is queued (so a bad request gets
+its status, never a stream that breaks), then the generation waits its turn in the API's lane of the
+GPU worker, each chunk is encoded as soon as the engine yields it, and the finished result is stored
+in the history, marked as made through the API."""
+from __future__ import annotations
+
+import secrets
+import warnings
+from collections.abc import Iterator
+
+import numpy as np
+
+from engine.config import GenerationConfig
+from engine.constants import FRAME_RATE, SAMPLE_RATE
+from engine.errors import TextInputError, VoiceDeskError
+from engine.text.clean import clean_text, has_chinese
+from engine.text.instruct import canonical_instruct
+from engine.text.languages import UnknownLanguageWarning, resolve_language
+from engine.text.tokens import encode_text
+
+from .. import generation
+from ..context import AppContext
+from ..encoder import AudioEncoder
+from ..ui.common import MAX_TEXT_CHARS
+from .errors import ApiError
+from .schemas import MAX_SEED, SpeechRequest
+from .voices import choose_voice
+
+LANE = "api"  # all API requests share one lane of the GPU worker: they take turns with the app's users
+
+
+class SpeechStream:
+    """Checks `body` (raising ApiError) and queues the generation; `pieces()` yields the encoded audio."""
+
+    def __init__(self, ctx: AppContext, body: SpeechRequest, max_waiting: int):
+        self.ctx, self.body = ctx, body
+        engine = _ready_engine(ctx)
+        if body.quality is not None and body.quality != engine.mode.value:
+            raise ApiError(400, f"The app runs in '{engine.mode.value}' quality; switch it in the app to use "
+                                f"'{body.quality}'.", "quality")
+        _check_text(body.input)
+        chosen = choose_voice(ctx.library, body.voice_id, body.instructions)
+        instruct = _checked_instruct(chosen.instruct, body.input, "instructions" if body.instructions else "voice")
+        language = _checked_language(body.language)
+        if ctx.worker.waiting(LANE) >= max_waiting:
+            raise ApiError(429, f"{max_waiting} API requests are already waiting for the GPU: try again shortly.",
+                           code="queue_full", headers={"Retry-After": "1"})
+        self.seed = secrets.randbelow(MAX_SEED) if body.seed is None else body.seed
+        self.request = generation.GenerationRequest(
+            body.input, chosen.voice, instruct, language, self._config(), chosen.label, play_on_speakers=False,
+            output_device=None)
+        self.encoder = AudioEncoder(body.response_format, SAMPLE_RATE)
+        self.job, self.metrics = generation.submit(ctx, self.request, owner=f"api-{secrets.token_hex(4)}",
+                                                   lane=LANE)
+
+    def _config(self) -> GenerationConfig:
+        s, b = self.ctx.settings, self.body
+        return GenerationConfig(
+            num_step=s.steps if b.steps is None else b.steps,
+            guidance_scale=s.guidance if b.guidance is None else b.guidance,
+            denoise=s.denoise, preprocess_prompt=s.preprocess,
+            postprocess_output=s.postprocess if b.normalize is None else b.normalize,
+            speed=None if b.speed == 1.0 else b.speed, seed=self.seed)
+
+    def pieces(self) -> Iterator[bytes]:
+        """Encoded audio as the engine makes it (blocking: run it off the event loop). Engine errors are
+        raised here; a request stopped by `cancel` ends with engine.errors.Cancelled."""
+        sent: list[np.ndarray] = []
+        try:
+            for kind, value in self.job.follow(self.ctx.worker):
+                if kind == "item":
+                    elapsed, chunk = value
+                    pcm = generation.to_int16(chunk.audio)
+                    self.metrics.add_chunk(elapsed, len(pcm) / SAMPLE_RATE)
+                    sent.append(pcm)
+                    yield self.encoder.encode(pcm)
+            yield self.encoder.finish()
+        finally:
+            self.job.cancel.set()  # the client went away or the request ended: free the GPU either way
+        audio = np.concatenate(sent) if sent else np.zeros(0, np.int16)
+        generation.record(self.ctx, self.request, self.metrics, audio, source="api")
+
+    def cancel(self) -> None:
+        self.job.cancel.set()
+
+    def usage(self) -> dict:
+        """OpenAI's usage object: input = text tokens, output = audio frames (25 per second)."""
+        text_tokens = len(encode_text(self.ctx.host.engine.tokenizer, self.request.text))
+        frames = round(self.metrics.audio_s * FRAME_RATE)
+        return {"input_tokens": text_tokens, "output_tokens": frames, "total_tokens": text_tokens + frames}
+
+
+def _ready_engine(ctx: AppContext):
+    try:
+        return ctx.host.engine
+    except VoiceDeskError as err:
+        raise ApiError(503, str(err), code="model_not_ready", headers={"Retry-After": "5"}) from err
+
+
+def _check_text(text: str) -> None:
+    if len(text) > MAX_TEXT_CHARS:
+        raise ApiError(413, f"The input is {len(text):,} characters long; the limit is {MAX_TEXT_CHARS:,}: split "
+                            "it into several requests.", "input", "input_too_long")
+    try:
+        clean_text(text)
+    except TextInputError as err:
+        raise ApiError(400, str(err), "input") from err
+
+
+def _checked_instruct(instruct: str | None, text: str, param: str) -> str | None:
+    try:
+        return canonical_instruct(instruct, use_zh=has_chinese(text))
+    except TextInputError as err:
+        raise ApiError(400, f"OmniVoice designs voices from attributes only. {err}", param) from err
+
+
+def _checked_language(language: str | None) -> str | None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnknownLanguageWarning)
+        try:
+            return resolve_language(language)
+        except (UnknownLanguageWarning, TextInputError) as err:
+            raise ApiError(400, str(err), "language") from err

@@ -1,0 +1,71 @@
+"""The launched app's OpenAI-compatible API through curl: streaming to a file, a client that hangs up
+mid-stream, eight requests at once, and bodies that are not what OpenAI's API accepts."""
+import json
+import subprocess
+import time
+
+import pytest
+from gradio_client import Client
+
+LONG_TEXT = " ".join(f"This is sentence number {i} of a long text that keeps the engine busy." for i in range(40))
+
+
+def curl(url: str, body: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(["curl", "-sS", "-N", "-H", "Content-Type: application/json", "-d", body, *args,
+                           f"{url}/v1/audio/speech"], capture_output=True, timeout=timeout)
+
+
+def history_texts(url: str) -> list[str]:
+    return [e["text"] for e in Client(url, verbose=False).predict(api_name="/list_history")]
+
+
+def test_curl_writes_a_playable_file(running_app, tmp_path, decode_audio):
+    out = tmp_path / "speech.opus"
+    body = json.dumps({"model": "tts-1", "input": "Curl asked for this.", "voice": "echo",
+                       "response_format": "opus", "steps": 4})
+    done = curl(running_app.url, body, "-o", str(out), "-w", "%{http_code} %{content_type}")
+    assert done.returncode == 0 and done.stdout.decode() == "200 audio/ogg", done.stderr
+    assert len(decode_audio(out.read_bytes(), "opus")) > 0
+
+
+def test_hanging_up_mid_stream_frees_the_worker(running_app):
+    body = json.dumps({"model": "tts-1", "input": LONG_TEXT, "voice": "alloy", "response_format": "pcm",
+                       "steps": 64})
+    gave_up = curl(running_app.url, body, "-o", "/dev/null", "--max-time", "4")
+    assert gave_up.returncode == 28, gave_up.stderr  # 28: curl's own timeout, the stream was still going
+    # Had the long generation gone on, this request would wait minutes for its turn.
+    start = time.monotonic()
+    short = json.dumps({"model": "tts-1", "input": "Next in line.", "voice": "alloy", "steps": 4})
+    done = curl(running_app.url, short, "-o", "/dev/null", "-w", "%{http_code}")
+    assert done.stdout.decode() == "200" and time.monotonic() - start < 30
+    assert LONG_TEXT not in history_texts(running_app.url)  # stopped results are not stored
+
+
+def test_eight_concurrent_requests_are_all_answered(running_app, tmp_path, decode_audio):
+    texts = [f"Concurrent request number {i}." for i in range(8)]
+    procs = [subprocess.Popen(["curl", "-sS", "-H", "Content-Type: application/json", "-o", str(tmp_path / f"{i}.wav"),
+                               "-w", "%{http_code}", "-d", json.dumps({"model": "tts-1", "input": text, "voice": "sage",
+                                                                     "response_format": "wav", "steps": 4}),
+                               f"{running_app.url}/v1/audio/speech"], stdout=subprocess.PIPE)
+             for i, text in enumerate(texts)]
+    codes = [p.communicate(timeout=600)[0].decode() for p in procs]
+    assert codes == ["200"] * 8
+    assert all(len(decode_audio((tmp_path / f"{i}.wav").read_bytes(), "wav")) > 0 for i in range(8))
+    assert set(texts) <= set(history_texts(running_app.url))
+
+
+@pytest.mark.parametrize("body, status", [
+    ("this is not json", 400),
+    ("[1, 2, 3]", 400),
+    ('{"model": "tts-1", "voice": "alloy"}', 400),
+    ('{"model": "tts-1", "input": "Hi.", "voice": {"name": "alloy"}}', 400),
+    ('{"model": "tts-1", "input": "Hi.", "voice": "no-such-voice"}', 404),
+    ('{"model": "tts-1", "input": "Hi.", "voice": "alloy", "steps": 1000}', 400),
+])
+def test_bad_bodies_get_openai_error_shapes(running_app, body, status):
+    done = curl(running_app.url, body, "-w", "\n%{http_code}")
+    payload, code = done.stdout.decode().rsplit("\n", 1)
+    assert int(code) == status
+    error = json.loads(payload)["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["type"] == "invalid_request_error"
+    assert "Traceback" not in error["message"]
