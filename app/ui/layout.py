@@ -4,6 +4,7 @@ from __future__ import annotations
 import gradio as gr
 
 from ..context import AppContext
+from .api import build_api_tab
 from .clone import build_clone_tab, saved_voice, voice_choices
 from .design import build_design_tab
 from .history import build_history_tab
@@ -27,12 +28,15 @@ def build_app(ctx: AppContext) -> gr.Blocks:
                 build_voices_tab(ctx, library_version, clone.voice)
             with gr.Tab("History", id="history", elem_id="tab-history"):
                 build_history_tab(ctx, history_version)
+            with gr.Tab("API", id="api", elem_id="tab-api"):
+                show_api, api_outputs = build_api_tab(ctx)
         wire_header(ctx, header, [clone.generate, design.generate])
         # A page shows what is saved now, not what was saved when the app started.
         view.wire(blocks)
         blocks.load(lambda: (gr.Dropdown(voice_choices(ctx), value=saved_voice(ctx)), 1, 1), None,
                     [clone.voice, library_version, history_version], api_visibility="private")
         blocks.load(_show_notices(ctx), None, None, api_visibility="private")
+        blocks.load(show_api, None, api_outputs, api_visibility="private")  # the address this page was opened at
     return blocks
 
 

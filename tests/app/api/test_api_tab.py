@@ -1,0 +1,32 @@
+"""The API tab in a real browser: it shows the address the page was opened at, and the Python example
+it offers to copy runs as it is, with the official `openai` package, against the launched app."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is needed")
+
+
+def test_api_tab_shows_the_endpoint_and_a_working_example(running_app, tmp_path, decode_audio):
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        page = browser.new_page()
+        page.goto(running_app.url)
+        page.locator("#tab-api-button, button[role=tab]:has-text('API')").first.click()
+        expect(page.locator("#api-status")).to_contain_text(f"On at {running_app.url}/v1", timeout=30_000)
+        expect(page.locator("#api-enabled input")).to_be_disabled()  # started with --api
+        code = page.locator("#api-python .cm-content")
+        expect(code).to_contain_text("stream_to_file", timeout=30_000)
+        example = code.inner_text()
+        browser.close()
+    assert f'base_url="{running_app.url}/v1"' in example
+    run = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert len(decode_audio((tmp_path / "hello.mp3").read_bytes(), "mp3")) > 0
