@@ -48,19 +48,8 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     log.setLevel(logging.INFO)
     dirs = AppDirs.default().create()
     configure_environment(dirs)
-    import gradio as gr
-
     from .api.access import ApiAccess, bind_refusal
-    from .api.routes import api_routes
-    from .context import AppContext
-    from .engine_host import EngineHost
-    from .history import History
-    from .library import VoiceLibrary
-    from .playback import probe
-    from .security import LOOPBACK_HOSTS, guard_middleware
     from .settings import Settings
-    from .ui.layout import build_app
-    from .worker import GpuWorker
 
     settings, problems = Settings.check(dirs.settings_file)
     if problems:
@@ -69,9 +58,21 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
         settings.mode = mode
     access = ApiAccess(key=api_key or None, forced_on=api or headless)
     refusal = bind_refusal(host, access.key) if access.enabled(settings) else None
-    if refusal:
+    if refusal:  # said before the slow imports below
         print(f"error: {refusal}", file=sys.stderr)
         return 2
+    import gradio as gr
+
+    from .api.routes import api_routes
+    from .context import AppContext
+    from .engine_host import EngineHost
+    from .history import History
+    from .library import VoiceLibrary
+    from .playback import probe
+    from .security import LOOPBACK_HOSTS, guard_middleware
+    from .ui.layout import build_app
+    from .worker import GpuWorker
+
     if demo and model is None:
         model = str(DEMO_MODEL)
     worker = GpuWorker()

@@ -72,7 +72,7 @@ class Settings:
 # What a value may be beyond its type: the same bounds as the widgets that show it (app/ui/advanced.py).
 CHOICES = {"mode": ("hifi", "realtime", "eager")}
 RANGES = {"steps": (4, 64), "guidance": (0.0, 4.0), "history_max_entries": (1, 100_000),
-          "history_max_mb": (1, 1_000_000)}
+          "history_max_mb": (1, 1_000_000), "api_max_waiting": (1, 1_000)}
 
 
 _KIND = {bool: "true or false", int: "a whole number", float: "a number", str: "text", type(None): "text or null"}

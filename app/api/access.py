@@ -1,7 +1,7 @@
 """Who may use the API: it is off unless switched on (the setting, `--api`, `voicedesk serve`); on a
 loopback address anyone on this computer may call it; bound elsewhere it needs an API key, sent as
-`Authorization: Bearer <key>`. The Host/Origin guard of app/security.py sits in front of it as of
-every route."""
+`Authorization: Bearer <key>`. The Host/Origin guard of app/security.py covers it like every other
+route."""
 from __future__ import annotations
 
 import hmac

@@ -5,6 +5,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..settings import RANGES
 from .errors import ApiError
 
 # Every name is served by the one loaded engine; OpenAI's are accepted so that existing clients work.
@@ -31,8 +32,8 @@ class SpeechRequest(BaseModel):
     language: str | None = None  # id or English name; None: detected by the model
     seed: int | None = Field(None, ge=0, le=MAX_SEED)
     quality: Literal["hifi", "realtime"] | None = None  # must match the loaded mode
-    steps: int | None = Field(None, ge=1, le=64)
-    guidance: float | None = Field(None, ge=0.0, le=10.0)
+    steps: int | None = Field(None, ge=RANGES["steps"][0], le=RANGES["steps"][1])
+    guidance: float | None = Field(None, ge=RANGES["guidance"][0], le=RANGES["guidance"][1])
     normalize: bool | None = None  # tidy the output: loudness, long pauses, soft edges
 
     @property

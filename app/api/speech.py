@@ -16,12 +16,12 @@ from engine.errors import TextInputError, VoiceDeskError
 from engine.text.clean import clean_text, has_chinese
 from engine.text.instruct import canonical_instruct
 from engine.text.languages import UnknownLanguageWarning, resolve_language
+from engine.text.limits import MAX_INSTRUCT_CHARS, MAX_TEXT_CHARS, check_length
 from engine.text.tokens import encode_text
 
 from .. import generation
 from ..context import AppContext
 from ..encoder import AudioEncoder
-from ..ui.common import MAX_TEXT_CHARS
 from .errors import ApiError
 from .schemas import MAX_SEED, SpeechRequest
 from .voices import choose_voice
@@ -38,7 +38,7 @@ class SpeechStream:
         if body.quality is not None and body.quality != engine.mode.value:
             raise ApiError(400, f"The app runs in '{engine.mode.value}' quality; switch it in the app to use "
                                 f"'{body.quality}'.", "quality")
-        _check_text(body.input)
+        _check_text(body.input, body.instructions)
         chosen = choose_voice(ctx.library, body.voice_id, body.instructions)
         instruct = _checked_instruct(chosen.instruct, body.input, "instructions" if body.instructions else "voice")
         language = _checked_language(body.language)
@@ -50,8 +50,8 @@ class SpeechStream:
             body.input, chosen.voice, instruct, language, self._config(), chosen.label, play_on_speakers=False,
             output_device=None)
         self.encoder = AudioEncoder(body.response_format, SAMPLE_RATE)
-        self.job, self.metrics = generation.submit(ctx, self.request, owner=f"api-{secrets.token_hex(4)}",
-                                                   lane=LANE)
+        self.owner = f"api-{secrets.token_hex(4)}"
+        self.job, self.metrics = generation.submit(ctx, self.request, owner=self.owner, lane=LANE)
 
     def _config(self) -> GenerationConfig:
         s, b = self.ctx.settings, self.body
@@ -81,7 +81,8 @@ class SpeechStream:
         generation.record(self.ctx, self.request, self.metrics, audio, source="api")
 
     def cancel(self) -> None:
-        self.job.cancel.set()
+        """Stop the generation: at its next step if it runs, at once if it still waits (its place is freed)."""
+        self.ctx.worker.cancel(self.owner)
 
     def usage(self) -> dict:
         """OpenAI's usage object: input = text tokens, output = audio frames (25 per second)."""
@@ -97,10 +98,13 @@ def _ready_engine(ctx: AppContext):
         raise ApiError(503, str(err), code="model_not_ready", headers={"Retry-After": "5"}) from err
 
 
-def _check_text(text: str) -> None:
-    if len(text) > MAX_TEXT_CHARS:
-        raise ApiError(413, f"The input is {len(text):,} characters long; the limit is {MAX_TEXT_CHARS:,}: split "
-                            "it into several requests.", "input", "input_too_long")
+def _check_text(text: str, instructions: str | None) -> None:
+    for value, limit, what, param in ((text, MAX_TEXT_CHARS, "text", "input"),
+                                      (instructions, MAX_INSTRUCT_CHARS, "voice description", "instructions")):
+        try:
+            check_length(value, limit, what)
+        except TextInputError as err:
+            raise ApiError(413, str(err), param, "input_too_long") from err
     try:
         clean_text(text)
     except TextInputError as err:

@@ -72,8 +72,11 @@ def keyed_api(tmp_path_factory, request):
 
 @pytest.mark.parametrize("command", [["serve"], ["ui", "--api", "--no-browser"]])
 def test_beyond_loopback_without_a_key_it_refuses_to_start(tmp_path, command):
-    proc = launch(tmp_path, *command, "--host", "0.0.0.0", "--port", "1")
-    out, _ = proc.communicate(timeout=120)
+    proc = launch(tmp_path, *command, "--host", "0.0.0.0", "--port", str(free_port()))
+    try:
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
     assert proc.returncode == 2 and "API key" in out
 
 

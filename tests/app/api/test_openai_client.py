@@ -111,6 +111,7 @@ def test_models_and_voices(client, running_app, reference_wav, app_client):
     ({"input": ""}, 400, "input"),
     ({"input": "   "}, 400, "input"),
     ({"input": "x" * 100_000}, 413, "input"),
+    ({"instructions": "female, " * 100}, 413, "instructions"),
     ({"input": 42}, 400, "input"),
     ({"speed": "fast"}, 400, "speed"),
     ({"speed": 9.0}, 400, "speed"),
