@@ -1,5 +1,5 @@
-"""The API tab in a real browser: it shows the address the page was opened at, and the Python example
-it offers to copy runs as it is, with the official `openai` package, against the launched app."""
+"""The API tab in a real browser: it shows the address the page was opened at, the Python example it
+offers to copy runs as it is (official `openai` package, launched app), and History marks the result."""
 import shutil
 import subprocess
 import sys
@@ -19,14 +19,19 @@ def test_api_tab_shows_the_endpoint_and_a_working_example(running_app, tmp_path,
             "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
         page = browser.new_page()
         page.goto(running_app.url)
-        page.locator("#tab-api-button, button[role=tab]:has-text('API')").first.click()
+        page.get_by_role("tab", name="API", exact=True).click()
         expect(page.locator("#api-status")).to_contain_text(f"On at {running_app.url}/v1", timeout=30_000)
         expect(page.locator("#api-enabled input")).to_be_disabled()  # started with --api
         code = page.locator("#api-python .cm-content")
         expect(code).to_contain_text("stream_to_file", timeout=30_000)
         example = code.inner_text()
+        assert f'base_url="{running_app.url}/v1"' in example
+        run = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=300)
+        assert run.returncode == 0, run.stderr
+        assert len(decode_audio((tmp_path / "hello.mp3").read_bytes(), "mp3")) > 0
+        # the result is in the History, marked as made through the API
+        page.reload()
+        page.get_by_role("tab", name="History").click()
+        expect(page.locator("#history-table")).to_contain_text("via API", timeout=30_000)
         browser.close()
-    assert f'base_url="{running_app.url}/v1"' in example
-    run = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
-    assert len(decode_audio((tmp_path / "hello.mp3").read_bytes(), "mp3")) > 0
