@@ -1,0 +1,103 @@
+"""Time to first byte of the OpenAI-compatible API beside the engine's own time to first audio.
+
+    python -m tools.bench_api [--demo | --model PATH] [--mode hifi] [--runs 5] [--format pcm]
+
+Starts `launcher.py serve` in a throwaway data folder, sends a short and a long input, and reads for
+each request the worker's own figure from the history it stored (from the job's start to the first
+chunk, decoded). The difference is what the API adds: parsing and checks, the hand-off to the GPU
+worker, encoding and HTTP.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = {
+    "short": "The quick brown fox jumps over the lazy dog.",
+    "long": " ".join(["Streaming lets a listener hear the first sentence while the rest is still being made.",
+                      "Every later sentence is generated while the earlier ones play.",
+                      "A long answer from a chat assistant is a typical case."] * 4),
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def newest_entry(home: Path) -> dict:
+    lines = (home / "data" / "history" / "index.jsonl").read_text(encoding="utf-8").splitlines()
+    return json.loads(lines[-1])
+
+
+def one_request(url: str, text: str, fmt: str, steps: int | None) -> tuple[float, float]:
+    """(seconds to the first audio byte, seconds to the last) of one streamed request."""
+    body = {"model": "tts-1", "voice": "alloy", "input": text, "response_format": fmt, "seed": 0}
+    if steps:
+        body["steps"] = steps
+    start = time.perf_counter()
+    first = None
+    with httpx.stream("POST", f"{url}/v1/audio/speech", json=body, timeout=600) as response:
+        response.raise_for_status()
+        for piece in response.iter_raw():
+            if first is None and piece:
+                first = time.perf_counter() - start
+    return first, time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", help="checkpoint folder (default: the app's default)")
+    parser.add_argument("--demo", action="store_true", help="the tiny random checkpoint")
+    parser.add_argument("--mode", default="hifi", choices=("eager", "hifi", "realtime"))
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--format", default="pcm", help="response_format")
+    parser.add_argument("--steps", type=int, help="diffusion steps (default: the app's setting, 32)")
+    args = parser.parse_args(argv)
+    home, port = Path(tempfile.mkdtemp(prefix="bench-api-")), free_port()
+    model = ["--demo"] if args.demo else (["--model", args.model] if args.model else [])
+    server = subprocess.Popen([sys.executable, "launcher.py", "serve", "--port", str(port), "--mode", args.mode,
+                               *model], cwd=ROOT, env={**os.environ, "VOICEDESK_HOME": str(home)},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while True:  # listening and loaded: a first request is also the warm-up
+            assert server.poll() is None, "the server exited"
+            try:
+                one_request(url, WORKLOADS["short"], args.format, args.steps)
+                break
+            except httpx.HTTPError:
+                time.sleep(1)
+        print(f"mode {args.mode}, {newest_entry(home)['backend']}, response_format {args.format}, "
+              f"median of {args.runs} runs (ms)")
+        print(f"{'input':6s} {'chars':>6s} {'API first byte':>15s} {'engine first audio':>19s} {'API adds':>9s} "
+              f"{'API total':>10s} {'audio s':>8s}")
+        for name, text in WORKLOADS.items():
+            rows = []
+            for _ in range(args.runs):
+                first, total = one_request(url, text, args.format, args.steps)
+                entry = newest_entry(home)
+                rows.append((first, entry["first_audio_s"], total, entry["audio_s"]))
+            api, engine, total, audio = (statistics.median(r[i] for r in rows) for i in range(4))
+            print(f"{name:6s} {len(text):6d} {1e3 * api:15.1f} {1e3 * engine:19.1f} {1e3 * (api - engine):9.1f} "
+                  f"{1e3 * total:10.1f} {audio:8.2f}")
+    finally:
+        server.terminate()
+        server.wait(30)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
