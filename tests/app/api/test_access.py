@@ -2,7 +2,6 @@
 headless), no requests from other websites (a real browser), and a full queue answered 429."""
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -14,13 +13,13 @@ import httpx
 import openai
 import pytest
 from gradio_client import Client
+from pages import CHROMIUM, needs_chromium
 
 from app.api.access import ApiAccess
 from app.api.errors import ApiError
 from app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[3]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 KEY = "sk-test-key-for-voicedesk"
 BODY = {"model": "tts-1", "voice": "alloy", "input": "A keyed request.", "response_format": "wav", "steps": 4}
 
@@ -131,7 +130,7 @@ def test_off_unless_switched_on():
     ApiAccess(key=None, forced_on=True).check(Settings(), None)
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is needed")
+@needs_chromium
 def test_other_websites_cannot_use_the_api_from_a_browser(running_app, tmp_path):
     """A page on another origin posts a speech request as a plain form-like fetch (no preflight);
     the same script from the app's own page is the control that shows the request would work."""

@@ -1,14 +1,11 @@
 """The API tab in a real browser: it shows the address the page was opened at, the Python example it
 offers to copy runs as it is (official `openai` package, launched app), and History marks the result."""
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
+from pages import CHROMIUM, needs_chromium
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is needed")
+pytestmark = needs_chromium
 
 
 def test_api_tab_shows_the_endpoint_and_a_working_example(running_app, tmp_path, decode_audio):
