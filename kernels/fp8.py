@@ -6,12 +6,30 @@ with rowwise scales. No host syncs and no shape-dependent choices at run time, s
 CUDA graphs. Numerics: `kernels/fp8_ref.py`; the activation codes and scales match it bit for bit.
 """
 import functools
+from typing import NamedTuple
 
 import torch
 
 from kernels import _launch
 from kernels._triton import _INTERPRET, HAS_TRITON, tl, triton
 from kernels.fp8_ref import FP8_DTYPE
+
+
+class FP8Rows(NamedTuple):
+    """An activation handed to a W8A8 FP8 linear already quantized by the kernel that produced it."""
+
+    codes: torch.Tensor  # [rows, K] e4m3 codes of x / smooth
+    scales: torch.Tensor  # [rows] fp32 per-row scales
+    shape: torch.Size  # the activation's shape [..., K]
+    dtype: torch.dtype  # the activation's dtype (the linear returns this dtype)
+
+
+def new_fp8_rows(shape: torch.Size, dtype: torch.dtype, device: torch.device) -> FP8Rows:
+    """Empty FP8Rows for an activation of this shape and dtype."""
+    k = shape[-1]
+    rows = shape.numel() // k
+    return FP8Rows(torch.empty(rows, k, dtype=FP8_DTYPE, device=device),
+                   torch.empty(rows, dtype=torch.float32, device=device), torch.Size(shape), dtype)
 
 
 @triton.jit
@@ -27,21 +45,29 @@ def _round_to_e4m3(v):
 
 
 @triton.jit
-def _quantize_fp8_kernel(x_ptr, smooth_ptr, codes_ptr, scales_ptr, K, stride_xm, BLOCK_K: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    k = tl.arange(0, BLOCK_K)
-    k_ok = k < K
-    x = tl.load(x_ptr + row * stride_xm + k, mask=k_ok, other=0.0).to(tl.float32)
-    xs = tl.math.div_rn(x, tl.load(smooth_ptr + k, mask=k_ok, other=1.0))  # [BK]
+def store_e4m3_row(x, smooth_ptr, codes_row_ptr, scale_ptr, cols, col_ok):
+    """Quantize one activation row: e4m3 codes of x / smooth at codes_row_ptr[cols] and the row's
+    scale (amax / 448) at scale_ptr[0]. x is the row in fp32, already rounded as the model rounds it
+    (0 where not col_ok). The quantizer below and the kernels that produce activations share it."""
+    xs = tl.math.div_rn(x, tl.load(smooth_ptr + cols, mask=col_ok, other=1.0))
     amax = tl.max(tl.abs(xs), axis=0)
-    scale = tl.math.div_rn(tl.full((1,), 0.0, tl.float32) + amax, tl.full((1,), 448.0, tl.float32))  # amax / 448, [1]
+    scale = tl.math.div_rn(tl.full((1,), 0.0, tl.float32) + amax, tl.full((1,), 448.0, tl.float32))  # [1]
     safe = tl.where(scale > 0, scale, 1.0)  # an all-zero row gets codes 0
     v = tl.math.div_rn(xs, safe)
     v = tl.minimum(tl.maximum(v, -448.0), 448.0)  # e4m3's largest finite value
     if _INTERPRET:
         v = _round_to_e4m3(v)
-    tl.store(codes_ptr + row * K + k, v.to(tl.float8e4nv), mask=k_ok)
-    tl.store(scales_ptr + row + tl.arange(0, 1), scale)
+    tl.store(codes_row_ptr + cols, v.to(tl.float8e4nv), mask=col_ok)
+    tl.store(scale_ptr + tl.arange(0, 1), scale)
+
+
+@triton.jit
+def _quantize_fp8_kernel(x_ptr, smooth_ptr, codes_ptr, scales_ptr, K, stride_xm, BLOCK_K: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    k = tl.arange(0, BLOCK_K)
+    k_ok = k < K
+    x = tl.load(x_ptr + row * stride_xm + k, mask=k_ok, other=0.0).to(tl.float32)
+    store_e4m3_row(x, smooth_ptr, codes_ptr + row * K, scales_ptr + row, k, k_ok)
 
 
 def quantize_act_fp8(x: torch.Tensor, smooth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -97,12 +123,19 @@ def scaled_mm_rowwise(codes: torch.Tensor, scales: torch.Tensor, qweight: torch.
     return y if direct == out_dtype else y.to(out_dtype)
 
 
+def fp8_rows_linear(a: FP8Rows, qweight: torch.Tensor, wscales: torch.Tensor,
+                    bias: torch.Tensor | None = None) -> torch.Tensor:
+    """y = W8A8-FP8 linear of activations already quantized: [..., N] in the activation's dtype."""
+    y = scaled_mm_rowwise(a.codes, a.scales, qweight, wscales, a.dtype)
+    y = y if bias is None else y.add_(bias)
+    return y.view(*a.shape[:-1], y.shape[-1])
+
+
 def fp8_linear(x: torch.Tensor, smooth: torch.Tensor, qweight: torch.Tensor, wscales: torch.Tensor,
                bias: torch.Tensor | None = None) -> torch.Tensor:
     """y = W8A8-FP8(x / smooth, qweight) + bias for x [M, K]; returns [M, N] in x's dtype."""
     codes, scales = quantize_act_fp8(x, smooth)
-    y = scaled_mm_rowwise(codes, scales, qweight, wscales, x.dtype)
-    return y if bias is None else y.add_(bias)
+    return fp8_rows_linear(FP8Rows(codes, scales, x.shape, x.dtype), qweight, wscales, bias)
 
 
 @functools.cache

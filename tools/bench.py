@@ -1,6 +1,6 @@
 """`launcher.py bench`: every mode side by side on the fixed workload set, in one run on one GPU.
 
-Per mode and workload: median and spread of end-to-end time (generation + decode, voice prompt
+Per mode and workload: median, p90 (and p90 / median: how steady it is) and spread of end-to-end time (generation + decode, voice prompt
 prepared beforehand; reference encoding reported separately), RTF, time to first audio when
 streaming, CUDA kernels per generation, GPU busy fraction, peak GPU memory, load/warm-up/capture
 time, and fidelity against our fp32 eager path with deterministic settings (position_temperature=0):
@@ -34,6 +34,7 @@ class Row:
     times_s: list[float]
     median_s: float
     spread_s: tuple[float, float]
+    p90_s: float
     rtf: float
     first_audio_s: float | None
     ref_encode_s: float
@@ -81,7 +82,7 @@ def bench_workload(modes: dict[str, ModeUnderTest], w: Workload, runs: int, warm
     for name, m in modes.items():
         med = statistics.median(times[name])
         row = Row(mode=name, backend=m.backend, workload=w.name, audio_s=audio_s[name], times_s=times[name],
-                  median_s=med, spread_s=(min(times[name]), max(times[name])),
+                  median_s=med, spread_s=(min(times[name]), max(times[name])), p90_s=p90(times[name]),
                   rtf=med / audio_s[name] if audio_s[name] else float("nan"),
                   first_audio_s=m.first_audio(w, prompts[name]), ref_encode_s=encode_s[name], load_s=m.load_s,
                   capture_s=m.capture_s)
@@ -91,6 +92,13 @@ def bench_workload(modes: dict[str, ModeUnderTest], w: Workload, runs: int, warm
             row.kernels, row.busy_fraction, row.cpu_launches = stats.kernels, stats.busy_fraction, stats.cpu_launches
         rows.append(row)
     return rows
+
+
+def p90(values: list[float]) -> float:
+    """The 90th percentile (linear interpolation between the closest ranks; the max below 2 values)."""
+    if len(values) < 2:
+        return max(values)
+    return statistics.quantiles(values, n=10, method="inclusive")[-1]
 
 
 def _working_bytes(m: ModeUnderTest, w: Workload, prompt) -> int:
@@ -139,8 +147,8 @@ def _fmt(v, pattern="{:.3f}") -> str:
 
 def summary(rows: list[Row]) -> str:
     """Per mode, means over the workloads (token agreement is chaotic per workload with random weights)."""
-    lines = ["| mode | backend | mean RTF | mean x upstream | mean x eager | mean tok agree | "
-             "mean step-0 argmax agree | mean mel dB |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| mode | backend | mean RTF | worst p90/median | mean x upstream | mean x eager | mean tok agree | "
+             "mean step-0 argmax agree | mean mel dB |", "|---|---|---|---|---|---|---|---|---|"]
     for mode in dict.fromkeys(r.mode for r in rows):
         rs = [r for r in rows if r.mode == mode]
 
@@ -148,6 +156,7 @@ def summary(rows: list[Row]) -> str:
             values = [v for v in values if v is not None]
             return sum(values) / len(values) if values else None
         lines.append(f"| {mode} | {rs[0].backend} | {_fmt(mean(r.rtf for r in rs), '{:.4f}')} | "
+                     f"{max(r.p90_s / r.median_s for r in rs):.3f} | "
                      f"{_fmt(mean(r.ratios.get('speedup_vs_upstream') for r in rs), '{:.2f}')} | "
                      f"{_fmt(mean(r.ratios.get('speedup_vs_eager') for r in rs), '{:.2f}')} | "
                      f"{_fmt(mean(r.token_agreement for r in rs), '{:.2%}')} | "
@@ -157,13 +166,14 @@ def summary(rows: list[Row]) -> str:
 
 
 def table(rows: list[Row]) -> str:
-    head = ("| mode | workload | audio s | median ms (min-max) | RTF | first audio ms | kernels | CPU launches | busy | "
-            "peak GiB | x upstream | x eager | tok agree | step-0 argmax agree | mel dB | 1 - logit cos |")
+    head = ("| mode | workload | audio s | median ms (min-max) | p90 ms | p90/median | RTF | first audio ms | kernels | "
+            "CPU launches | busy | peak GiB | x upstream | x eager | tok agree | step-0 argmax agree | mel dB | 1 - logit cos |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         lines.append(
             f"| {r.mode} | {r.workload} | {r.audio_s:.2f} | {1e3 * r.median_s:.1f} "
-            f"({1e3 * r.spread_s[0]:.0f}-{1e3 * r.spread_s[1]:.0f}) | {r.rtf:.4f} | "
+            f"({1e3 * r.spread_s[0]:.0f}-{1e3 * r.spread_s[1]:.0f}) | {1e3 * r.p90_s:.1f} | {r.p90_s / r.median_s:.3f} | "
+            f"{r.rtf:.4f} | "
             f"{_fmt(r.first_audio_s and 1e3 * r.first_audio_s, '{:.0f}')} | {_fmt(r.kernels, '{:d}')} | {_fmt(r.cpu_launches, '{:d}')} | "
             f"{_fmt(r.busy_fraction, '{:.0%}')} | {_fmt(r.peak_mem_gib, '{:.2f}')} | "
             f"{_fmt(r.ratios.get('speedup_vs_upstream'), '{:.2f}')} | {_fmt(r.ratios.get('speedup_vs_eager'), '{:.2f}')} | "

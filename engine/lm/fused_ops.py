@@ -1,21 +1,34 @@
-"""Adapters from the model's tensor layouts to the fused kernels in kernels/ (CUDA + Triton only)."""
+"""Adapters from the model's tensor layouts to the fused kernels in kernels/ (CUDA + Triton only).
+
+Where the consumer is a W8A8 FP8 linear, the norms and SwiGLU get its smoothing factors and return
+FP8Rows (e4m3 codes + per-row scales) instead of the fp16 activation: one kernel fewer per linear.
+"""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
+from kernels.fp8 import FP8Rows
 from kernels.qk_norm_rope import qk_norm_rope as _qk_norm_rope
+from kernels.ragged_attention import ragged_attention
 from kernels.rmsnorm import add_rmsnorm as _add_rmsnorm
+from kernels.rmsnorm import add_rmsnorm_fp8, rmsnorm_fp8
 from kernels.rmsnorm import rmsnorm as _rmsnorm
 from kernels.swiglu import swiglu as _swiglu
+from kernels.swiglu import swiglu_fp8
 
 
-def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float,
+            fp8_smooth: torch.Tensor | None = None) -> torch.Tensor | FP8Rows:
+    if fp8_smooth is not None:
+        return rmsnorm_fp8(x, weight, eps, fp8_smooth)
     return _rmsnorm(x, weight, eps)
 
 
-def add_rmsnorm(h: torch.Tensor, residual: torch.Tensor, norm) -> tuple[torch.Tensor, torch.Tensor]:
-    """(norm(residual + h), residual + h)."""
+def add_rmsnorm(h: torch.Tensor, residual: torch.Tensor, norm) -> tuple[torch.Tensor | FP8Rows, torch.Tensor]:
+    """(norm(residual + h), residual + h); the first quantized when norm.fp8_smooth is set."""
+    if norm.fp8_smooth is not None:
+        return add_rmsnorm_fp8(h, residual, norm.weight, norm.eps, norm.fp8_smooth)
     return _add_rmsnorm(h, residual, norm.weight, norm.eps)
 
 
@@ -27,11 +40,24 @@ def qk_norm_rope(qkv: torch.Tensor, q_norm, k_norm, cos: torch.Tensor, sin: torc
     return tuple(t.view(B, S, t.shape[1], t.shape[2]).transpose(1, 2) for t in (q, k, v))
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """SDPA with the GQA grouping done by the backend (no expanded K/V copies)."""
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask) -> torch.Tensor:
+    """q [B, Hq, S, D], k/v [B, Hkv, S, D] -> [B, S, Hq * D] (o_proj's input layout).
+
+    KeyRanges (the runner's packed layout, B = 1): the ragged kernel, which skips the blocks outside
+    each row's range. A mask tensor: SDPA with the GQA grouping done by the backend (no K/V copies).
+    """
+    B, Hq, S, D = q.shape
+    if isinstance(mask, torch.Tensor):
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)  # [B, Hq, S, D]
+        return out.transpose(1, 2).reshape(B, S, Hq * D)
+    out = ragged_attention(q[0].transpose(0, 1), k[0].transpose(0, 1), v[0].transpose(0, 1),
+                           mask.start, mask.end)  # [S, Hq, D]
+    return out.view(1, S, Hq * D)
 
 
-def swiglu(gate_up: torch.Tensor) -> torch.Tensor:
+def swiglu(gate_up: torch.Tensor, fp8_smooth: torch.Tensor | None = None) -> torch.Tensor | FP8Rows:
     shape = gate_up.shape
+    if fp8_smooth is not None:
+        rows = swiglu_fp8(gate_up.reshape(-1, shape[-1]), fp8_smooth)
+        return rows._replace(shape=torch.Size((*shape[:-1], shape[-1] // 2)))
     return _swiglu(gate_up.reshape(-1, shape[-1])).view(*shape[:-1], shape[-1] // 2)

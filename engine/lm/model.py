@@ -8,12 +8,15 @@ so that fused kernels can replace them; the four projection linears keep the nam
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from engine.config import ModelConfig
 from engine.lm import fused_ops as fused
+from kernels.ragged_attention import key_range_mask
 from kernels.rmsnorm import rmsnorm_ref as rms_norm
 from kernels.swiglu import swiglu_ref as silu_mul
 
@@ -34,6 +37,23 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + rotated * sin
 
 
+@dataclass
+class KeyRanges:
+    """Attention of packed sequences in a batch of one: query row s attends to keys start[s] <= j < end[s].
+
+    The graph runner passes this instead of an [1, 1, S, S] mask: the fused attention kernel reads the
+    ranges and skips the blocks outside them; the torch path turns them into the equivalent mask.
+    """
+
+    start: torch.Tensor  # [S] int32
+    end: torch.Tensor  # [S] int32
+
+    def additive_mask(self, dtype: torch.dtype) -> torch.Tensor:
+        """[1, 1, S, S]: 0 where a row may attend, -inf where it may not."""
+        allowed = key_range_mask(self.start, self.end)  # [S, S]
+        return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, float("-inf"))[None, None]
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Bidirectional GQA attention under an explicit boolean mask [B, 1, S, S] (True = may attend).
 
@@ -52,10 +72,11 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
         self.fused = False
+        self.fp8_smooth: torch.Tensor | None = None  # fused: quantize for the FP8 linear after me
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.fused:
-            return fused.rmsnorm(x, self.weight, self.eps)
+            return fused.rmsnorm(x, self.weight, self.eps, self.fp8_smooth)
         return rms_norm(x, self.weight, self.eps)
 
 
@@ -76,8 +97,7 @@ class Attention(nn.Module):
         if self.fused:
             q, k, v = fused.qk_norm_rope(self.qkv_proj(x), self.q_norm, self.k_norm, cos, sin,
                                          self.num_heads, self.num_kv_heads)  # [B, H, S, D] each
-            out = fused.attention(q, k, v, mask)  # [B, Hq, S, D]
-            return self.o_proj(out.transpose(1, 2).reshape(B, S, q_dim))
+            return self.o_proj(fused.attention(q, k, v, mask))  # [B, S, Hq * D] in
         q, k, v = self.qkv_proj(x).split([q_dim, kv_dim, kv_dim], dim=-1)
         # per-head norm before RoPE, as Qwen3 does
         q = self.q_norm(q.view(B, S, self.num_heads, self.head_dim)).transpose(1, 2)  # [B, Hq, S, D]
@@ -94,10 +114,12 @@ class MLP(nn.Module):
         self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
         self.fused = False
+        self.fp8_smooth: torch.Tensor | None = None  # fused: quantize for an FP8 down_proj
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        act = fused.swiglu if self.fused else silu_mul
-        return self.down_proj(act(self.gate_up_proj(x)))
+        if self.fused:
+            return self.down_proj(fused.swiglu(self.gate_up_proj(x), self.fp8_smooth))
+        return self.down_proj(silu_mul(self.gate_up_proj(x)))
 
 
 class Block(nn.Module):
@@ -118,10 +140,16 @@ class Block(nn.Module):
         return x + self.mlp(self.post_attn_norm(x))
 
 
+def _fp8_input_smooth(linear: nn.Module) -> torch.Tensor | None:
+    """The smoothing factors of a linear that accepts pre-quantized FP8 input, else None."""
+    accepts = getattr(linear, "fp8_input_smooth", None)
+    return accepts() if accepts is not None else None
+
+
 class OmniVoiceLM(nn.Module):
     """Masked-diffusion LM over `num_codebooks` audio codebooks conditioned on text.
 
-    `forward(input_ids [B, C, S], audio_mask [B, S], attn_mask [B, 1, S, S], rows=None, rope=None)`
+    `forward(input_ids [B, C, S], audio_mask [B, S], attn_mask [B, 1, S, S] or KeyRanges, rows=None, rope=None)`
     returns logits [B, S, C, V] (V = audio_vocab_size), or [N, C, V] for the flattened (b * S + s)
     row indices in `rows` only, which is all the unmasking loop needs. Every row sits at positions
     0..S-1 unless `rope` gives the (cos, sin) tables [S, head_dim] of other positions.
@@ -142,6 +170,10 @@ class OmniVoiceLM(nn.Module):
         for module in self.modules():
             if hasattr(module, "fused"):
                 module.fused = True
+        for block in self.layers:  # FP8 linears take their input quantized by the kernel before them
+            block.input_norm.fp8_smooth = _fp8_input_smooth(block.attn.qkv_proj)
+            block.post_attn_norm.fp8_smooth = _fp8_input_smooth(block.mlp.gate_up_proj)
+            block.mlp.fp8_smooth = _fp8_input_smooth(block.mlp.down_proj)
         return self
 
     def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:
@@ -160,6 +192,8 @@ class OmniVoiceLM(nn.Module):
         x = self.embed(input_ids, audio_mask)  # [B, S, H]
         B, S, H = x.shape
         cos, sin = rope or rope_cos_sin(S, cfg.head_dim, cfg.rope_theta, x.dtype, x.device)
+        if isinstance(attn_mask, KeyRanges) and not self.layers[0].attn.fused:
+            attn_mask = attn_mask.additive_mask(x.dtype)  # the torch path needs the mask itself
         for layer in self.layers:
             x = layer(x, cos, sin, attn_mask)
         if rows is None:

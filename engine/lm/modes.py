@@ -29,7 +29,7 @@ def prepare_mode(lm, mode: Mode, device: torch.device, folder: Path, report: Rep
         if mode is not Mode.EAGER:
             log.warning("%s mode needs an NVIDIA GPU; running the eager path on the %s", mode.value, where)
         return None, f"{dtype} eager ({where})"
-    from engine.lm.runner import StaticRunner
+    from engine.lm.runner import StaticRunner, freeze_heap
 
     if mode is Mode.REALTIME:
         from engine.quant import quantize_for_realtime
@@ -46,4 +46,5 @@ def prepare_mode(lm, mode: Mode, device: torch.device, folder: Path, report: Rep
         log.warning("Triton is not available: CUDA graphs without fused kernels")
     runner = StaticRunner(lm, fused=fused)
     runner.capture(GenerationConfig(), lambda f, m: report("capture", f, m))
+    freeze_heap()
     return runner, f"{backend} ({where})"

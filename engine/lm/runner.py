@@ -1,17 +1,25 @@
 """Static-shape execution of the unmasking loop, replayed from CUDA graphs captured per length bucket.
 
 Cond and uncond rows are packed into ONE sequence without padding between them: the prompt
-(positions 0..c-1) then the uncond target (positions 0..T-1), block-diagonal attention, pads at the
-end attending to themselves. So the work per step is c + T rows instead of upstream's 2 * c. One
+(positions 0..c-1) then the uncond target (positions 0..T-1), block-diagonal attention given as
+per-row key ranges (the fused attention kernel skips the blocks outside them), pads at the end
+attending to each other. So the work per step is c + T rows instead of upstream's 2 * c. One
 step (embed, all layers, audio head on the 2T target rows only, guided scoring, static-shape top-k
 reveal, write-back) is captured per bucket; a generation is `num_step` replays with no host sync.
 Per-request inputs are copied into the bucket's static buffers once. Scoring settings are baked
 into a graph, so a graph is keyed by (bucket, scoring settings); the default settings are captured
 at load, others on first use. With `eager=True` the same static algorithm runs without graphs
 (CPU, debugging), which is what tests compare to the reference loop.
+
+Steady latency: the host's work per generation is a few small copies and `num_step` graph
+launches, done with Python's garbage collector paused (a collection in a process holding the app
+would otherwise stall the launches for tens of ms), and `freeze_heap` after loading keeps the
+collections that do run between them short.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 from dataclasses import dataclass, field, fields
 from typing import Callable
@@ -20,7 +28,7 @@ import torch
 
 from engine.config import GenerationConfig
 from engine.lm.decode import predict_and_score, unmask_schedule
-from engine.lm.model import OmniVoiceLM, rope_cos_sin
+from engine.lm.model import KeyRanges, OmniVoiceLM, rope_cos_sin
 from engine.lm.prompt import PromptItem
 
 log = logging.getLogger(__name__)
@@ -42,7 +50,8 @@ class Buffers:
     ids: torch.Tensor  # [1, C, S] long
     audio_mask: torch.Tensor  # [1, S] bool
     positions: torch.Tensor  # [S] long
-    attn: torch.Tensor  # [1, 1, S, S] additive mask in the model dtype: 0 = may attend, -inf = may not
+    key_start: torch.Tensor  # [S] int32: row s attends to keys key_start[s] <= j < key_end[s]
+    key_end: torch.Tensor  # [S] int32
     rows: torch.Tensor  # [2H] long: cond target rows, then uncond rows (junk row past T)
     cond_cols: torch.Tensor  # [H] long: where slot t of the cond target lives in the sequence
     uncond_cols: torch.Tensor  # [H] long
@@ -52,18 +61,19 @@ class Buffers:
     step: torch.Tensor  # [] long: step counter, advanced inside the graph
 
     @classmethod
-    def allocate(cls, S: int, C: int, device, dtype: torch.dtype) -> "Buffers":
+    def allocate(cls, S: int, C: int, device) -> "Buffers":
         H = S // 2
         z = dict(device=device)
         return cls(torch.zeros(1, C, S, dtype=torch.long, **z), torch.zeros(1, S, dtype=torch.bool, **z),
-                   torch.zeros(S, dtype=torch.long, **z), torch.zeros(1, 1, S, S, dtype=dtype, **z),
+                   torch.zeros(S, dtype=torch.long, **z), torch.zeros(S, dtype=torch.int32, **z),
+                   torch.full((S,), S, dtype=torch.int32, **z),
                    torch.zeros(2 * H, dtype=torch.long, **z), torch.zeros(H, dtype=torch.long, **z),
                    torch.zeros(H, dtype=torch.long, **z), torch.zeros(C, H, dtype=torch.bool, **z),
                    torch.zeros(C, H, dtype=torch.long, **z), torch.zeros(MAX_STEPS, dtype=torch.long, **z),
                    torch.zeros((), dtype=torch.long, **z))
 
 
-def pack(prompt: PromptItem, S: int, mask_id: int, schedule: list[int], dtype: torch.dtype) -> Buffers:
+def pack(prompt: PromptItem, S: int, mask_id: int, schedule: list[int]) -> Buffers:
     """Lay out [prompt (c) | uncond target (T) | pads] in S rows (host-side Buffers, step 0);
     the last row is always a pad."""
     C, c = prompt.ids.shape
@@ -80,18 +90,17 @@ def pack(prompt: PromptItem, S: int, mask_id: int, schedule: list[int], dtype: t
     positions = torch.zeros(S, dtype=torch.long)
     positions[:c] = torch.arange(c)
     positions[c:c + T] = torch.arange(T)
-    allowed = torch.eye(S, dtype=torch.bool)
-    allowed[:c, :c] = True
-    allowed[c:c + T, c:c + T] = True
-    # additive once per request: SDPA would otherwise turn a bool mask into this in every layer
-    attn = torch.zeros(S, S, dtype=dtype).masked_fill_(~allowed, float("-inf"))
+    # three blocks on the diagonal: prompt, uncond target, pads
+    bounds = torch.tensor([0, c, c + T, S], dtype=torch.int32)
+    block = torch.bucketize(torch.arange(S, dtype=torch.int32), bounds[1:], right=True)  # [S] in 0..2
+    key_start, key_end = bounds[block], bounds[block + 1]
     junk = S - 1
     t = torch.arange(H)
     cond_cols = torch.where(t < T, c - T + t, junk)
     uncond_cols = torch.where(t < T, c + t, junk)
     sched = torch.zeros(MAX_STEPS, dtype=torch.long)
     sched[:len(schedule)] = torch.tensor(schedule)
-    return Buffers(ids, audio_mask, positions, attn[None, None], torch.cat([cond_cols, uncond_cols]),
+    return Buffers(ids, audio_mask, positions, key_start, key_end, torch.cat([cond_cols, uncond_cols]),
                    cond_cols, uncond_cols, (t < T).expand(C, H).clone(),
                    torch.full((C, H), mask_id, dtype=torch.long), sched, torch.zeros((), dtype=torch.long))
 
@@ -132,7 +141,8 @@ class StaticRunner:
     def _step(self, buf: Buffers, cfg: GenerationConfig, generator: torch.Generator | None) -> None:
         lm, mask_id = self.lm, self.lm.cfg.audio_mask_id
         cos, sin = self.cos_table[buf.positions], self.sin_table[buf.positions]  # [S, D]
-        logits = lm(buf.ids, buf.audio_mask, buf.attn, rows=buf.rows, rope=(cos, sin))  # [2H, C, V]
+        ranges = KeyRanges(buf.key_start, buf.key_end)
+        logits = lm(buf.ids, buf.audio_mask, ranges, rows=buf.rows, rope=(cos, sin))  # [2H, C, V]
         H = buf.tokens.shape[1]
         cond, uncond = logits[:H].transpose(0, 1), logits[H:].transpose(0, 1)  # [C, H, V]
         predicted, scores = predict_and_score(cond, uncond, buf.tokens, cfg, mask_id, generator, self.fused)
@@ -151,7 +161,7 @@ class StaticRunner:
         key = (S, score_key(cfg))
         if key in self.graphs:
             return self.graphs[key]
-        buf = Buffers.allocate(S, self.lm.cfg.num_codebooks, self.device, self.dtype)
+        buf = Buffers.allocate(S, self.lm.cfg.num_codebooks, self.device)
         entry = StepGraph(None, buf)
         if not self.eager:
             entry.graph = self._capture(buf, cfg)
@@ -194,11 +204,11 @@ class StaticRunner:
         S = self.bucket_for(prompt.ids.shape[1] + T)
         entry = self._graph_for(S, cfg)
         schedule = unmask_schedule(T, C, cfg.num_step, cfg.t_shift)
-        packed = pack(prompt, S, self.lm.cfg.audio_mask_id, schedule, self.dtype)
-        buf = entry.buffers
-        for f in fields(Buffers):  # the step counter restarts at 0 with the rest
-            getattr(buf, f.name).copy_(getattr(packed, f.name), non_blocking=True)
-        with torch.inference_mode():
+        with collector_paused(), torch.inference_mode():
+            packed = pack(prompt, S, self.lm.cfg.audio_mask_id, schedule)
+            buf = entry.buffers
+            for f in fields(Buffers):  # the step counter restarts at 0 with the rest
+                getattr(buf, f.name).copy_(getattr(packed, f.name), non_blocking=True)
             for step in range(cfg.num_step):
                 if on_step is not None:
                     on_step(step)
@@ -206,4 +216,26 @@ class StaticRunner:
                     entry.graph.replay()
                 else:
                     self._step(buf, cfg, generator)
-        return buf.tokens[:, :T].clone()
+            return buf.tokens[:, :T].clone()
+
+
+def freeze_heap() -> None:
+    """Exempt every object alive now (a loaded model, its graphs, the app) from later collections, so
+    that one scans only what came after: a few ms instead of tens in a process holding the app.
+    Objects an earlier call froze are released first: a replaced engine's cycles can still be freed."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Python's cyclic garbage collector off for the block (the objects it would find wait for the
+    next collection): keeps collection pauses out of the host's launch sequence."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -227,7 +227,8 @@ class W8A8FP8Linear(nn.Module):
     Buffers: `smooth` lambda [K] fp32, `qweight` [N, K] float8_e4m3fn, `wscales` [N] fp32, `bias` [N], and
     with `rank` > 0 `lora_down` L1 [K, R] and `lora_up` L2^T [N, R] in the model dtype (else None).
     On GPUs with FP8 tensor cores forward() is one Triton quantize kernel and one `torch._scaled_mm`
-    (graph-capturable); elsewhere it is the fp32 reference (`kernels/fp8_ref.py`).
+    (graph-capturable), or the `_scaled_mm` alone when the fused norm or SwiGLU before it hands over
+    its output already quantized; elsewhere it is the fp32 reference (`kernels/fp8_ref.py`).
     """
 
     def __init__(self, in_features: int, out_features: int, rank: int, bias: bool,
@@ -277,7 +278,15 @@ class W8A8FP8Linear(nn.Module):
     def backend_label(self) -> str:
         return FP8_LABELS[self.backend_name()]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def fp8_input_smooth(self) -> torch.Tensor | None:
+        """`smooth` when forward() can take its input as `kernels.fp8.FP8Rows`, quantized by the kernel
+        that produced it (the fused norms and SwiGLU); None when it needs the activation itself (the
+        reference backend, or the low-rank branch, which reads the unquantized input)."""
+        return self.smooth if self.backend_name() == "scaled_mm" and self.lora_down is None else None
+
+    def forward(self, x: torch.Tensor | fp8.FP8Rows) -> torch.Tensor:
+        if isinstance(x, fp8.FP8Rows):  # quantized upstream for us (see fp8_input_smooth)
+            return fp8.fp8_rows_linear(x, self.qweight, self.wscales, self.bias)
         if self.backend_name() == "ref":
             return fp8_linear_ref(x, self)
         x2 = x.reshape(-1, self.in_features)  # [M, K]

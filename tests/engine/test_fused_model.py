@@ -41,3 +41,44 @@ def test_fused_runner_gives_the_reference_tokens(models_and_prompt):
     want = generate_tokens(plain, [prompt], cfg, torch.Generator().manual_seed(0))[0]
     got = StaticRunner(fused, buckets=(64,), fused=True).generate(prompt, cfg)
     assert torch.equal(got, want)
+
+
+def _scaled_mm_runs_on_cpu() -> bool:
+    try:
+        one = torch.ones(16, 16).to(torch.float8_e4m3fn)
+        torch._scaled_mm(one, one.t(), scale_a=torch.ones(16, 1), scale_b=torch.ones(1, 16), out_dtype=torch.float32)
+        return True
+    except (RuntimeError, NotImplementedError):
+        return False
+
+
+@pytest.mark.skipif(not _scaled_mm_runs_on_cpu(), reason="no rowwise torch._scaled_mm on this CPU build")
+def test_fp8_linears_take_their_input_quantized_by_the_kernel_before_them(models_and_prompt):
+    """Realtime on FP8 GPUs: input_norm, post_attn_norm and SwiGLU hand qkv_proj, gate_up_proj and
+    down_proj e4m3 codes (FP8Rows) instead of fp16; the result must equal each linear quantizing
+    its own input (the same kernels' output, the same quantizer), bit for bit."""
+    from engine.quant import QuantConfig, W8A8FP8Linear, quantize_
+    from kernels.fp8 import FP8Rows
+
+    plain, _, prompt = models_and_prompt
+    batch = build_cfg_batch([prompt], plain.cfg.audio_mask_id, "cpu")
+    lm = load_lm(DEMO_MODEL)
+    with torch.inference_mode():
+        quantize_(lm, QuantConfig(fp8=("*",)), lambda m: m(batch.input_ids, batch.audio_mask, batch.attn_mask))
+    for module in lm.modules():
+        if isinstance(module, W8A8FP8Linear):
+            module.backend = "scaled_mm"  # what runs on an FP8 GPU: Triton quantizer + _scaled_mm
+    lm.use_fused_kernels()
+    block = lm.layers[0]
+    assert block.input_norm.fp8_smooth is block.attn.qkv_proj.smooth and block.mlp.fp8_smooth is not None
+    handed = []
+    hook = block.mlp.down_proj.register_forward_pre_hook(lambda m, args: handed.append(type(args[0])))
+    with torch.inference_mode():
+        fused = lm(batch.input_ids, batch.audio_mask, batch.attn_mask, rows=batch.rows)
+        for module in lm.modules():  # the same kernels, each linear quantizing its own input
+            if hasattr(module, "fp8_smooth"):
+                module.fp8_smooth = None
+        separate = lm(batch.input_ids, batch.audio_mask, batch.attn_mask, rows=batch.rows)
+    hook.remove()
+    assert handed == [FP8Rows, torch.Tensor]
+    assert torch.equal(fused, separate)

@@ -1,8 +1,10 @@
 """The static-shape runner (what CUDA graphs replay) against the reference unmasking loop.
 
 On the CPU the runner runs its static algorithm eagerly (no graphs): packed cond+uncond rows,
-additive block mask, head on the target rows only, rank-based top-k. With deterministic settings
+block-diagonal key ranges, head on the target rows only, rank-based top-k. With deterministic settings
 it must give exactly the reference loop's tokens at fp32."""
+import gc
+import weakref
 
 import pytest
 import torch
@@ -11,8 +13,9 @@ from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL
 from engine.lm.checkpoint import load_lm, load_text_tokenizer
 from engine.lm.decode import generate_tokens, unmask_schedule
+from engine.lm.model import KeyRanges
 from engine.lm.prompt import build_prompt
-from engine.lm.runner import DEFAULT_BUCKETS, StaticRunner, pack
+from engine.lm.runner import DEFAULT_BUCKETS, StaticRunner, freeze_heap, pack
 
 
 @pytest.fixture(scope="module")
@@ -59,17 +62,56 @@ def test_pack_layout(lm_and_tokenizer):
     lm, tok = lm_and_tokenizer
     prompt = _prompt(lm, tok, True, 10)
     c, T, S = prompt.ids.shape[1], 10, 128
-    p = pack(prompt, S, 1024, unmask_schedule(T, 8, 32, 0.1), torch.float32)
-    mask = p.attn[0, 0]
-    assert (mask[:c, :c] == 0).all() and (mask[c:c + T, c:c + T] == 0).all()
-    assert torch.isinf(mask[:c, c:c + T]).all() and torch.isinf(mask[c:c + T, :c]).all()
-    pads = torch.arange(c + T, S)
-    assert (mask[pads, pads] == 0).all() and torch.isinf(mask[pads][:, :c]).all()  # pads see only themselves
+    p = pack(prompt, S, 1024, unmask_schedule(T, 8, 32, 0.1))
+    rows = torch.arange(S)
+    want_start = torch.where(rows < c, 0, torch.where(rows < c + T, c, c + T))
+    want_end = torch.where(rows < c, c, torch.where(rows < c + T, c + T, S))
+    assert torch.equal(p.key_start, want_start.int()) and torch.equal(p.key_end, want_end.int())  # 3 blocks
+    mask = KeyRanges(p.key_start, p.key_end).additive_mask(torch.float32)[0, 0]
+    assert (mask[:c, :c] == 0).all() and (mask[c:c + T, c:c + T] == 0).all() and (mask[c + T:, c + T:] == 0).all()
+    assert torch.isinf(mask[:c, c:]).all() and torch.isinf(mask[c:c + T, :c]).all() and torch.isinf(mask[c + T:, :c + T]).all()
     assert torch.equal(p.positions[c:c + T], torch.arange(T))  # uncond rows restart at position 0
     assert torch.equal(p.ids[0, :, c:c + T], prompt.ids[:, -T:])
     assert int(p.schedule.sum()) == 8 * T
     with pytest.raises(ValueError):
-        pack(prompt, c + T, 1024, [8 * T], torch.float32)  # no room for the junk row
+        pack(prompt, c + T, 1024, [8 * T])  # no room for the junk row
+
+
+def test_generation_pauses_the_garbage_collector(lm_and_tokenizer, monkeypatch):
+    lm, tok = lm_and_tokenizer
+    prompt = _prompt(lm, tok, True, 12)
+    seen = []
+    runner = StaticRunner(lm, buckets=(128,))
+    runner.generate(prompt, GenerationConfig(num_step=3), on_step=lambda step: seen.append(gc.isenabled()))
+    assert seen == [False] * 3 and gc.isenabled()  # off while the steps are launched, back on after
+    gc.disable()
+    try:
+        runner.generate(prompt, GenerationConfig(num_step=2))
+        assert not gc.isenabled()  # a caller's choice is left as it was
+    finally:
+        gc.enable()
+
+
+class _Node:
+    pass
+
+
+def test_freeze_heap_exempts_what_is_alive_and_frees_earlier_cycles():
+    kept = _Node()
+    assert any(o is kept for o in gc.get_objects())
+    cycle = _Node()
+    cycle.self = cycle  # only a collection can free it
+    freed = weakref.ref(cycle)
+    try:
+        freeze_heap()
+        assert not any(o is kept for o in gc.get_objects())  # frozen: collections skip it
+        del cycle
+        gc.collect()
+        assert freed() is not None  # frozen garbage stays...
+        freeze_heap()
+        assert freed() is None  # ...until the next freeze releases it first (a replaced engine's memory)
+    finally:
+        gc.unfreeze()
 
 
 def test_buckets_cover_long_prompts_with_little_padding():

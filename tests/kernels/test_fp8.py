@@ -29,6 +29,8 @@ from kernels import fp8
 from kernels._triton import HAS_TRITON
 from kernels.fp8_ref import FP8_DTYPE, FP8_MAX, fp8_linear_ref, quantize_rows_fp8_ref
 from kernels.numerics import fp16_rounding_ratio
+from kernels.rmsnorm import add_rmsnorm, add_rmsnorm_fp8, rmsnorm, rmsnorm_fp8
+from kernels.swiglu import swiglu, swiglu_fp8
 from tools.fidelity import sqnr_db
 
 ON_GPU = torch.cuda.is_available()
@@ -97,6 +99,55 @@ def test_triton_quantizer_rounds_every_tie_like_torch():
     codes, scales = fp8.quantize_act_fp8(rows, torch.ones(rows.shape[1], device=DEVICE))
     assert (scales == 1).all()
     assert torch.equal(bits(codes), bits(rows.clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)))
+
+
+def assert_same_rows(rows: fp8.FP8Rows, codes: torch.Tensor, scales: torch.Tensor, shape, dtype):
+    assert torch.equal(bits(rows.codes), bits(codes)) and torch.equal(rows.scales, scales)
+    assert rows.shape == torch.Size(shape) and rows.dtype == dtype
+
+
+FUSED_SHAPES = [(1, 64), (17, 200), pytest.param(896, 1024, marks=pytest.mark.skipif(not ON_GPU, reason="GPU size"))]
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("m,k", FUSED_SHAPES)
+def test_norms_quantize_in_the_same_pass_bit_exactly(m, k, dtype):
+    """rmsnorm_fp8 / add_rmsnorm_fp8 = the FP8 quantizer applied to rmsnorm / add_rmsnorm's output."""
+    x = outlier_activations(m, k, seed=k, dtype=dtype)
+    residual = outlier_activations(m, k, seed=k + 1, dtype=dtype)
+    weight = (1 + 0.2 * torch.randn(k, generator=torch.Generator().manual_seed(2))).to(DEVICE, dtype)
+    smooth = (0.5 + torch.rand(k, generator=torch.Generator().manual_seed(k))).to(DEVICE)
+    assert_same_rows(rmsnorm_fp8(x, weight, 1e-6, smooth), *fp8.quantize_act_fp8(rmsnorm(x, weight, 1e-6), smooth),
+                     (m, k), dtype)
+    normed, new_residual = add_rmsnorm(x, residual, weight, 1e-6)
+    rows, fused_residual = add_rmsnorm_fp8(x, residual, weight, 1e-6, smooth)
+    assert_same_rows(rows, *fp8.quantize_act_fp8(normed, smooth), (m, k), dtype)
+    assert torch.equal(fused_residual, new_residual)
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("m,k", FUSED_SHAPES)
+def test_swiglu_quantizes_in_the_same_pass_bit_exactly(m, k, dtype):
+    gate_up = outlier_activations(m, 2 * k, seed=k, dtype=dtype)
+    smooth = (0.5 + torch.rand(k, generator=torch.Generator().manual_seed(k))).to(DEVICE)
+    assert_same_rows(swiglu_fp8(gate_up, smooth), *fp8.quantize_act_fp8(swiglu(gate_up), smooth), (m, k), dtype)
+
+
+@needs_scaled_mm
+def test_linear_takes_fp8_rows_from_the_kernel_before_it():
+    _, layer = fp8_layer(96, 48, seed=4, dtype=torch.float16)
+    layer.backend = "scaled_mm"
+    x = outlier_activations(2 * 5, 96, seed=5, dtype=torch.float16).view(2, 5, 96)
+    assert layer.fp8_input_smooth() is layer.smooth
+    rows = fp8.FP8Rows(*fp8.quantize_act_fp8(x.view(10, 96), layer.smooth), x.shape, x.dtype)
+    assert torch.equal(layer(rows), layer(x))  # bias included, shape [2, 5, 48]
+    layer.backend = "ref"
+    assert layer.fp8_input_smooth() is None  # the reference quantizes itself
+    _, ranked = fp8_layer(96, 48, rank=16, seed=4, dtype=torch.float16)
+    ranked.backend = "scaled_mm"
+    assert ranked.fp8_input_smooth() is None  # the low-rank branch needs the activation itself
 
 
 def fp8_layer(k, n, rank=0, bias=True, seed=0, dtype=torch.float32):

@@ -24,7 +24,8 @@ def test_bench_outputs_are_consistent(tmp_path, capsys):
     assert {"date", "torch", "commit", "gpu", "command"} <= set(data["info"])
     (row,) = data["rows"]
     assert row["mode"] == "eager" and row["workload"] == "en-ref3-out3" and len(row["times_s"]) == 2
-    assert row["spread_s"][0] <= row["median_s"] <= row["spread_s"][1]
+    assert row["spread_s"][0] <= row["median_s"] <= row["p90_s"] <= row["spread_s"][1]
+    assert row["p90_s"] == pytest.approx(row["median_s"] + 0.8 * (row["spread_s"][1] - row["median_s"]))  # 2 runs
     assert row["rtf"] == pytest.approx(row["median_s"] / row["audio_s"])
     assert row["audio_s"] == pytest.approx(3.2, abs=0.05)  # duration 3.0 s + 0.1 s padding per side
     assert row["ratios"]["speedup_vs_eager"] == pytest.approx(1.0)
