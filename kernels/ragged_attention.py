@@ -81,7 +81,7 @@ def _ragged_attention_kernel(
 
 def ragged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_start: torch.Tensor,
                      key_end: torch.Tensor, *, out: torch.Tensor | None = None, block_m: int = 64,
-                     block_n: int = 64, num_warps: int = 4, num_stages: int = 2,
+                     block_n: int = 64, num_warps: int = 4, num_stages: int = 3,
                      group_heads: bool = False) -> torch.Tensor:
     """softmax(q k^T / sqrt(D)) v with row r restricted to keys key_start[r] <= j < key_end[r].
 
@@ -96,7 +96,8 @@ def ragged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_star
     out : torch.Tensor, optional
         [S, Hq, D] buffer to write into (e.g. a view of the [S, Hq * D] input of o_proj).
     block_m, block_n, num_warps, num_stages : int
-        Tile shape and launch settings (the defaults were chosen by timing on an H200).
+        Tile shape and launch settings. The defaults were the fastest of ten settings on an H200 at
+        three request sizes (`python -m tools.kernels.bench_attention`, BENCHMARKS.md).
     group_heads : bool
         One program per KV head and row tile, its query heads stacked (block_m rows each), so each
         K/V block is loaded once per group instead of once per query head.

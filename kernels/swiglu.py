@@ -8,19 +8,8 @@ import torch
 
 from kernels._launch import FLOAT_DTYPES, check, device_of, num_warps, on_device, output
 from kernels._triton import exp_f32, tl, triton
-from kernels.fp8 import FP8Rows, new_fp8_rows, store_e4m3_row
 
 _MAX_BLOCK = 1024
-
-
-@triton.jit
-def _silu_mul(gate_up_ptr, cols, n_cols, mask):
-    """silu(gate) * up of one row's columns, in fp32 after PyTorch's two roundings."""
-    gate = tl.load(gate_up_ptr + cols, mask=mask, other=0.0)
-    up = tl.load(gate_up_ptr + n_cols + cols, mask=mask, other=0.0)
-    g = gate.to(tl.float32)
-    silu = tl.math.div_rn(g, 1.0 + exp_f32(-g)).to(gate.dtype)  # F.silu returns the input dtype
-    return (silu.to(tl.float32) * up.to(tl.float32)).to(gate.dtype).to(tl.float32)
 
 
 @triton.jit
@@ -35,18 +24,12 @@ def _swiglu_kernel(
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < n_cols
-    y = _silu_mul(gate_up_ptr + row * stride_gate_up, cols, n_cols, mask)
+    gate = tl.load(gate_up_ptr + row * stride_gate_up + cols, mask=mask, other=0.0)
+    up = tl.load(gate_up_ptr + row * stride_gate_up + n_cols + cols, mask=mask, other=0.0)
+    g = gate.to(tl.float32)
+    silu = tl.math.div_rn(g, 1.0 + exp_f32(-g)).to(gate.dtype)  # F.silu returns the input dtype
+    y = silu.to(tl.float32) * up.to(tl.float32)
     tl.store(out_ptr + row * stride_out + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _swiglu_fp8_kernel(gate_up_ptr, smooth_ptr, codes_ptr, scales_ptr, stride_gate_up, n_cols,
-                       BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK)  # the whole row: its amax sets the scale
-    mask = cols < n_cols
-    y = _silu_mul(gate_up_ptr + row * stride_gate_up, cols, n_cols, mask)
-    store_e4m3_row(y, smooth_ptr, codes_ptr + row * n_cols, scales_ptr + row, cols, mask)
 
 
 def swiglu(gate_up: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -78,23 +61,6 @@ def swiglu(gate_up: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.T
             gate_up, out, gate_up.stride(0), out.stride(0), n_cols,
             BLOCK=block, num_warps=num_warps(block), enable_fp_fusion=False,
         )
-    return out
-
-
-def swiglu_fp8(gate_up: torch.Tensor, smooth: torch.Tensor) -> FP8Rows:
-    """`swiglu` quantized for the W8A8 FP8 linear that consumes it, in the same pass: e4m3 codes and
-    per-row scales of `swiglu(gate_up) / smooth`, bit for bit what `kernels.fp8.quantize_act_fp8`
-    makes of the rounded result. `smooth` is [I] fp32."""
-    rows, width = gate_up.shape
-    n_cols = width // 2
-    check("gate_up", gate_up, (rows, 2 * n_cols), FLOAT_DTYPES)
-    check("smooth", smooth, (n_cols,), (torch.float32,))
-    device = device_of(gate_up, smooth)
-    out = new_fp8_rows(torch.Size((rows, n_cols)), gate_up.dtype, device)
-    block = triton.next_power_of_2(n_cols)
-    with on_device(device):
-        _swiglu_fp8_kernel[(rows,)](gate_up, smooth, out.codes, out.scales, gate_up.stride(0), n_cols,
-                                    BLOCK=block, num_warps=num_warps(block), enable_fp_fusion=False)
     return out
 
 

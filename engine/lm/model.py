@@ -114,12 +114,10 @@ class MLP(nn.Module):
         self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
         self.fused = False
-        self.fp8_smooth: torch.Tensor | None = None  # fused: quantize for an FP8 down_proj
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.fused:
-            return self.down_proj(fused.swiglu(self.gate_up_proj(x), self.fp8_smooth))
-        return self.down_proj(silu_mul(self.gate_up_proj(x)))
+        act = fused.swiglu if self.fused else silu_mul
+        return self.down_proj(act(self.gate_up_proj(x)))
 
 
 class Block(nn.Module):
@@ -170,10 +168,9 @@ class OmniVoiceLM(nn.Module):
         for module in self.modules():
             if hasattr(module, "fused"):
                 module.fused = True
-        for block in self.layers:  # FP8 linears take their input quantized by the kernel before them
+        for block in self.layers:  # FP8 linears after a norm take their input quantized by the norm kernel
             block.input_norm.fp8_smooth = _fp8_input_smooth(block.attn.qkv_proj)
             block.post_attn_norm.fp8_smooth = _fp8_input_smooth(block.mlp.gate_up_proj)
-            block.mlp.fp8_smooth = _fp8_input_smooth(block.mlp.down_proj)
         return self
 
     def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:

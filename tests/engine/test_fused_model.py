@@ -54,9 +54,9 @@ def _scaled_mm_runs_on_cpu() -> bool:
 
 @pytest.mark.skipif(not _scaled_mm_runs_on_cpu(), reason="no rowwise torch._scaled_mm on this CPU build")
 def test_fp8_linears_take_their_input_quantized_by_the_kernel_before_them(models_and_prompt):
-    """Realtime on FP8 GPUs: input_norm, post_attn_norm and SwiGLU hand qkv_proj, gate_up_proj and
-    down_proj e4m3 codes (FP8Rows) instead of fp16; the result must equal each linear quantizing
-    its own input (the same kernels' output, the same quantizer), bit for bit."""
+    """Realtime on FP8 GPUs: input_norm and post_attn_norm hand qkv_proj and gate_up_proj e4m3 codes
+    (FP8Rows) instead of fp16; the result must equal each linear quantizing its own input (the same
+    kernels' output, the same quantizer), bit for bit."""
     from engine.quant import QuantConfig, W8A8FP8Linear, quantize_
     from kernels.fp8 import FP8Rows
 
@@ -70,9 +70,10 @@ def test_fp8_linears_take_their_input_quantized_by_the_kernel_before_them(models
             module.backend = "scaled_mm"  # what runs on an FP8 GPU: Triton quantizer + _scaled_mm
     lm.use_fused_kernels()
     block = lm.layers[0]
-    assert block.input_norm.fp8_smooth is block.attn.qkv_proj.smooth and block.mlp.fp8_smooth is not None
+    assert block.input_norm.fp8_smooth is block.attn.qkv_proj.smooth
+    assert block.post_attn_norm.fp8_smooth is block.mlp.gate_up_proj.smooth
     handed = []
-    hook = block.mlp.down_proj.register_forward_pre_hook(lambda m, args: handed.append(type(args[0])))
+    hook = block.mlp.gate_up_proj.register_forward_pre_hook(lambda m, args: handed.append(type(args[0])))
     with torch.inference_mode():
         fused = lm(batch.input_ids, batch.audio_mask, batch.attn_mask, rows=batch.rows)
         for module in lm.modules():  # the same kernels, each linear quantizing its own input
