@@ -129,13 +129,23 @@ class Block(nn.Module):
         self.mlp = MLP(cfg)
         self.fused = False
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        h = self.attn(self.input_norm(x), cos, sin, mask)
-        if self.fused:  # residual add and the post-attention norm in one pass
-            h, x = fused.add_rmsnorm(h, x, self.post_attn_norm)
-            return x + self.mlp(h)
-        x = x + h
-        return x + self.mlp(self.post_attn_norm(x))
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask,
+                mlp_out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(residual stream, None), or fused: (residual stream, this block's MLP output not yet added).
+
+        Fused, each residual addition happens inside the next norm's pass (add_rmsnorm): the
+        previous block's `mlp_out` joins the stream in this block's input norm. Same roundings as
+        the torch path: the sum is rounded to the model dtype before it is normalised.
+        """
+        if not self.fused:
+            x = x + self.attn(self.input_norm(x), cos, sin, mask)
+            return x + self.mlp(self.post_attn_norm(x)), None
+        if mlp_out is None:
+            normed = self.input_norm(x)
+        else:
+            normed, x = fused.add_rmsnorm(mlp_out, x, self.input_norm)
+        h, x = fused.add_rmsnorm(self.attn(normed, cos, sin, mask), x, self.post_attn_norm)
+        return x, self.mlp(h)
 
 
 def _fp8_input_smooth(linear: nn.Module) -> torch.Tensor | None:
@@ -191,8 +201,11 @@ class OmniVoiceLM(nn.Module):
         cos, sin = rope or rope_cos_sin(S, cfg.head_dim, cfg.rope_theta, x.dtype, x.device)
         if isinstance(attn_mask, KeyRanges) and not self.layers[0].attn.fused:
             attn_mask = attn_mask.additive_mask(x.dtype)  # the torch path needs the mask itself
+        mlp_out = None
         for layer in self.layers:
-            x = layer(x, cos, sin, attn_mask)
+            x, mlp_out = layer(x, cos, sin, attn_mask, mlp_out)
+        if mlp_out is not None:
+            x = x + mlp_out
         if rows is None:
             return self.audio_heads(self.norm(x)).view(B, S, cfg.num_codebooks, cfg.audio_vocab_size)
         x = x.reshape(B * S, H).index_select(0, rows)  # [N, H]
