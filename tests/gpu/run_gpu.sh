@@ -1,29 +1,43 @@
 #!/usr/bin/env bash
-# GPU session script for the lent H200 (see BENCHMARKS.md). Runs from the repo root there:
-#   bash tests/gpu/run_gpu.sh STEP...   (steps: setup ckpt bench profile kernels attention realtime w4a4 decode gputests)
-# Carries: .whl (omnivoice 0.2.1, pydub, soundfile, cffi, pycparser, platformdirs wheels; see BENCHMARKS.md).
+# Benchmarks, profiles, kernel checks and the GPU-only tests on any machine with an NVIDIA GPU, from the repo
+# root, in a Python that already has torch (CUDA build), triton and transformers:
+#
+#   bash tests/gpu/run_gpu.sh [--wheels DIR] STEP...
+#
+# Steps: setup ckpt bench profile kernels attention realtime w4a4 decode gputests. `--wheels DIR` names a folder of
+# wheels to install first (without dependencies) for what the GPU image lacks, e.g. omnivoice 0.2.1 (for the
+# `upstream` bench mode), pydub, soundfile, cffi, pycparser and platformdirs built for its Python.
+# Results go to $OUT (default: a new temporary folder); the full-size random-weight checkpoint is made once
+# in $FULL (default: VoiceDesk's cache). Figures from it are random-weight figures: say so where they are used.
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD
-FULL=/tmp/full_random
+WHEELS=""
+if [ "${1:-}" = "--wheels" ]; then WHEELS=$2; shift 2; fi
+OUT=${OUT:-$(mktemp -d)}; mkdir -p "$OUT"
+SITE=$(mktemp -d)
+export PYTHONUNBUFFERED=1 PYTHONPATH=$SITE:$PWD
+FULL=${FULL:-$(python3 -c "from engine.folders import user_folders; print(user_folders().cache / 'random-full-size')")}
 BENCH_ARGS=${BENCH_ARGS:---runs 5 --warmup 2}
+echo "results in $OUT"
 for step in "$@"; do
   echo "=== $step $(date -u +%H:%M:%S)"
   case $step in
-    setup) python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    setup) [ -n "$WHEELS" ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+             --target "$SITE" "$WHEELS"/*.whl
            nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
            python3 -c "import torch, triton, transformers; print(torch.__version__, triton.__version__, transformers.__version__)" ;;
-    ckpt) [ -f $FULL/config.json ] || python3 -m tools.make_checkpoint --full $FULL 2>&1 | tail -3 ;;
-    bench) python3 launcher.py bench --model $FULL --random-weights --modes ${MODES:-upstream,eager,hifi} \
+    ckpt) [ -f "$FULL/config.json" ] || python3 -m tools.make_checkpoint --full "$FULL" 2>&1 | tail -3 ;;
+    bench) python3 launcher.py bench --model "$FULL" --random-weights --modes ${MODES:-upstream,eager,hifi} \
              --workloads ${WORKLOADS:-all} $BENCH_ARGS --results "$OUT" --append-md "$OUT/bench.md" 2>&1 | grep -v "it/s\]" ;;
     profile) for m in ${PROFILE_MODES:-upstream eager hifi realtime}; do
-               python3 launcher.py profile --model $FULL --random-weights --mode $m --out "$OUT/trace-$m.json.gz" 2>&1 | tail -25
+               python3 launcher.py profile --model "$FULL" --random-weights --mode $m --out "$OUT/trace-$m.json.gz" 2>&1 | tail -25
              done ;;
     kernels) python3 -m tools.kernels.bench_fused --dtype fp16 --rows 600 1200 2>&1 | tail -30 ;;
     attention) timeout 150 python3 -m tools.kernels.bench_attention 2>&1 | tail -40 ;;
     realtime) timeout 120 python3 -m tools.kernels.check_realtime_gpu 2>&1 | tail -45 ;;
     w4a4) timeout 90 python3 -m tools.kernels.check_w4a4_cuda --quick --no-bench 2>&1 | tail -25 ;;
     decode) timeout 60 python3 -m tools.kernels.bench_decode 2>&1 | tail -15 ;;
-    gputests) timeout 240 python3 -m pytest -q -p no:cacheprovider tests/kernels tests/engine/test_model.py tests/engine/test_runner.py 2>&1 | tail -25 ;;
+    gputests) timeout 240 python3 -m pytest -q -p no:cacheprovider tests/kernels tests/engine/test_model.py \
+                tests/engine/test_runner.py 2>&1 | tail -25 ;;
+    *) echo "unknown step $step"; exit 2 ;;
   esac
 done
