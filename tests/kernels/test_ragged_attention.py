@@ -6,6 +6,11 @@ heads, 8 KV heads, head_dim 128, a 6 s + 11.6 s request in its 896-row bucket). 
 the other kernels: error against a float64 reference at most twice PyTorch's own in the same dtype,
 plus one ulp of the largest output. Outputs are poisoned with NaN first, so a row never written fails.
 """
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -98,3 +103,17 @@ def test_ragged_attention_rejects_bad_shapes():
 @pytest.mark.parametrize("group_heads", [False, True])
 def test_ragged_attention_model_shapes(dtype, group_heads):
     check([0, 560, 850, 896], 16, 8, 128, dtype, group_heads=group_heads)
+
+
+def test_ragged_attention_compiles_for_hopper_with_wgmma():
+    """The interpreter never compiles: build the kernel with its default tiles for sm_90 (Triton's own
+    compiler and ptxas, no GPU needed) and check both products are wgmma and nothing spills."""
+    pytest.importorskip("triton.backends.nvidia.compiler", reason="Triton without its NVIDIA backend")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-m", "tools.kernels.aot", "attention", "90"], capture_output=True,
+                         text=True, env=env, cwd=Path(__file__).parents[2], timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.count("STACK:0 ") == 1 and run.stdout.count("LOCAL:0 ") == 1, run.stdout  # no spills
+    for mma in ("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",  # q k^T: 64 rows x 64 keys
+                "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"):  # p v: 64 rows x head_dim 128
+        assert mma in run.stdout, run.stdout

@@ -1,5 +1,6 @@
-"""Compile the realtime-mode Triton kernels for a GPU architecture without a GPU, and report what
-the compiler made of them: `python -m tools.kernels.aot [arch ...]` (default 90 and 89).
+"""Compile the realtime-mode Triton kernels, or the ragged attention kernel, for a GPU architecture
+without a GPU, and report what the compiler made of them:
+`python -m tools.kernels.aot [realtime|attention] [arch ...]` (default realtime, sm_90 and sm_89).
 
 Uses Triton's own compiler and bundled ptxas, so it runs on any machine with Triton installed (not in
 the interpreter: run it in a process without TRITON_INTERPRET). Specializations are those of a real
@@ -64,6 +65,28 @@ def realtime_builds() -> list[Build]:
     ]
 
 
+def attention_builds() -> list[Build]:
+    """The ragged attention kernel HiFi and realtime launch, at the model's head shapes (16 query
+    heads over 8 KV heads of 128) with the wrapper's default tiles."""
+    import inspect
+
+    from kernels import ragged_attention as ra
+
+    defaults = {k: p.default for k, p in inspect.signature(ra.ragged_attention).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    signature = _signature("q_ptr:*fp16 k_ptr:*fp16 v_ptr:*fp16 o_ptr:*fp16 start_ptr:*i32 end_ptr:*i32 "
+                           "stride_qs:i32 stride_qh:i32 stride_ks:i32 stride_kh:i32 stride_vs:i32 stride_vh:i32 "
+                           "stride_os:i32 stride_oh:i32 n_rows:i32 qk_scale:fp32 "
+                           "GROUPS HEADS IEEE HEAD_DIM BLOCK_M BLOCK_N")
+    constants = {"GROUPS": 2, "HEADS": 1, "IEEE": False, "HEAD_DIM": 128, "BLOCK_M": defaults["block_m"],
+                 "BLOCK_N": defaults["block_n"]}
+    return [Build("ragged attention fp16", ra._ragged_attention_kernel, signature, constants,
+                  defaults["num_warps"], defaults["num_stages"])]
+
+
+GROUPS = {"realtime": realtime_builds, "attention": attention_builds}
+
+
 def compile_build(build: Build, arch: int):
     """The CompiledKernel of `build` for sm_<arch> (asm keys: ttir, ttgir, llir, ptx, cubin)."""
     import triton
@@ -101,10 +124,11 @@ def mma_summary(ptx: str) -> dict[str, int]:
 
 
 def main(argv: list[str]) -> int:
+    group = argv.pop(0) if argv and argv[0] in GROUPS else "realtime"
     archs = [int(a) for a in argv] or [90, 89]
     for arch in archs:
         print(f"== sm_{arch}")
-        for build in realtime_builds():
+        for build in GROUPS[group]():
             compiled = compile_build(build, arch)
             ptx = compiled.asm["ptx"]
             usage = resource_usage(compiled.asm["cubin"])
