@@ -51,7 +51,8 @@ class KeyRanges:
     def additive_mask(self, dtype: torch.dtype) -> torch.Tensor:
         """[1, 1, S, S]: 0 where a row may attend, -inf where it may not."""
         allowed = key_range_mask(self.start, self.end)  # [S, S]
-        return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, float("-inf"))[None, None]
+        mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+        return mask.masked_fill_(~allowed, float("-inf"))[None, None]
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -97,7 +98,7 @@ class Attention(nn.Module):
         if self.fused:
             q, k, v = fused.qk_norm_rope(self.qkv_proj(x), self.q_norm, self.k_norm, cos, sin,
                                          self.num_heads, self.num_kv_heads)  # [B, H, S, D] each
-            return self.o_proj(fused.attention(q, k, v, mask))  # [B, S, Hq * D] in
+            return self.o_proj(fused.attention(q, k, v, mask))  # attention out: [B, S, Hq * D]
         q, k, v = self.qkv_proj(x).split([q_dim, kv_dim, kv_dim], dim=-1)
         # per-head norm before RoPE, as Qwen3 does
         q = self.q_norm(q.view(B, S, self.num_heads, self.head_dim)).transpose(1, 2)  # [B, Hq, S, D]
