@@ -23,8 +23,9 @@ def page(running_app, browser):
 
 
 def shoot(page, name):
-    for close in page.get_by_test_id("toast-close").all():  # notifications would cover the page
-        close.click()
+    # Notifications would cover the page. Close those open now in one go: one may also close by itself,
+    # and a click that waits for a button that has gone would wait forever.
+    page.evaluate("document.querySelectorAll('[data-testid=toast-close]').forEach(b => b.click())")
     page.wait_for_function("!document.querySelector('[data-testid=toast-body]')", timeout=10_000)
     page.mouse.move(0, 0)  # no hover effects
     SHOTS.mkdir(parents=True, exist_ok=True)
