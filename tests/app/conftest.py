@@ -43,10 +43,11 @@ def port() -> int:
 
 
 @contextlib.contextmanager
-def launch_app(home: Path, prefix: tuple[str, ...] = (), until: str = "ready"):
+def launch_app(home: Path, prefix: tuple[str, ...] = (), until: str = "ready", api: bool = True):
     """Run `launcher.py --demo` with its folders in `home` (behind `prefix`, a command such as unshare);
     yield once its model is `until` ("ready", or "answering": the API answers whatever the model does);
-    stop it afterwards. Its terminal output goes to home/app.log."""
+    stop it afterwards. Its terminal output goes to home/app.log. `api`: with the OpenAI-compatible API
+    switched on (`--api`)."""
     from gradio_client import Client
 
     log = home / "app.log"
@@ -54,7 +55,7 @@ def launch_app(home: Path, prefix: tuple[str, ...] = (), until: str = "ready"):
     env = {**os.environ, "VOICEDESK_HOME": str(home)}
     with log.open("w") as out:
         proc = subprocess.Popen([*prefix, sys.executable, "launcher.py", "--demo", "--no-browser", "--port", str(port),
-                                 "--api"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+                                 *(["--api"] if api else [])], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + START_TIMEOUT_S
     try:

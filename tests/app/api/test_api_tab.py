@@ -1,8 +1,10 @@
 """The API tab in a real browser: it shows the address the page was opened at, the Python example it
 offers to copy runs as it is (official `openai` package, launched app), and History marks the result."""
+import json
 import subprocess
 import sys
 
+import httpx
 from pages import CHROMIUM, needs_chromium
 
 pytestmark = needs_chromium
@@ -32,3 +34,23 @@ def test_api_tab_shows_the_endpoint_and_a_working_example(running_app, tmp_path,
         page.get_by_role("tab", name="History").click()
         expect(page.locator("#history-table")).to_contain_text("via API", timeout=30_000)
         browser.close()
+
+
+def test_off_by_default_and_switched_on_in_the_tab(app_launcher, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    with app_launcher(tmp_path, api=False) as app:
+        off = httpx.get(f"{app.url}/v1/models")
+        assert off.status_code == 404 and off.json()["error"]["code"] == "api_off"
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+            page = browser.new_page()
+            page.goto(app.url)
+            page.get_by_role("tab", name="API", exact=True).click()
+            expect(page.locator("#api-status")).to_contain_text("Off", timeout=30_000)
+            page.locator("#api-enabled input").check()
+            expect(page.locator("#api-status")).to_contain_text(f"On at {app.url}/v1", timeout=30_000)
+            browser.close()
+        assert httpx.get(f"{app.url}/v1/models").status_code == 200
+        assert json.loads((tmp_path / "config" / "settings.json").read_text())["api"] is True  # kept for next time
