@@ -68,6 +68,12 @@ def cmd_quant_report(args) -> int:
     return main(args, model=_model(args))
 
 
+def cmd_render(args) -> int:
+    from app.studio.cli import render
+
+    return render(args, model=_model(args))
+
+
 def cmd_voices(args) -> int:
     from app.library import cli_list
 
@@ -160,6 +166,18 @@ def build_parser() -> argparse.ArgumentParser:
     qr.add_argument("--tokens", type=int, default=1024, help="prompt positions evaluated per linear (default 1024)")
     qr.add_argument("--out", help="also write the markdown report to this file")
     qr.set_defaults(func=cmd_quant_report)
+
+    render = sub.add_parser("render", help="render a script or book (.md .txt .srt .epub) to an audiobook + SRT")
+    _model_args(render)
+    render.add_argument("script", help="the script (.md), or prose (.txt), subtitles (.srt) or a book (.epub)")
+    render.add_argument("--out", required=True, help="output .m4b (with chapters), .mp3, .flac or .wav; the "
+                                                     ".srt is written beside it")
+    render.add_argument("--voice", help="saved voice of the narrator (lines without a name); default: automatic")
+    render.add_argument("--language", help="language name or code (default: auto)")
+    render.add_argument("--steps", type=int, default=32, help="diffusion steps per line (default 32)")
+    render.add_argument("--loudness", type=float, default=-18.0, help="loudness target in LUFS (default -18)")
+    render.add_argument("--per-chapter", action="store_true", help="one file per chapter instead of one book")
+    render.set_defaults(func=cmd_render)
 
     voices = sub.add_parser("voices", help="list saved voices")
     voices.set_defaults(func=cmd_voices)

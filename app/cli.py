@@ -18,14 +18,12 @@ def _progress(p) -> None:
 
 
 def _saved_voice(name: str):
-    from app.library import VoiceLibrary, slugify
+    from app.library import VoiceLibrary
     from app.storage import AppDirs
 
     if not name.strip():
         raise TextInputError("--voice is empty: give the name of a saved voice (`voicedesk voices` lists them).")
-    library = VoiceLibrary.open(AppDirs.default())
-    by_name = {e.name.lower(): e.slug for e in library.entries()}
-    return library.load_voice(by_name.get(name.lower(), slugify(name)))
+    return VoiceLibrary.open(AppDirs.default()).find_voice(name)
 
 
 def _check_language(language: str | None) -> None:

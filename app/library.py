@@ -110,6 +110,11 @@ class VoiceLibrary:
     def load_voice(self, slug: str) -> Voice:
         return Voice.load(self.get(slug).folder)
 
+    def find_voice(self, name: str) -> Voice:
+        """The saved voice called `name` (any case; its folder name works too)."""
+        by_name = {e.name.casefold(): e.slug for e in self.entries()}
+        return self.load_voice(by_name.get(name.casefold(), slugify(name)))
+
     def _read_entry(self, folder: Path) -> VoiceEntry | None:
         missing = [n for n in (TOKENS_FILE, META_FILE) if not (folder / n).is_file()]
         if missing:
@@ -144,7 +149,7 @@ class VoiceLibrary:
         atomic_write_json(entry.folder / INFO_FILE, {**info, "name": new_name})
         if slugify(new_name) == slugify(entry.name):
             return self.get(entry.slug)
-        target = self._free_folder(slugify(new_name))
+        target = free_folder(self.root, slugify(new_name))
         entry.folder.rename(target)
         return self.get(target.name)
 
@@ -194,17 +199,11 @@ class VoiceLibrary:
                 raise LibraryError(f"A voice named '{entry.name}' already exists: pick another name.")
         return name
 
-    def _free_folder(self, slug: str) -> Path:
-        candidate, n = self.root / slug, 2
-        while candidate.exists():
-            candidate, n = self.root / f"{slug}-{n}", n + 1
-        return candidate
-
     def _staging(self):
         return _StagingFolder(self.root)
 
     def _commit(self, tmp: Path, name: str) -> VoiceEntry:
-        target = self._free_folder(slugify(name))
+        target = free_folder(self.root, slugify(name))
         tmp.rename(target)
         return self.get(target.name)
 
@@ -220,6 +219,14 @@ class _StagingFolder:
 
     def __exit__(self, *exc) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def free_folder(root: Path, slug: str) -> Path:
+    """`root/slug`, or `root/slug-2`, `-3` ... when that is taken."""
+    candidate, n = root / slug, 2
+    while candidate.exists():
+        candidate, n = root / f"{slug}-{n}", n + 1
+    return candidate
 
 
 def _is_plain_child(root: Path, folder: Path) -> bool:

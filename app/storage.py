@@ -36,6 +36,11 @@ class AppDirs:
         return self.data / "history"
 
     @property
+    def studio(self) -> Path:
+        """The Studio's projects (scripts and their takes)."""
+        return self.data / "studio"
+
+    @property
     def exports(self) -> Path:
         return self.cache / "exports"
 
@@ -54,7 +59,8 @@ class AppDirs:
         return cls(config=folders.config, data=folders.data, cache=folders.cache)
 
     def create(self) -> AppDirs:
-        for folder in (self.config, self.data, self.cache, self.voices, self.history, self.exports, self.uploads):
+        for folder in (self.config, self.data, self.cache, self.voices, self.history, self.studio, self.exports,
+                       self.uploads):
             # 0o700: voice clips are personal data
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         return self

@@ -1,0 +1,86 @@
+"""`voicedesk render script.md --out book.m4b`: render a script (or a .txt, .srt or .epub) with a progress
+bar, then write the book and an SRT beside it.
+
+The render is kept as a Studio project named after the script file, so running the same command again
+after a crash or Ctrl+C resumes where it stopped (and the app's Studio tab can open it)."""
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+from engine.errors import VoiceDeskError
+
+from .export import SUFFIXES, export
+from .importers import import_file
+from .parse import parse_script
+from .plan import plan_cues
+from .project import Projects
+from .render import Progress, pending, render_lines
+
+
+def render(args, model: str | None) -> int:
+    from tqdm import tqdm
+
+    from engine.engine import Engine
+
+    from ..library import VoiceLibrary
+    from ..storage import AppDirs
+
+    script_path, out = Path(args.script), Path(args.out)
+    if out.suffix.lower() not in SUFFIXES:
+        print(f"--out must end in {', '.join(SUFFIXES)}", file=sys.stderr)
+        return 2
+    dirs = AppDirs.default().create()
+    library = VoiceLibrary.open(dirs)
+    try:
+        text = import_file(script_path)
+        script = parse_script(text)
+        saved = [entry.name for entry in library.entries()]
+        cues = plan_cues(script, args.voice, saved)
+        project = Projects(dirs.studio).open_or_create(_project_name(script_path))
+        project.update_settings(narrator=args.voice, language=args.language, loudness_lufs=args.loudness,
+                                steps=args.steps)
+        project.set_script(text, keep={cue.key for cue in cues})
+        todo = pending(project, cues)
+        engine = Engine.load(model, device=args.device, mode=args.mode) if todo else None
+    except VoiceDeskError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"{script_path.name}: {len(cues)} lines in {len(script.chapters)} chapter(s), {len(todo)} to render "
+          f"(project '{project.name}')", file=sys.stderr)
+    progress = Progress.of(todo)
+    failed = []
+    bar = tqdm(total=len(cues), initial=len(cues) - len(todo), unit="line", file=sys.stderr, dynamic_ncols=True)
+    try:
+        for event in render_lines(engine, project, todo, library.find_voice):
+            progress.add(event)
+            if event.kind == "failed":
+                failed.append(event)
+                tqdm.write(f"line {event.cue.line.number} failed: {event.error}", file=sys.stderr)
+            if event.kind != "start":
+                bar.update(1)
+                left = progress.seconds_left
+                bar.set_postfix_str(f"RTF {progress.rtf:.3f}, about {left:.0f} s left" if left is not None else "")
+    except KeyboardInterrupt:
+        bar.close()
+        print("Stopped. Run the same command again to go on from here.", file=sys.stderr)
+        return 130
+    bar.close()
+    if failed:
+        print(f"{len(failed)} line(s) failed; run the same command again to retry them.", file=sys.stderr)
+        return 1
+    try:
+        written = export(project, script, cues, out, per_chapter=args.per_chapter)
+    except VoiceDeskError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    demo = "  [demo model: the audio is noise]" if engine is not None and engine.is_demo else ""
+    for path in written:
+        print(f"{path} + {path.with_suffix('.srt').name}{demo}")
+    return 0
+
+
+def _project_name(script_path: Path) -> str:
+    where = hashlib.sha256(str(script_path.resolve()).encode()).hexdigest()[:6]
+    return f"{script_path.name} ({where})"

@@ -1,0 +1,134 @@
+"""Render lines of a script into takes, one line after another, storing each take the moment it is done.
+
+`render_lines` is a plain generator: the app runs it as a job on its GPU worker, the command line calls
+it directly. It yields an event when a line starts and when it is done or failed, so that the caller can
+play each line while the next one renders, and show the time left from the real-time factor measured so
+far. A stop (the `cancel` event) ends it between diffusion steps; the line being rendered is lost, every
+finished one is already in the project.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.config import GenerationConfig
+from engine.errors import Cancelled, VoiceDeskError
+from engine.text.duration import text_weight, weight_per_second
+from engine.voice import Voice
+
+from .plan import Cue
+from .project import Project, Take
+
+log = logging.getLogger("voicedesk")
+
+
+@dataclass
+class RenderEvent:
+    kind: str  # start | done | failed
+    cue: Cue
+    take: Take | None = None
+    audio: np.ndarray | None = None  # float32 at the engine's rate, for "done"
+    error: str | None = None
+
+
+@dataclass
+class Progress:
+    """Lines done of a render, its real-time factor, and the time left.
+
+    The time left is the speech still to render (the model's length estimate per line) times the
+    render time per estimated second measured so far: the measured RTF, corrected for how far the
+    estimates are from the real lengths."""
+
+    total: int
+    done: int = 0
+    failed: int = 0
+    audio_s: float = 0.0
+    render_s: float = 0.0
+    estimated_done_s: float = 0.0
+    estimated_left_s: float = 0.0
+
+    @classmethod
+    def of(cls, cues: list[Cue]) -> Progress:
+        return cls(total=len(cues), estimated_left_s=sum(estimate_seconds(c) for c in cues))
+
+    def add(self, event: RenderEvent) -> None:
+        if event.kind == "start":
+            return
+        estimate = estimate_seconds(event.cue)
+        self.estimated_left_s = max(0.0, self.estimated_left_s - estimate)
+        if event.kind == "done":
+            self.done += 1
+            self.audio_s += event.take.seconds
+            self.render_s += event.take.render_s
+            self.estimated_done_s += estimate
+        else:
+            self.failed += 1
+
+    @property
+    def rtf(self) -> float | None:
+        return self.render_s / self.audio_s if self.audio_s > 0 else None
+
+    @property
+    def seconds_left(self) -> float | None:
+        if self.estimated_done_s <= 0:
+            return None
+        return self.estimated_left_s * self.render_s / self.estimated_done_s
+
+    @property
+    def fraction(self) -> float:
+        return (self.done + self.failed) / self.total if self.total else 1.0
+
+
+def estimate_seconds(cue: Cue) -> float:
+    """The model's own length estimate for a line (its option duration when it has one)."""
+    if cue.line.options.duration is not None:
+        return cue.line.options.duration
+    return text_weight(cue.line.text) / weight_per_second() / (cue.line.options.speed or 1.0)
+
+
+def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callable[[str], Voice],
+                 cancel: threading.Event | None = None, new_seed: bool = False) -> Iterator[RenderEvent]:
+    """Render `cues` in order into `project`. `saved_voice(name)` loads a saved voice; `new_seed` draws a
+    fresh seed even for lines whose options fix one (a retake)."""
+    voices: dict[str, Voice | None] = {}
+    settings = project.settings
+    for cue in cues:
+        yield RenderEvent("start", cue)
+        speaker = cue.speaker
+        try:
+            if speaker.key not in voices:
+                voices[speaker.key] = saved_voice(speaker.saved) if speaker.saved else project.voice(speaker.key)
+            voice = voices[speaker.key]
+            options = cue.line.options
+            seed = options.seed if options.seed is not None and not new_seed else random.randrange(2**31 - 1)
+            config = GenerationConfig(num_step=settings.steps, speed=options.speed, duration=options.duration, seed=seed)
+            start = time.perf_counter()
+            result = engine.synthesize(cue.line.text, voice, options.instruct or speaker.instruct,
+                                       options.language or settings.language, config, cancel)
+            take = project.add_take(cue.key, result.audio, result.sample_rate, result.seed,
+                                    time.perf_counter() - start)
+            if speaker.needs_voice and voice is None:  # this line's sound becomes the speaker's voice
+                voice = engine.voice_from_clip((result.audio, result.sample_rate), transcript=cue.line.text)
+                project.keep_voice(speaker.key, voice)
+                voices[speaker.key] = voice
+        except Cancelled:
+            raise
+        except VoiceDeskError as err:
+            yield RenderEvent("failed", cue, error=str(err))
+            continue
+        except Exception as err:  # a bug or a driver error: the line fails, the render goes on
+            log.exception("rendering line %d failed", cue.line.number)
+            yield RenderEvent("failed", cue, error=f"{type(err).__name__}: {err}")
+            continue
+        yield RenderEvent("done", cue, take, result.audio)
+
+
+def pending(project: Project, cues: list[Cue]) -> list[Cue]:
+    """The lines that have no take yet (what "Render all" and a resumed render do)."""
+    return [cue for cue in cues if project.kept(cue.key) is None]

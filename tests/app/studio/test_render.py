@@ -1,0 +1,176 @@
+"""A whole Studio render through the engine facade on the demo model (CPU), then the export: the SRT's
+timings against the audio, M4B chapter marks read back with ffprobe, the loudness target measured."""
+import json
+import shutil
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+import soundfile as sf
+import srt
+
+from app.encode import measure_loudness
+from app.library import LibraryError, VoiceLibrary
+from app.studio.export import assemble, export
+from app.studio.parse import parse_script
+from app.studio.plan import plan_cues
+from app.studio.project import Projects
+from app.studio.render import Progress, pending, render_lines
+from engine.constants import DEMO_MODEL, SAMPLE_RATE
+from engine.errors import Cancelled
+
+SCRIPT = """\
+[voice Bob = male, low pitch]
+# One
+Anna: Hello there.
+[pause 500ms]
+Bob: Who is it?
+Bob: Only me.
+
+## Two
+The end.
+"""
+STEPS = 4  # the demo model's output is noise at any step count; fewer steps keep the test short
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from engine import Engine
+
+    return Engine.load(DEMO_MODEL, device="cpu", mode="eager")
+
+
+@pytest.fixture(scope="module")
+def library(engine, tmp_path_factory, reference_wav):
+    library = VoiceLibrary(tmp_path_factory.mktemp("voices"))
+    library.save("Anna", engine.voice_from_clip(str(reference_wav), transcript="A buzzing reference voice."))
+    return library
+
+
+class Recorder:
+    """The real engine, noting what each synthesize call was given."""
+
+    def __init__(self, engine):
+        self.engine, self.calls = engine, []
+
+    def synthesize(self, text, voice, instruct, language, config, cancel):
+        self.calls.append((text, voice is not None, instruct, config.num_step))
+        return self.engine.synthesize(text, voice, instruct, language, config, cancel)
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+
+def new_project(tmp_path, library, text=SCRIPT):
+    project = Projects(tmp_path / "studio").create("Test book", text)
+    project.update_settings(steps=STEPS)
+    script = parse_script(text)
+    cues = plan_cues(script, None, [e.name for e in library.entries()])
+    return project, script, cues
+
+
+@pytest.fixture(scope="module")
+def rendered(engine, library, tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("render")
+    project, script, cues = new_project(tmp_path, library)
+    recorder = Recorder(engine)
+    progress = Progress.of(cues)
+    events = []
+    for event in render_lines(recorder, project, cues, library.find_voice):
+        progress.add(event)
+        events.append(event)
+    return tmp_path, project, script, cues, recorder, events, progress
+
+
+def test_every_line_renders_in_order_with_its_voice(rendered):
+    _, project, _, cues, recorder, events, progress = rendered
+    assert [(e.kind, e.cue.line.text) for e in events] == [
+        (kind, text) for text in ("Hello there.", "Who is it?", "Only me.", "The end.") for kind in ("start", "done")]
+    assert recorder.calls == [
+        ("Hello there.", True, None, STEPS),  # Anna: a saved voice
+        ("Who is it?", False, "male, low pitch", STEPS),  # Bob's first line is designed from his description ...
+        ("Only me.", True, "male, low pitch", STEPS),  # ... and is his voice from then on
+        ("The end.", False, None, STEPS),  # the automatic narrator
+    ]
+    assert project.voice(cues[1].speaker.key) is not None and project.voice(cues[3].speaker.key) is not None
+    assert pending(project, cues) == []
+    assert progress.done == 4 and progress.rtf > 0 and progress.seconds_left == 0
+
+
+def test_timeline_and_srt_match_the_audio(rendered):
+    _, project, script, cues, *_ = rendered
+    timeline = assemble(project, script, cues)
+    settings = project.settings
+    audio, rate = timeline.audio, SAMPLE_RATE
+    starts = [round(s * rate) for s, _, _ in timeline.subtitles]
+    ends = [round(e * rate) for _, e, _ in timeline.subtitles]
+    for cue, start, end in zip(cues, starts, ends):
+        np.testing.assert_array_equal(audio[start:end], project.audio(project.kept(cue.key)))
+    gaps = [b - a for a, b in zip(ends, starts[1:])]
+    assert gaps == [round(0.5 * rate),  # the pause replaces the gap
+                    round(settings.line_gap_s * rate),
+                    round(settings.chapter_gap_s * rate)]  # a chapter's end; the next starts right after it
+    silent = np.concatenate([audio[:starts[0]], *[audio[a:b] for a, b in zip(ends, starts[1:])], audio[ends[-1]:]])
+    assert not silent.any()
+    assert [(m.title, round(m.start_s * rate)) for m in timeline.chapters] == [("One", 0), ("Two", starts[3])]
+    assert timeline.chapters[-1].end_s == pytest.approx(timeline.seconds)
+
+
+def ffprobe(path, *entries):
+    out = subprocess.run(["ffprobe", "-v", "error", "-of", "json", *entries, str(path)], capture_output=True,
+                         check=True, text=True).stdout
+    return json.loads(out)
+
+
+@pytest.mark.skipif(shutil.which("ffprobe") is None, reason="ffmpeg is needed for the export")
+def test_export_m4b_chapters_srt_and_loudness(rendered):
+    tmp_path, project, script, cues, *_ = rendered
+    timeline = assemble(project, script, cues)
+    [book] = export(project, script, cues, tmp_path / "out" / "book.m4b")
+    chapters = ffprobe(book, "-show_chapters")["chapters"]
+    assert [c["tags"]["title"] for c in chapters] == ["One", "Two"]
+    assert [float(c["start_time"]) for c in chapters] == pytest.approx([m.start_s for m in timeline.chapters], abs=2e-3)
+    duration = float(ffprobe(book, "-show_entries", "format=duration")["format"]["duration"])
+    assert duration == pytest.approx(timeline.seconds, abs=0.05)
+    subtitles = list(srt.parse(book.with_suffix(".srt").read_text(encoding="utf-8")))
+    assert [(s.start.total_seconds(), s.end.total_seconds(), s.content) for s in subtitles] == [
+        (pytest.approx(a, abs=1e-3), pytest.approx(b, abs=1e-3), text) for a, b, text in timeline.subtitles]
+
+    target = measure_loudness(timeline.audio, SAMPLE_RATE).integrated_lufs - 6.0  # far from what it is
+    project.update_settings(loudness_lufs=round(target, 1))
+    [wav] = export(project, script, cues, tmp_path / "out" / "book.wav")
+    samples, rate = sf.read(wav, dtype="float32")
+    assert rate == SAMPLE_RATE and len(samples) == len(timeline.audio)
+    assert measure_loudness(samples, rate).integrated_lufs == pytest.approx(target, abs=1.0)
+
+    files = export(project, script, cues, tmp_path / "out" / "book.mp3", per_chapter=True)
+    assert [f.name for f in files] == ["book-01-One.mp3", "book-02-Two.mp3"]
+    assert all(f.with_suffix(".srt").is_file() for f in files)
+
+
+def test_stop_keeps_finished_lines_and_resume_renders_the_rest(engine, library, tmp_path):
+    project, script, cues = new_project(tmp_path, library, "Anna: One.\nAnna: Two.\nAnna: Three.\n")
+    cancel = threading.Event()
+    done = []
+    with pytest.raises(Cancelled):
+        for event in render_lines(engine, project, cues, library.find_voice, cancel):
+            if event.kind == "done":
+                done.append(event.cue)
+                cancel.set()  # Stop pressed while line two starts
+    assert done == cues[:1]
+    reopened = Projects(tmp_path / "studio").open(project.slug)
+    assert pending(reopened, cues) == cues[1:]
+    list(render_lines(engine, reopened, pending(reopened, cues), library.find_voice))
+    assert pending(reopened, cues) == [] and reopened.kept(cues[0].key) == project.kept(cues[0].key)
+
+
+def test_a_failing_line_is_reported_and_the_rest_renders(engine, library, tmp_path):
+    project, script, cues = new_project(tmp_path, library, "Anna: One.\nThe narrator.\n")
+
+    def missing(name):  # the voice was deleted after the script was checked
+        raise LibraryError(f"There is no saved voice '{name}'.")
+
+    events = [e for e in render_lines(engine, project, cues, missing) if e.kind != "start"]
+    assert [(e.kind, e.cue.line.number) for e in events] == [("failed", 1), ("done", 2)]
+    assert "no saved voice 'Anna'" in events[0].error

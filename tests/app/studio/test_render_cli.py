@@ -1,0 +1,96 @@
+"""`launcher.py render` as a user runs it: a book with chapters and an SRT, resuming after the process was
+killed mid-render, and readable errors for bad inputs."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from app.library import VoiceLibrary
+from engine.voice import Voice
+
+ROOT = Path(__file__).resolve().parents[3]
+LINES = 5
+
+
+@pytest.fixture
+def home(tmp_path):
+    """A VOICEDESK_HOME with one saved voice, Anna (random codec tokens: the demo model takes any)."""
+    home = tmp_path / "home"
+    voice = Voice(tokens=torch.randint(0, 1024, (8, 60), generator=torch.Generator().manual_seed(0)),
+                  transcript="A reference voice.", rms=0.1)
+    VoiceLibrary(home / "data" / "voices").save("Anna", voice)
+    return home
+
+
+def command(home, script, out, *extra):
+    args = [sys.executable, "launcher.py", "render", str(script), "--out", str(out), "--demo", "--device", "cpu",
+            "--steps", "4", *extra]
+    return args, {**os.environ, "VOICEDESK_HOME": str(home)}
+
+
+def kept_takes(home) -> dict:
+    [project] = (home / "data" / "studio").glob("*/project.json")
+    try:
+        lines = json.loads(project.read_text())["lines"]
+    except (json.JSONDecodeError, OSError):
+        return {}
+    return {key: value["chosen"] for key, value in lines.items() if value["chosen"]}
+
+
+def test_render_resumes_after_the_process_is_killed(home, tmp_path):
+    script = tmp_path / "story.md"
+    script.write_text("# Part one\n" + "".join(f"Anna: Line number {i}.\n" for i in range(1, LINES)) +
+                      "\n## Part two\nThe narrator ends it.\n", encoding="utf-8")
+    out = tmp_path / "book" / "story.m4b"
+    args, env = command(home, script, out, "--voice", "Anna")
+    first = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while not (home / "data" / "studio").is_dir() or not list((home / "data" / "studio").glob("*/project.json")) \
+            or len(kept_takes(home)) < 2:
+        assert first.poll() is None, first.communicate()
+        assert time.monotonic() < deadline, "no line was rendered in time"
+        time.sleep(0.2)
+    first.send_signal(signal.SIGKILL)  # a crash: no cleanup runs
+    first.wait()
+    before = kept_takes(home)
+    assert 2 <= len(before) < LINES and not out.exists()
+
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"{LINES} lines in 2 chapter(s), {LINES - len(before)} to render" in done.stderr
+    after = kept_takes(home)
+    assert len(after) == LINES and all(after[key] == take for key, take in before.items())
+    assert out.is_file() and out.with_suffix(".srt").is_file()
+    assert f"{out} + story.srt" in done.stdout
+    probe = subprocess.run(["ffprobe", "-v", "error", "-of", "json", "-show_chapters", str(out)],
+                           capture_output=True, text=True, check=True)
+    assert [c["tags"]["title"] for c in json.loads(probe.stdout)["chapters"]] == ["Part one", "Part two"]
+    assert "%|" in done.stderr and "RTF" in done.stderr  # the progress bar
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("empty.md", "\n<!-- nothing -->\n", "The script is empty"),
+    ("cast.md", "Anna: Hi.\nZed: Who?\n", "line 2: there is no saved voice 'Zed'"),
+    ("bad.md", "Hi {speed 7}\n", "line 1: the speed must be between"),
+    ("book.epub", "not a zip", "is not a readable EPUB book"),
+    ("notes.pdf", "%PDF", "the Studio imports"),
+])
+def test_bad_inputs_are_reported_before_anything_renders(home, tmp_path, name, content, message):
+    script = tmp_path / name
+    script.write_text(content, encoding="utf-8")
+    args, env = command(home, script, tmp_path / "out.m4b")
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and message in done.stderr, done.stderr[-2000:]
+    assert not (tmp_path / "out.m4b").exists()
+
+
+def test_output_suffix_is_checked(home, tmp_path):
+    args, env = command(home, tmp_path / "x.md", tmp_path / "out.ogg")
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "--out must end in .m4b, .mp3, .flac, .wav" in done.stderr
