@@ -18,6 +18,7 @@ from .library import VoiceLibrary
 from .playback import SpeakerStatus
 from .settings import Settings
 from .storage import AppDirs
+from .studio.project import Projects
 from .worker import GpuWorker
 
 VOICE_CACHE_SIZE = 16
@@ -48,6 +49,11 @@ class AppContext:
         with self._notices_lock:
             notices, self.notices = self.notices, []
         return notices
+
+    @property
+    def projects(self) -> Projects:
+        """The Studio's projects (read from disk on each use: the command line may add some)."""
+        return Projects(self.dirs.studio)
 
     def save_settings(self, **changes) -> None:
         self.settings.updated(self.dirs.settings_file, **changes)

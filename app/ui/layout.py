@@ -1,4 +1,4 @@
-"""The whole page: header + Clone / Voice design / Voices / History tabs, wired to one AppContext."""
+"""The whole page: header + Clone / Voice design / Studio / Voices / History tabs, wired to one AppContext."""
 from __future__ import annotations
 
 import gradio as gr
@@ -10,6 +10,7 @@ from .design import build_design_tab
 from .history import build_history_tab
 from .state import SettingsView
 from .status import build_header, wire_header
+from .studio import build_studio_tab
 from .voices import build_voices_tab
 
 
@@ -24,13 +25,15 @@ def build_app(ctx: AppContext) -> gr.Blocks:
                 clone = build_clone_tab(ctx, view, library_version, history_version)
             with gr.Tab("Voice design", id="design", elem_id="tab-design"):
                 design = build_design_tab(ctx, view, history_version)
+            with gr.Tab("Studio", id="studio", elem_id="tab-studio"):
+                studio_render = build_studio_tab(ctx, library_version)
             with gr.Tab("Voices", id="voices", elem_id="tab-voices"):
                 build_voices_tab(ctx, library_version, clone.voice)
             with gr.Tab("History", id="history", elem_id="tab-history"):
                 build_history_tab(ctx, history_version)
             with gr.Tab("API", id="api", elem_id="tab-api"):
                 show_api, api_outputs = build_api_tab(ctx)
-        wire_header(ctx, header, [clone.generate, design.generate])
+        wire_header(ctx, header, [clone.generate, design.generate, studio_render])
         # A page shows what is saved now, not what was saved when the app started.
         view.wire(blocks)
         blocks.load(lambda: (gr.Dropdown(voice_choices(ctx), value=saved_voice(ctx)), 1, 1), None,

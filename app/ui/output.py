@@ -49,11 +49,12 @@ def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> Outp
             visible=ctx.speakers.available, interactive=True))
     stop = gr.Button("Stop", variant="stop", elem_id=f"{prefix}-stop")
 
-    stop.click(_stop_handler(ctx), None, status, api_name=f"{prefix}_stop")
+    stop.click(stop_handler(ctx), None, status, api_name=f"{prefix}_stop")
     return OutputPanel(audio, status, metrics_html, metrics_json, wav, flac, speakers, device, stop)
 
 
-def _stop_handler(ctx: AppContext):
+def stop_handler(ctx: AppContext):
+    """Stop the session's generation (its running job at the next step, its waiting ones at once)."""
     def stop(request: gr.Request) -> str:
         stopped = ctx.worker.cancel(request.session_hash)
         return "Stopping…" if stopped else gr.skip()

@@ -1,0 +1,139 @@
+"""The Studio tab in a real browser (Debian's Chromium, Playwright) on the launched demo app: import a script
+with two voices and a pause, render it and hear line 1 while later lines still render, retake one line and
+keep another take, export an M4B and check its chapter marks (ffprobe) and the SRT against the audio."""
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import srt
+import torch
+
+from app.library import VoiceLibrary
+from engine.voice import Voice
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists() or shutil.which("ffprobe") is None,
+                                reason="Debian's chromium and ffmpeg are needed")
+
+SCRIPT = """\
+# Chapter one
+Anna: The first line, from Anna.
+Bob: And the second, from Bob.
+[pause 1s]
+Anna: A third line, after a pause.
+
+## Chapter two
+Bob: The fourth line.
+Anna: The last line of the book.
+"""
+LINES = 5
+
+
+@pytest.fixture(scope="module")
+def page(running_app, tmp_path_factory):
+    from playwright.sync_api import sync_playwright
+
+    library = VoiceLibrary(running_app.home / "data" / "voices")
+    for seed, name in enumerate(("Anna", "Bob")):  # random codec tokens: the demo model takes any voice
+        tokens = torch.randint(0, 1024, (8, 60), generator=torch.Generator().manual_seed(seed))
+        if name not in {e.name for e in library.entries()}:
+            library.save(name, Voice(tokens=tokens, transcript=f"I am {name}.", rms=0.1))
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run", "--autoplay-policy=no-user-gesture-required"])
+        page = browser.new_page(viewport={"width": 1440, "height": 1100})
+        page.goto(running_app.url)
+        page.wait_for_selector("#vd-model-status[data-stage=ready]", timeout=120_000)
+        page.get_by_role("tab", name="Studio").click()
+        yield page
+        browser.close()
+
+
+def progress(page) -> dict:
+    return page.evaluate("""() => { const p = document.querySelector('#studio-progress .vd-studio-progress');
+                                    return {state: p.dataset.state, done: +p.dataset.done, total: +p.dataset.total}; }""")
+
+
+ROWS_JS = """[...document.querySelectorAll('#studio-lines [role=row]')]
+               .map(r => [...r.querySelectorAll('[role=gridcell]')].map(c => c.innerText.trim()))
+               .filter(cells => cells.length)"""
+
+
+def states(page) -> list[str]:
+    return page.evaluate(f"{ROWS_JS}.map(cells => cells[4])")
+
+
+def test_import_render_retake_export(page, running_app, tmp_path):
+    script_file = tmp_path / "two-voices.md"
+    script_file.write_text(SCRIPT, encoding="utf-8")
+    with page.expect_file_chooser() as chooser:
+        page.locator("#studio-import").click()
+    chooser.value.set_files(str(script_file))
+    page.wait_for_function(f"{ROWS_JS}.length === {LINES}", timeout=60_000)
+    assert states(page) == ["queued"] * LINES
+    assert page.locator("#studio-project input").input_value() == "two-voices"
+    steps = page.locator("#studio-steps input[type=number]")
+    steps.fill("4")
+    steps.press("Enter")
+
+    page.locator("#studio-render").click()
+    # Line 1 plays while later lines are still rendering.
+    page.wait_for_function("""() => { const a = document.querySelector('#studio-player audio');
+                                      return a && !a.paused && a.currentTime > 0.2; }""", timeout=180_000)
+    heard_at = progress(page)
+    assert heard_at["state"] == "rendering" and heard_at["done"] < LINES, heard_at
+    page.wait_for_function("document.querySelector('#studio-progress .vd-studio-progress').dataset.state === 'done'",
+                           timeout=300_000)
+    assert progress(page)["done"] == LINES
+    page.wait_for_function(f"{ROWS_JS}.every(cells => cells[4] === 'done')", timeout=30_000)
+
+    # Retake line 2, then keep its first take again.
+    page.locator("#studio-lines [role=gridcell]", has_text="And the second, from Bob.").first.click()
+    page.wait_for_selector("#studio-takes label", timeout=30_000)
+    assert page.locator("#studio-takes label").count() == 1
+    page.locator("#studio-retake").click()
+    page.wait_for_function("document.querySelectorAll('#studio-takes label').length === 2", timeout=180_000)
+    first_take = page.locator("#studio-takes label").first
+    first_take.click()
+    page.wait_for_function("document.querySelector('#studio-takes input:checked') !== null", timeout=30_000)
+    [project_json] = [p for p in (running_app.home / "data" / "studio").glob("*/project.json")
+                      if json.loads(p.read_text())["name"] == "two-voices"]
+    lines = json.loads(project_json.read_text())["lines"]
+    retaken = [v for v in lines.values() if len(v["takes"]) == 2]
+    deadline = time.monotonic() + 30
+    while not (len(retaken) == 1 and retaken[0]["chosen"] == retaken[0]["takes"][0]["id"]):
+        assert time.monotonic() < deadline, "the first take was not kept"
+        time.sleep(0.2)
+        retaken = [v for v in json.loads(project_json.read_text())["lines"].values() if len(v["takes"]) == 2]
+
+    # Export an M4B with chapters and an SRT.
+    page.locator("#studio-export").click()
+    page.wait_for_function("document.querySelectorAll('#studio-files a').length >= 2", timeout=120_000)
+    exports = running_app.home / "cache" / "exports" / "studio" / project_json.parent.name
+    book = exports / f"{project_json.parent.name}.m4b"
+    probe = json.loads(subprocess.run(["ffprobe", "-v", "error", "-of", "json", "-show_chapters", "-show_entries",
+                                       "format=duration", str(book)], capture_output=True, text=True,
+                                      check=True).stdout)
+    assert [c["tags"]["title"] for c in probe["chapters"]] == ["Chapter one", "Chapter two"]
+    cues = list(srt.parse(book.with_suffix(".srt").read_text(encoding="utf-8")))
+    assert [c.content for c in cues] == ["The first line, from Anna.", "And the second, from Bob.",
+                                         "A third line, after a pause.", "The fourth line.", "The last line of the book."]
+    assert float(probe["chapters"][1]["start_time"]) == pytest.approx(cues[3].start.total_seconds(), abs=2e-3)
+    gaps = [(b.start - a.end).total_seconds() for a, b in zip(cues, cues[1:])]
+    assert gaps == pytest.approx([0.3, 1.0, 2.0, 0.3], abs=2e-3)  # line gap, the pause, chapter end, line gap
+
+    # The SRT against the audio itself: speech inside each cue, silence in the pause.
+    pcm = subprocess.run(["ffmpeg", "-v", "error", "-i", str(book), "-f", "f32le", "-ac", "1", "-ar", "24000", "-"],
+                         capture_output=True, check=True).stdout
+    audio = np.frombuffer(pcm, np.float32)
+    rms = lambda a, b: float(np.sqrt(np.mean(audio[int(a * 24000):int(b * 24000)] ** 2)))  # noqa: E731
+    for cue in cues:
+        assert rms(cue.start.total_seconds(), cue.end.total_seconds()) > 0.01, cue
+    pause = (cues[1].end.total_seconds() + 0.05, cues[2].start.total_seconds() - 0.05)
+    assert rms(*pause) < 0.01 * rms(cues[1].start.total_seconds(), cues[1].end.total_seconds())
+    assert float(probe["format"]["duration"]) == pytest.approx(cues[-1].end.total_seconds() + 2.0, abs=0.1)
