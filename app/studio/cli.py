@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import time
 from pathlib import Path
 
 from engine.errors import VoiceDeskError
@@ -51,6 +52,7 @@ def render(args, model: str | None) -> int:
           f"(project '{project.name}')", file=sys.stderr)
     progress = Progress.of(todo)
     failed = []
+    started = time.perf_counter()
     bar = tqdm(total=len(cues), initial=len(cues) - len(todo), unit="line", file=sys.stderr, dynamic_ncols=True)
     try:
         for event in render_lines(engine, project, todo, library.find_voice):
@@ -67,6 +69,10 @@ def render(args, model: str | None) -> int:
         print("Stopped. Run the same command again to go on from here.", file=sys.stderr)
         return 130
     bar.close()
+    if progress.done:
+        wall = time.perf_counter() - started
+        print(f"rendered {progress.done} lines: {progress.audio_s:.1f} s of audio in {wall:.1f} s "
+              f"({progress.render_s:.1f} s generating, RTF {progress.rtf:.4f})", file=sys.stderr)
     if failed:
         print(f"{len(failed)} line(s) failed; run the same command again to retry them.", file=sys.stderr)
         return 1

@@ -1,7 +1,7 @@
 """Turn .txt, .md, .srt and .epub files into Studio script text.
 
 Plain text and books are prose: each paragraph becomes one narrator line, escaped so that nothing in
-it reads as markup. Markdown is already a script; only its wrapped paragraphs are joined. Each SRT cue
+it reads as markup. Markdown is the script format itself, read line by line as it is. Each SRT cue
 becomes a line whose target duration is the cue's length, with pauses for the gaps between cues. An
 EPUB's chapters follow its table of contents (ebooklib reads the book).
 """
@@ -13,7 +13,6 @@ from pathlib import Path
 
 from engine.errors import VoiceDeskError
 
-from .parse import starts_line
 from .script import (
     MAX_DURATION_S,
     MAX_PAUSE_S,
@@ -58,7 +57,7 @@ def import_file(path: str | Path) -> str:
     if suffix == ".srt":
         return import_srt(text)
     if suffix in (".md", ".markdown"):
-        return import_markdown(text)
+        return text  # a script already: each line is one line
     return import_text(text)
 
 
@@ -91,19 +90,6 @@ def _paragraphs(text: str) -> list[str]:
 
 def _join_lines(lines: list[str]) -> str:
     return " ".join(line.strip() for line in lines if line.strip())
-
-
-def import_markdown(text: str) -> str:
-    """A Markdown file is a script already; lines that continue a wrapped paragraph are joined to it."""
-    out: list[str] = []
-    joinable = False
-    for line in text.replace("\r\n", "\n").split("\n"):
-        if line.strip() and joinable and not starts_line(line):
-            out[-1] = out[-1].rstrip() + " " + line.strip()
-            continue
-        out.append(line)
-        joinable = bool(line.strip()) and not line.rstrip().endswith("}") and not line.lstrip().startswith("#")
-    return "\n".join(out).strip("\n") + "\n"
 
 
 def import_srt(text: str) -> str:

@@ -131,7 +131,7 @@ class _Parser:
         line = escapes.hide(line)
         if not literal and self._structure(number, line, escapes):
             return
-        voice, body = (None, line) if literal else self.speaker(line, escapes)
+        voice, body = (None, line) if literal else self._speaker(line, escapes)
         self._body(number, voice, body, escapes)
 
     def _strip_comments(self, line: str) -> str:
@@ -189,7 +189,7 @@ class _Parser:
         self.designed[name], self.designed_at[name.casefold()] = instruct, number
 
     @staticmethod
-    def speaker(line: str, escapes: _Escapes) -> tuple[str | None, str]:
+    def _speaker(line: str, escapes: _Escapes) -> tuple[str | None, str]:
         line = _QUOTE_MARK.sub("", _LIST_MARK.sub("", line, count=1), count=1)
         bracket = _BRACKET_NAME.match(line)
         if bracket:
@@ -289,15 +289,6 @@ class _Parser:
             canonical_instruct(line.options.instruct, use_zh=has_chinese(line.text))
         except TextInputError as err:
             self.error(line.number, _first_line(err))
-
-
-def starts_line(raw: str) -> bool:
-    """True when `raw` begins a line of its own (markup or a speaker's name); False for plain words,
-    which may continue the line before them (a wrapped Markdown paragraph)."""
-    line = raw.strip()
-    if not line or line.startswith(("\\", "<!--", "[", "#", ">")) or _LIST_MARK.match(line) or _RULE.match(line):
-        return True
-    return _Parser.speaker(line, _Escapes())[0] is not None
 
 
 def _speakable(text: str, escapes: _Escapes) -> str:

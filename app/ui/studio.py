@@ -16,7 +16,7 @@ from ..generation import to_int16
 from ..studio.export import SUFFIXES as EXPORT_SUFFIXES
 from ..studio.export import export
 from ..studio.importers import SUFFIXES as IMPORT_SUFFIXES
-from ..studio.importers import import_file
+from ..studio.importers import ImportFailed, import_file
 from ..studio.parse import parse_script
 from ..studio.plan import AUTOMATIC, plan_cues
 from ..studio.render import Progress, pending, render_lines
@@ -108,6 +108,8 @@ def build_studio_tab(ctx: AppContext, library_version: gr.State) -> gr.Button:
         return gr.Dropdown(choices=ctx.projects.names(), value=project_.slug), "", f"✓ Created '{project_.name}'."
 
     def import_into_project(path, slug):
+        if not Path(path).resolve().is_relative_to(ctx.upload_root.resolve()):
+            raise ImportFailed("Only files uploaded in the app are imported.")
         text = import_file(path)
         slug = slug or ctx.projects.create(Path(path).stem).slug
         ctx.projects.open(slug).set_script(text)

@@ -4,7 +4,7 @@ import zipfile
 import pytest
 from ebooklib import epub
 
-from app.studio.importers import ImportFailed, import_file, import_markdown, import_srt, import_text
+from app.studio.importers import ImportFailed, import_file, import_srt, import_text
 from app.studio.parse import parse_script
 
 PROSE = """\
@@ -37,12 +37,12 @@ def test_text_paragraphs_become_narrator_lines_and_chapters():
     assert script.lines[1].paragraph  # every paragraph is one
 
 
-def test_markdown_is_a_script_with_wrapped_paragraphs_joined():
-    source = "# One\nA wrapped\nparagraph. {speed 0.9}\nAnna: Hi\nthere.\nBob: Yes.\n\n- item one\n- item two\n"
-    script = parse_script(import_markdown(source))
-    assert texts(script) == [("One", [(None, "A wrapped paragraph."), ("Anna", "Hi there."), ("Bob", "Yes."),
-                                      (None, "item one"), (None, "item two")])]
-    assert script.lines[0].options.speed == 0.9
+def test_markdown_is_read_line_by_line(tmp_path):
+    path = tmp_path / "script.md"
+    path.write_text("# One\nAnna: Hi.\nThe wind howled.\nBob: Yes. {speed 0.9}\n", encoding="utf-8")
+    script = parse_script(import_file(path))
+    assert texts(script) == [("One", [("Anna", "Hi."), (None, "The wind howled."), ("Bob", "Yes.")])]
+    assert script.lines[2].options.speed == 0.9
 
 
 SUBTITLES = """\
@@ -136,8 +136,6 @@ def test_broken_epub_is_reported(tmp_path, make):
 def test_files_by_suffix(tmp_path):
     (tmp_path / "a.txt").write_bytes("Caf\xe9 au lait.".encode("cp1252"))
     assert parse_script(import_file(tmp_path / "a.txt")).lines[0].text == "Café au lait."
-    (tmp_path / "b.md").write_text("Anna: Hi.\n", encoding="utf-8")
-    assert parse_script(import_file(tmp_path / "b.md")).lines[0].voice == "Anna"
     (tmp_path / "c.srt").write_text(SUBTITLES, encoding="utf-8-sig")
     assert len(parse_script(import_file(tmp_path / "c.srt")).lines) == 3
     (tmp_path / "d.pdf").write_bytes(b"%PDF")
