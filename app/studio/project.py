@@ -212,6 +212,8 @@ class Projects:
             raise ProjectError(f"There is no readable project '{slug}'.")
         if data.get("version") != VERSION:
             raise ProjectError(f"The project '{data.get('name', slug)}' was saved by another version of VoiceDesk.")
+        for stale in [*folder.glob(".*.tmp"), *(folder / "takes").glob(".*.tmp")]:  # a write cut short by a crash
+            stale.unlink(missing_ok=True)
         try:
             return Project(folder, data)
         except (KeyError, TypeError) as err:

@@ -27,7 +27,9 @@ def test_takes_are_stored_once_and_survive_reopening(tmp_path):
     assert project.kept("k1").id == other.id  # a new take is kept
     project.choose("k1", first.id)
 
+    (project.takes_dir / ".abc.flac.x1y2.tmp").write_bytes(b"half a file")  # a write cut short by a crash
     reopened = projects.open(project.slug)
+    assert not list(project.takes_dir.glob(".*.tmp"))
     assert reopened.kept("k1").id == first.id
     assert reopened.script == "Hello."
     assert np.abs(reopened.audio(reopened.kept("k1")) - tone()).max() <= 1 / 32767  # 16-bit FLAC
