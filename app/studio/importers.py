@@ -11,10 +11,10 @@ import re
 import zipfile
 from pathlib import Path
 
+from engine.config import SETTING_RANGES
 from engine.errors import VoiceDeskError
 
 from .script import (
-    MAX_DURATION_S,
     MAX_PAUSE_S,
     Chapter,
     Item,
@@ -111,7 +111,7 @@ def import_srt(text: str) -> str:
         while gap > 1e-3:  # long gaps become several pauses
             items.append(Pause(0, min(gap, MAX_PAUSE_S)))
             gap -= MAX_PAUSE_S
-        duration = min(max(end - start, 0.1), MAX_DURATION_S)
+        duration = min(max(end - start, 0.1), SETTING_RANGES["duration"][2])
         items.append(Line(0, words, None, Options(duration=round(duration, 3)), not items))
         clock = max(clock, start + duration)
     if not items:

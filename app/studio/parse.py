@@ -21,19 +21,17 @@ import re
 import warnings
 from dataclasses import replace
 
-from engine.errors import TextInputError
+from engine.config import GenerationConfig
+from engine.errors import SettingError, TextInputError
 from engine.text.clean import has_chinese
 from engine.text.instruct import canonical_instruct
 from engine.text.languages import UnknownLanguageWarning, resolve_language
 from engine.text.tokens import NONVERBAL_TAGS
 
 from .script import (
-    MAX_DURATION_S,
     MAX_LINES,
     MAX_PAUSE_S,
-    MAX_SEED,
     OPTION_NAMES,
-    SPEED_RANGE,
     Chapter,
     Item,
     Line,
@@ -347,22 +345,20 @@ def _option_value(name: str, value: str) -> object:
         if lang is None:
             raise ValueError("language auto is the default: leave the option out")
         return lang
-    if name == "seed":
-        if not re.fullmatch(r"\d+", value) or int(value) > MAX_SEED:
-            raise ValueError(f"the seed must be a whole number from 0 to {MAX_SEED}, not '{value}'")
-        return int(value)
     number = _number(value.removesuffix("s").strip() if name == "duration" else value)
     if number is None:
         raise ValueError(f"the {name} must be a number, not '{value}'")
-    if name == "speed" and not SPEED_RANGE[0] <= number <= SPEED_RANGE[1]:
-        raise ValueError(f"the speed must be between {SPEED_RANGE[0]} and {SPEED_RANGE[1]}, not {value}")
-    if name == "duration" and not 0 < number <= MAX_DURATION_S:
-        raise ValueError(f"the duration must be more than 0 and at most {MAX_DURATION_S:.0f} s, not {value}")
+    if name == "seed" and number.is_integer():
+        number = int(number)
+    try:
+        GenerationConfig(**{name: number}).check()  # the engine's own ranges
+    except SettingError as err:
+        raise ValueError(str(err).rstrip(".")) from None
     return number
 
 
 def _number(value: str) -> float | None:
-    return float(value) if re.fullmatch(r"\d+(?:\.\d+)?|\.\d+", value.strip()) else None
+    return float(value) if re.fullmatch(r"-?(?:\d+(?:\.\d+)?|\.\d+)", value.strip()) else None
 
 
 def _pause_seconds(raw: str) -> float | None:

@@ -10,9 +10,6 @@ from engine.errors import VoiceDeskError
 
 MAX_LINES = 20_000  # spoken lines in one script (a long novel has about 8,000 paragraphs)
 MAX_PAUSE_S = 60.0
-SPEED_RANGE = (0.5, 2.0)
-MAX_DURATION_S = 600.0
-MAX_SEED = 2**31 - 1
 MAX_REPORTED = 20  # problems listed in one error message
 
 OPTION_NAMES = ("speed", "instruct", "language", "seed", "duration")

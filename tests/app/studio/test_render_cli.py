@@ -77,7 +77,7 @@ def test_render_resumes_after_the_process_is_killed(home, tmp_path):
 @pytest.mark.parametrize("name, content, message", [
     ("empty.md", "\n<!-- nothing -->\n", "The script is empty"),
     ("cast.md", "Anna: Hi.\nZed: Who?\n", "line 2: there is no saved voice 'Zed'"),
-    ("bad.md", "Hi {speed 7}\n", "line 1: the speed must be between"),
+    ("bad.md", "Hi {speed 7}\n", "line 1: speed must be a number from 0.25 to 4"),
     ("book.epub", "not a zip", "is not a readable EPUB book"),
     ("notes.pdf", "%PDF", "the Studio imports"),
 ])
