@@ -69,3 +69,19 @@ def test_bad_bodies_get_openai_error_shapes(running_app, body, status):
     error = json.loads(payload)["error"]
     assert set(error) == {"message", "type", "param", "code"} and error["type"] == "invalid_request_error"
     assert "Traceback" not in error["message"]
+
+
+def test_a_burst_of_api_requests_lets_the_app_user_go_next(running_app):
+    """Four API requests queued, then one from the page: the page's starts right after the running one."""
+    texts = [f"Burst request {i}, one sentence. And a second one to keep the engine busy." for i in range(4)]
+    procs = [subprocess.Popen(["curl", "-sS", "-o", "/dev/null", "-H", "Content-Type: application/json", "-d",
+                               json.dumps({"model": "tts-1", "input": text, "voice": "ash", "steps": 32}),
+                               f"{running_app.url}/v1/audio/speech"]) for text in texts]
+    time.sleep(3)  # all four are in line (the first one running)
+    page_text = "The person at the app asked for this."
+    client = Client(running_app.url, verbose=False)
+    client.submit(text=page_text, gender="female", steps=4, randomize=False, seed=1, api_name="/design").result()
+    for proc in procs:
+        proc.wait(600)
+    order = [t for t in reversed(history_texts(running_app.url)) if t in texts or t == page_text]  # oldest first
+    assert order[1] == page_text, order
