@@ -172,14 +172,18 @@ class Engine:
     def takes(self, text: str, voice: Voice | None = None, instruct: str | None = None,
               language: str | None = None, config: GenerationConfig | None = None, n: int = 1,
               cancel: threading.Event | None = None) -> list[SynthesisResult]:
-        """`n` takes of `text` generated together, one batched forward per step (the eager model,
-        whatever the mode, when n > 1). Take j is seeded config.seed + j and equals `synthesize`
-        with that seed on the eager path. Their timings share the generation time. Raises SettingError
-        for a setting out of range and TextInputError for text over its limits."""
+        """`n` takes of `text`; take j is seeded config.seed + j and equals `synthesize` with that
+        seed. On the eager path they are generated together, one batched forward per step (their
+        timings share the generation time). With CUDA graphs they are rendered one after another:
+        N graph replays cost less than one batched eager forward (BENCHMARKS.md, best of N).
+        Raises SettingError for a setting out of range and TextInputError for text over its limits."""
         cfg = (config or GenerationConfig()).check()
         t0 = time.perf_counter()
-        plan = plan_request(text, voice, instruct, language, cfg)
         seed = self._seed(cfg)
+        if n > 1 and self.runner is not None:
+            return [self.takes(text, voice, instruct, language, cfg.replace(seed=seed + j), 1, cancel)[0]
+                    for j in range(n)]
+        plan = plan_request(text, voice, instruct, language, cfg)
         prepare_s = time.perf_counter() - t0
         token_sets = self._generate_plan(plan, cfg, [seed + j for j in range(n)], cancel)
         generate_s = time.perf_counter() - t0 - prepare_s
