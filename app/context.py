@@ -12,6 +12,7 @@ from engine.errors import AudioInputError
 from engine.voice import Voice
 
 from .api.access import ApiAccess
+from .checks import CheckService
 from .engine_host import EngineHost
 from .history import History
 from .library import VoiceLibrary
@@ -40,6 +41,7 @@ class AppContext:
     streaming: bool = field(default_factory=lambda: shutil.which("ffmpeg") is not None)  # Gradio streams via ffmpeg
     notices: list[str] = field(default_factory=list)  # said once, on the next page that opens
     settings_revision: int = 0  # counts saves, so open pages can tell they show old settings
+    checks: CheckService = field(init=False)  # the take checks (docs/verify.md)
     _voices: OrderedDict = field(default_factory=OrderedDict)
     _voices_lock: threading.Lock = field(default_factory=threading.Lock)
     _notices_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -49,6 +51,9 @@ class AppContext:
         with self._notices_lock:
             notices, self.notices = self.notices, []
         return notices
+
+    def __post_init__(self):
+        self.checks = CheckService(lambda: self.host.engine.device)
 
     @property
     def projects(self) -> Projects:

@@ -16,8 +16,11 @@ import numpy as np
 from engine.config import GenerationConfig
 from engine.constants import SAMPLE_RATE
 from engine.errors import Cancelled
+from engine.verify.policy import VerifyMode, VerifyPolicy
+from engine.verify.takes import Checks
 from engine.voice import Voice
 
+from .checks import badge_html, policy_from
 from .context import AppContext
 from .history import HistoryEntry
 from .metrics import LiveMetrics
@@ -25,8 +28,9 @@ from .playback import SpeakerPlayer, SpeakersUnavailable
 from .storage import write_audio
 from .worker import Job
 
-OUTPUTS = ("audio", "status", "metrics_html", "metrics_json", "wav", "flac")
+OUTPUTS = ("audio", "status", "metrics_html", "metrics_json", "wav", "flac", "checks_html", "checks_json")
 KEEP_EXPORTS = 20
+UNCHANGED = object()  # an output left as it is
 
 
 @dataclass
@@ -46,16 +50,20 @@ def to_int16(audio: np.ndarray) -> np.ndarray:
     return np.round(np.clip(audio, -1.0, 1.0) * 32767).astype(np.int16)
 
 
-def submit(ctx: AppContext, request: GenerationRequest, owner: str, lane: str | None = None) -> tuple[Job, LiveMetrics]:
-    """Queue one generation on the GPU worker: its items are (seconds since it started, AudioChunk)."""
+def submit(ctx: AppContext, request: GenerationRequest, owner: str, lane: str | None = None,
+           policy: VerifyPolicy | None = None) -> tuple[Job, LiveMetrics]:
+    """Queue one generation on the GPU worker: its items are (seconds since it started, AudioChunk).
+    With a `policy` other than off, each chunk's take is checked and carries its verdict."""
     engine = ctx.host.engine
     metrics = LiveMetrics(mode=_mode_label(engine.mode.value), backend=engine.backend, demo=engine.is_demo,
                           seed=request.config.seed)
 
     def produce(cancel):
         start = time.perf_counter()
+        checked = policy is not None and policy.mode != VerifyMode.OFF
+        checks = Checks(policy, ctx.checks.verifier()) if checked else None  # on the worker: may load models
         for chunk in engine.stream(request.text, request.voice, request.instruct, request.language,
-                                   request.config, cancel=cancel):
+                                   request.config, cancel=cancel, checks=checks):
             yield time.perf_counter() - start, chunk
 
     return ctx.worker.submit(produce, owner=owner, lane=lane), metrics
@@ -75,7 +83,10 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
     notices = [] if ctx.streaming else [("ffmpeg is not installed, so the result plays when it is complete "
                                          "(install ffmpeg for live streaming).")]
     player = _open_speakers(request, rate, notices)
-    job, metrics = submit(ctx, request, owner)
+    policy = policy_from(ctx.settings)
+    checked = policy.mode != VerifyMode.OFF
+    parts: list[dict] = []  # the verdict of each streamed part, when checked
+    job, metrics = submit(ctx, request, owner, policy=policy)
     pieces: list[np.ndarray] = []
     finished = False
     try:
@@ -90,7 +101,10 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
                 player = _feed(player, chunk.audio, notices)
                 status = _status(f"Generating… part {chunk.index + 1} is playing", notices)
                 audio = (rate, to_int16(chunk.audio)) if ctx.streaming else gr.skip()
-                yield _update(metrics, audio=audio, status=status), False
+                if chunk.verdict is not None:
+                    parts.append(chunk.verdict.to_json())
+                yield _update(metrics, audio=audio, status=status,
+                              checks=_checks(policy, parts) if checked else UNCHANGED), False
         finished = True
     except Cancelled:
         yield _update(metrics, status=_status(f"Stopped after {metrics.audio_s:.1f} s of audio.", notices)), False
@@ -103,25 +117,37 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
             player.stop()
     # the files hold exactly the samples that were streamed
     audio = to_int16(np.concatenate(pieces)) if pieces else np.zeros(0, np.int16)
-    entry = record(ctx, request, metrics, audio)
+    entry = record(ctx, request, metrics, audio, checks=_checks(policy, parts) if checked else None)
     flac = _export_flac(ctx, entry.id, audio, rate)
     done = f"Done: {metrics.audio_s:.1f} s of audio in {metrics.elapsed_s:.2f} s. Saved in the history."
     yield _update(metrics, audio=gr.skip() if ctx.streaming else (rate, audio),
                   status=_status(done, notices),
                   wav=gr.DownloadButton(value=str(entry.audio), interactive=True),
-                  flac=gr.DownloadButton(value=str(flac), interactive=True)), True
+                  flac=gr.DownloadButton(value=str(flac), interactive=True),
+                  checks=_checks(policy, parts) if checked else None), True
 
 
 def idle_outputs(status: str = "") -> tuple:
     """The output panel reset for a new request."""
     return (None, status, gr.skip(), None, gr.DownloadButton(value=None, interactive=False),
-            gr.DownloadButton(value=None, interactive=False))
+            gr.DownloadButton(value=None, interactive=False), "", None)
 
 
-def _update(metrics: LiveMetrics, audio=None, status=None, wav=None, flac=None) -> tuple:
+def _update(metrics: LiveMetrics, audio=None, status=None, wav=None, flac=None, checks=UNCHANGED) -> tuple:
     skip = gr.skip()
+    if checks is UNCHANGED:
+        checks_out = (skip, skip)
+    else:  # None: this generation is not checked
+        checks_out = ("", None) if checks is None else (badge_html(checks["parts"], checks["skipped"]), checks)
     return (skip if audio is None else audio, skip if status is None else status, metrics.to_html(),
-            metrics.to_json(), skip if wav is None else wav, skip if flac is None else flac)
+            metrics.to_json(), skip if wav is None else wav, skip if flac is None else flac, *checks_out)
+
+
+def _checks(policy: VerifyPolicy, parts: list[dict]) -> dict:
+    """What the badge, the API and the history get: the rules and every checked part so far."""
+    skipped = {name: why for part in parts for name, why in part["skipped"].items()}
+    return {"mode": policy.mode.value, "passed": all(p["passed"] for p in parts), "parts": list(parts),
+            "skipped": skipped}
 
 
 def _open_speakers(request: GenerationRequest, rate: int, notices: list[str]) -> SpeakerPlayer | None:

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from engine.text.languages import language_ids
+from engine.verify.policy import VerifyMode
 
 from .storage import atomic_write_json, read_json
 
@@ -24,6 +25,11 @@ class Settings:
     denoise: bool = True
     preprocess: bool = True
     postprocess: bool = True
+    check_mode: str = "off"  # off | check | retake | best_of_n (docs/verify.md)
+    check_candidates: int = 3  # best of N
+    check_retries: int = 2  # retake on failure: at most this many more takes
+    check_max_wer: float = 0.2
+    check_min_similarity: float = 0.75
     history_max_entries: int = 200
     history_max_mb: int = 500
     api: bool = False  # serve the OpenAI-compatible API (docs/api.md)
@@ -69,10 +75,12 @@ class Settings:
         return self
 
 
-# What a value may be beyond its type: the same bounds as the widgets that show it (app/ui/advanced.py).
-CHOICES = {"mode": ("hifi", "realtime", "eager")}
+# What a value may be beyond its type: the same bounds as the widgets that show it (app/ui/advanced.py,
+# app/ui/checks.py).
+CHOICES = {"mode": ("hifi", "realtime", "eager"), "check_mode": tuple(m.value for m in VerifyMode)}
 RANGES = {"steps": (4, 64), "guidance": (0.0, 4.0), "history_max_entries": (1, 100_000),
-          "history_max_mb": (1, 1_000_000), "api_max_waiting": (1, 1_000)}
+          "history_max_mb": (1, 1_000_000), "api_max_waiting": (1, 1_000), "check_candidates": (2, 8),
+          "check_retries": (1, 5), "check_max_wer": (0.0, 1.0), "check_min_similarity": (0.0, 1.0)}
 
 
 _KIND = {bool: "true or false", int: "a whole number", float: "a number", str: "text", type(None): "text or null"}

@@ -14,6 +14,7 @@ from .. import generation
 from ..clip_check import check_file
 from ..context import AppContext, checked_upload
 from .advanced import AdvancedSettings, build_advanced, make_config
+from .checks import build_checks
 from .common import (
     describe_entry,
     describe_text,
@@ -83,6 +84,7 @@ def build_clone_tab(ctx: AppContext, view: SettingsView, library_version: gr.Sta
                 language = view.bind("language", gr.Dropdown(languages(), label="Language", filterable=True,
                                                              value=shown(ctx, "language"), elem_id="clone-language"))
             advanced = build_advanced(ctx, view)
+            build_checks(ctx, view, "clone")
             generate = gr.Button("Generate", variant="primary", interactive=False, elem_id="clone-generate",
                                  size="lg")
             message = message_line("clone-message")

@@ -13,6 +13,7 @@ from engine.text.limits import MAX_TEXT_CHARS
 from .. import generation
 from ..context import AppContext
 from .advanced import build_advanced, make_config
+from .checks import build_checks
 from .common import describe_text, languages, sample_texts
 from .messages import message_line, reported
 from .output import OutputPanel, build_output_panel
@@ -50,6 +51,7 @@ def build_design_tab(ctx: AppContext, view: SettingsView, history_version: gr.St
                                                              label="Language", filterable=True,
                                                              elem_id="design-language"))
             advanced = build_advanced(ctx, view)
+            build_checks(ctx, view, "design")
             generate = gr.Button("Generate", variant="primary", interactive=False, elem_id="design-generate",
                                  size="lg")
             message = message_line("design-message")

@@ -1,13 +1,15 @@
-"""The History tab: every finished generation (text, voice, mode, RTF, date) to replay, download or delete."""
+"""The History tab: every finished generation (text, voice, mode, RTF, checks, date) to replay, download or
+delete."""
 from __future__ import annotations
 
 import gradio as gr
 
+from ..checks import badge_html, summary
 from ..context import AppContext
 from ..history import HistoryEntry
 from .messages import message_line, reported
 
-COLUMNS = ["When", "Text", "Voice", "Mode", "RTF", "Length"]
+COLUMNS = ["When", "Text", "Voice", "Mode", "RTF", "Length", "Checks"]
 
 
 def history_rows(ctx: AppContext) -> tuple[list[list], list[str]]:
@@ -19,7 +21,7 @@ def _row(e: HistoryEntry) -> list:
     rtf = e.meta.get("rtf")
     text = e.text if len(e.text) <= 70 else e.text[:69] + "…"
     return [e.created[:16].replace("T", " "), text, _voice(e.meta), e.meta.get("mode", ""),
-            "—" if rtf is None else f"{rtf:.3f}", f"{e.meta.get('audio_s', 0):.1f} s"]
+            "—" if rtf is None else f"{rtf:.3f}", f"{e.meta.get('audio_s', 0):.1f} s", summary(e.meta.get("checks"))]
 
 
 def _voice(meta: dict) -> str:
@@ -35,11 +37,12 @@ def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
         with gr.Column(scale=3):
             table = gr.Dataframe(rows, headers=COLUMNS, interactive=False, elem_id="history-table", wrap=True,
                                  elem_classes="vd-table", max_height=480,
-                                 column_widths=["15%", "37%", "17%", "12%", "9%", "10%"])
+                                 column_widths=["13%", "31%", "15%", "11%", "8%", "8%", "14%"])
             empty_note = gr.Markdown("*Nothing yet: results appear here when they finish.*", visible=not rows)
         with gr.Column(scale=2):
             with gr.Group(visible=False, elem_classes="vd-details") as details:
                 info = gr.Markdown()
+                checks = gr.HTML(elem_id="history-checks")
                 player = gr.Audio(label="Replay", interactive=False, type="filepath", buttons=[],
                                   elem_id="history-player")
                 with gr.Row():
@@ -61,8 +64,9 @@ def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
         details = [_voice(meta), meta.get("mode", ""), f"RTF {rtf}", f"first audio {ttfa}",
                    f"seed {meta.get('seed', '—')}", meta.get("backend", "")]
         text = f"{entry.text}\n\n*{' · '.join(details)}*"
-        return (entry.id, gr.Group(visible=True), text, str(entry.audio), gr.DownloadButton(value=str(entry.audio)),
-                "")
+        verdicts = meta.get("checks") or {}
+        return (entry.id, gr.Group(visible=True), text, badge_html(verdicts.get("parts", []), verdicts.get("skipped")),
+                str(entry.audio), gr.DownloadButton(value=str(entry.audio)), "")
 
     def do_delete(entry_id, version):
         if not entry_id:
@@ -75,7 +79,7 @@ def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
         return [{**e.to_json(), "file": e.audio.name} for e in reversed(ctx.history.entries())]
 
     history_version.change(refresh, None, [table, ids_state, empty_note], api_visibility="private")
-    select_outputs = [selected, details, info, player, download, message]
+    select_outputs = [selected, details, info, checks, player, download, message]
     table.select(reported(select, select_outputs), ids_state, select_outputs, api_visibility="private",
                  show_progress="hidden")
     delete_outputs = [selected, details, history_version, message]

@@ -5,6 +5,7 @@ import gradio as gr
 
 from ..context import AppContext
 from .api import build_api_tab
+from .checks import register_checks_api
 from .clone import build_clone_tab, saved_voice, voice_choices
 from .design import build_design_tab
 from .history import build_history_tab
@@ -34,6 +35,7 @@ def build_app(ctx: AppContext) -> gr.Blocks:
             with gr.Tab("API", id="api", elem_id="tab-api"):
                 show_api, api_outputs = build_api_tab(ctx)
         wire_header(ctx, header, [clone.generate, design.generate, studio_render])
+        register_checks_api(ctx)
         # A page shows what is saved now, not what was saved when the app started.
         view.wire(blocks)
         blocks.load(lambda: (gr.Dropdown(voice_choices(ctx), value=saved_voice(ctx)), 1, 1), None,

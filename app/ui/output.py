@@ -1,5 +1,5 @@
-"""The output panel shared by the Clone and Voice design tabs: live player, status, metrics,
-speaker playback, downloads, Stop."""
+"""The output panel shared by the Clone and Voice design tabs: live player, status, metrics, the
+checks' badge, speaker playback, downloads, Stop."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,6 +19,8 @@ class OutputPanel:
     metrics_json: gr.JSON
     wav: gr.DownloadButton
     flac: gr.DownloadButton
+    checks_html: gr.HTML
+    checks_json: gr.JSON
     speakers: gr.Checkbox
     device: gr.Dropdown
     stop: gr.Button
@@ -26,7 +28,8 @@ class OutputPanel:
     @property
     def outputs(self) -> list:
         """In generation.OUTPUTS order."""
-        return [self.audio, self.status, self.metrics_html, self.metrics_json, self.wav, self.flac]
+        return [self.audio, self.status, self.metrics_html, self.metrics_json, self.wav, self.flac,
+                self.checks_html, self.checks_json]
 
 
 def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> OutputPanel:
@@ -37,6 +40,8 @@ def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> Outp
     status = gr.Markdown("", elem_classes="vd-status", elem_id=f"{prefix}-status")
     metrics_html = gr.HTML(empty_html(), elem_classes="vd-metrics-box")
     metrics_json = gr.JSON(visible=False, label="metrics")
+    checks_html = gr.HTML("", elem_id=f"{prefix}-checks", elem_classes="vd-checks-box")
+    checks_json = gr.JSON(visible=False, label="checks")  # the scores, for API clients
     with gr.Row(elem_classes="vd-downloads"):
         wav = gr.DownloadButton("Download WAV", interactive=False, size="sm", variant="secondary")
         flac = gr.DownloadButton("Download FLAC", interactive=False, size="sm", variant="secondary")
@@ -50,7 +55,8 @@ def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> Outp
     stop = gr.Button("Stop", variant="stop", elem_id=f"{prefix}-stop")
 
     stop.click(stop_handler(ctx), None, status, api_name=f"{prefix}_stop")
-    return OutputPanel(audio, status, metrics_html, metrics_json, wav, flac, speakers, device, stop)
+    return OutputPanel(audio, status, metrics_html, metrics_json, wav, flac, checks_html, checks_json, speakers,
+                       device, stop)
 
 
 def stop_handler(ctx: AppContext):

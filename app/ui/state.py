@@ -42,7 +42,8 @@ def shown(ctx: AppContext, name: str):
 
 _STORED: dict[str, Callable] = {"output_device": output_device, "language": str, "play_on_speakers": bool,
                                 "steps": int, "guidance": float, "denoise": bool, "preprocess": bool,
-                                "postprocess": bool}
+                                "postprocess": bool, "check_mode": str, "check_candidates": int,
+                                "check_retries": int, "check_max_wer": float, "check_min_similarity": float}
 
 
 @dataclass

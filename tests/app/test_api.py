@@ -12,8 +12,8 @@ from engine.audio.asr import asr_available
 
 FAST = {"steps": 4, "randomize": False, "seed": 7}
 THREE_SENTENCES = "First a short clause, then more. The second sentence follows here. And a third one ends it!"
-# outputs of /clone: audio, status, metrics html, metrics json, wav, flac, transcript, seed
-STATUS, METRICS, WAV, FLAC, SEED = 1, 3, 4, 5, 7
+# outputs of /clone: audio, status, metrics html, metrics json, wav, flac, checks html, checks json, transcript, seed
+STATUS, METRICS, WAV, FLAC, CHECKS, SEED = 1, 3, 4, 5, 7, 9
 
 
 @pytest.fixture
@@ -194,3 +194,24 @@ def test_switching_quality_mode_reloads_the_model(client, reference_wav):
     final = clone(client, reference_wav, "Speaking after a mode switch.").result()
     assert "Done" in final[STATUS] and final[METRICS]["mode"] == "Realtime"
     assert switch_mode(client, "hifi")["mode"] == "hifi"
+
+
+def test_best_of_n_scores_reach_api_clients_and_the_history(client, reference_wav):
+    """Checks on: every streamed update carries the scores so far; the kept take of each part is the
+    best of N; the history keeps them. Without the real models only the signal checks run."""
+    settings = client.predict("best_of_n", 2, 2, 0.2, 0.75, api_name="/set_checks")
+    try:
+        assert settings["mode"] == "best_of_n" and settings["candidates"] == 2
+        updates = [out for _, out in timed_outputs(clone(client, reference_wav, "One line. And another one."))]
+        final = updates[-1][CHECKS]
+        assert final["mode"] == "best_of_n" and len(final["parts"]) == 2
+        for part in final["parts"]:
+            assert part["attempts"] == 2 and {"clipping", "pauses", "dropouts"} <= set(part["checks"])
+            assert part["badge"] and part["passed"] == all(c["passed"] for c in part["checks"].values())
+        assert set(final["skipped"]) == set(settings["unavailable"])
+        assert [len(out[CHECKS]["parts"]) for out in updates if isinstance(out[CHECKS], dict)][:2] == [1, 2]
+        assert client.predict(api_name="/list_history")[0]["checks"] == final
+    finally:
+        client.predict("off", api_name="/set_checks")
+    plain = clone(client, reference_wav, "Unchecked.").result()
+    assert plain[CHECKS] is None and client.predict(api_name="/list_history")[0]["checks"] is None

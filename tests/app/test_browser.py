@@ -2,6 +2,7 @@
 fake microphone, generates, and checks that the result plays. Screenshots go to a temporary folder, or to
 $VOICEDESK_SCREENSHOTS (tools/refresh_screenshots.sh points it at assets/screenshots)."""
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -102,3 +103,36 @@ def test_voice_design_tab(page):
     page.locator("#design-generate").click()
     wait_for_status(page, "design", "Done")
     shoot(page, "design")
+
+
+def test_checks_badge_in_clone_and_history(page):
+    """Best of 2 on: the Clone tab shows a badge per part (without the real models, the signal checks
+    and why words and voice were not checked), and the History tab shows the same verdict."""
+    page.get_by_role("tab", name="Clone").click()
+    page.locator("#tab-clone").get_by_text("Checks: right words").click()
+    page.locator("#tab-clone").get_by_label("Check each line", exact=True).click()
+    page.get_by_role("option", name="Best of N", exact=True).click()
+    page.locator("#tab-clone").get_by_label("number input for N (best of N)").fill("2")
+    page.locator("#tab-clone").get_by_label("number input for N (best of N)").press("Enter")
+    page.locator("#clone-text textarea").fill("A checked line for the badge.")
+    page.locator("#clone-generate").click()
+    wait_for_status(page, "clone", "Done")
+    badge = page.locator("#clone-checks").inner_text()
+    assert "Part 1:" in badge and "2 takes" in badge, badge
+    assert any(word in badge for word in ("signal ok", "pause", "clipping", "dropouts")), badge
+    if page.locator("#clone-check-models").inner_text().startswith("Words check off"):
+        assert "Words not checked" in badge and "not on this computer" in badge
+    page.locator("#clone-checks").scroll_into_view_if_needed()
+    shoot(page, "clone-checks")
+
+    page.get_by_role("tab", name="History").click()
+    row = page.locator("#history-table [role=row]", has_text="A checked line for the badge.").first
+    summary = row.locator("[role=gridcell]").last.inner_text()
+    assert summary == "ok" or re.fullmatch(r"\d+/\d+ failed: .+", summary), summary
+    row.locator("[role=gridcell]").first.click()
+    page.wait_for_function("document.querySelector('#history-checks').innerText.includes('Part 1:')")
+    assert "2 takes" in page.locator("#history-checks").inner_text()
+
+    page.get_by_role("tab", name="Clone").click()  # leave the checks off for whatever runs next
+    page.locator("#tab-clone").get_by_label("Check each line", exact=True).click()
+    page.get_by_role("option", name="Off", exact=True).click()
