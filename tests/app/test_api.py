@@ -202,9 +202,10 @@ def test_best_of_n_scores_reach_api_clients_and_the_history(client, reference_wa
     settings = client.predict("best_of_n", 2, 2, 0.2, 0.75, api_name="/set_checks")
     try:
         assert settings["mode"] == "best_of_n" and settings["candidates"] == 2
-        updates = [out for _, out in timed_outputs(clone(client, reference_wav, "One line. And another one."))]
+        updates = [out for _, out in timed_outputs(clone(client, reference_wav, THREE_SENTENCES))]
         final = updates[-1][CHECKS]
-        assert final["mode"] == "best_of_n" and len(final["parts"]) == 2
+        parts = sum("Generating" in str(out[STATUS]) for out in updates)
+        assert final["mode"] == "best_of_n" and len(final["parts"]) == parts >= 2
         for part in final["parts"]:
             assert part["attempts"] == 2 and {"clipping", "pauses", "dropouts"} <= set(part["checks"])
             assert part["badge"] and part["passed"] == all(c["passed"] for c in part["checks"].values())

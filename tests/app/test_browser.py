@@ -112,10 +112,13 @@ def test_checks_badge_in_clone_and_history(page):
     page.locator("#tab-clone").get_by_text("Checks: right words").click()
     page.locator("#tab-clone").get_by_label("Check each line", exact=True).click()
     page.get_by_role("option", name="Best of N", exact=True).click()
+    page.wait_for_function("document.querySelector('#clone-check-mode input').value === 'Best of N'", timeout=10_000)
     page.locator("#tab-clone").get_by_label("number input for N (best of N)").fill("2")
     page.locator("#tab-clone").get_by_label("number input for N (best of N)").press("Enter")
     page.locator("#clone-text textarea").fill("A checked line for the badge.")
     page.locator("#clone-generate").click()
+    # the status still says Done from the last result: wait for this one's badge, then its end
+    page.wait_for_function("document.querySelector('#clone-checks').innerText.includes('Part 1:')", timeout=180_000)
     wait_for_status(page, "clone", "Done")
     badge = page.locator("#clone-checks").inner_text()
     assert "Part 1:" in badge and "2 takes" in badge, badge

@@ -93,7 +93,7 @@ def test_with_a_graph_runner_takes_are_lone_renders_one_after_another(engine, vo
     the runner one by one. Here the runner is the static loop without graphs (CPU)."""
     from engine.lm.runner import StaticRunner
 
-    runner = StaticRunner(engine.lm, buckets=(256,))
+    runner = StaticRunner(engine.lm)
     calls = []
     generate = runner.generate
     monkeypatch.setattr(runner, "generate", lambda *a, **k: calls.append(1) or generate(*a, **k))
