@@ -104,7 +104,7 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
                 if chunk.verdict is not None:
                     parts.append(chunk.verdict.to_json())
                 yield _update(metrics, audio=audio, status=status,
-                              checks=_checks(policy, parts) if checked else UNCHANGED), False
+                              checks=checks_summary(policy, parts) if checked else UNCHANGED), False
         finished = True
     except Cancelled:
         yield _update(metrics, status=_status(f"Stopped after {metrics.audio_s:.1f} s of audio.", notices)), False
@@ -117,14 +117,14 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
             player.stop()
     # the files hold exactly the samples that were streamed
     audio = to_int16(np.concatenate(pieces)) if pieces else np.zeros(0, np.int16)
-    entry = record(ctx, request, metrics, audio, checks=_checks(policy, parts) if checked else None)
+    entry = record(ctx, request, metrics, audio, checks=checks_summary(policy, parts) if checked else None)
     flac = _export_flac(ctx, entry.id, audio, rate)
     done = f"Done: {metrics.audio_s:.1f} s of audio in {metrics.elapsed_s:.2f} s. Saved in the history."
     yield _update(metrics, audio=gr.skip() if ctx.streaming else (rate, audio),
                   status=_status(done, notices),
                   wav=gr.DownloadButton(value=str(entry.audio), interactive=True),
                   flac=gr.DownloadButton(value=str(flac), interactive=True),
-                  checks=_checks(policy, parts) if checked else None), True
+                  checks=checks_summary(policy, parts) if checked else None), True
 
 
 def idle_outputs(status: str = "") -> tuple:
@@ -143,8 +143,8 @@ def _update(metrics: LiveMetrics, audio=None, status=None, wav=None, flac=None, 
             metrics.to_json(), skip if wav is None else wav, skip if flac is None else flac, *checks_out)
 
 
-def _checks(policy: VerifyPolicy, parts: list[dict]) -> dict:
-    """What the badge, the API and the history get: the rules and every checked part so far."""
+def checks_summary(policy: VerifyPolicy, parts: list[dict]) -> dict:
+    """What the badge, the APIs and the history get: the rules and every checked part so far."""
     skipped = {name: why for part in parts for name, why in part["skipped"].items()}
     return {"mode": policy.mode.value, "passed": all(p["passed"] for p in parts), "parts": list(parts),
             "skipped": skipped}

@@ -131,7 +131,8 @@ async def _sse(stream: SpeechStream, first: bytes, pieces) -> AsyncIterator[byte
     except Exception as err:
         yield _event({"type": "error", **_as_api_error(err).body()})
         return
-    yield _event({"type": "speech.audio.done", "usage": stream.usage()})
+    checks = stream.checks()  # VoiceDesk's take checks, beside OpenAI's fields (clients ignore extra keys)
+    yield _event({"type": "speech.audio.done", "usage": stream.usage(), **({"checks": checks} if checks else {})})
 
 
 def _event(data: dict) -> bytes:

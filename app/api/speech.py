@@ -18,8 +18,10 @@ from engine.text.instruct import canonical_instruct
 from engine.text.languages import UnknownLanguageWarning, resolve_language
 from engine.text.limits import MAX_INSTRUCT_CHARS, MAX_TEXT_CHARS, check_length
 from engine.text.tokens import encode_text
+from engine.verify.policy import VerifyMode
 
 from .. import generation
+from ..checks import policy_from
 from ..context import AppContext
 from ..encoder import AudioEncoder
 from .errors import ApiError
@@ -51,7 +53,10 @@ class SpeechStream:
             output_device=None)
         self.encoder = AudioEncoder(body.response_format, SAMPLE_RATE)
         self.owner = f"api-{secrets.token_hex(4)}"
-        self.job, self.metrics = generation.submit(ctx, self.request, owner=self.owner, lane=LANE)
+        self.policy = policy_from(ctx.settings)  # the app's take checks apply to API requests too
+        self.verdicts: list[dict] = []
+        self.job, self.metrics = generation.submit(ctx, self.request, owner=self.owner, lane=LANE,
+                                                   policy=self.policy)
 
     def _config(self) -> GenerationConfig:
         s, b = self.ctx.settings, self.body
@@ -72,13 +77,19 @@ class SpeechStream:
                     elapsed, chunk = value
                     pcm = generation.to_int16(chunk.audio)
                     self.metrics.add_chunk(elapsed, len(pcm) / SAMPLE_RATE)
+                    if chunk.verdict is not None:
+                        self.verdicts.append(chunk.verdict.to_json())
                     sent.append(pcm)
                     yield self.encoder.encode(pcm)
             yield self.encoder.finish()
         finally:
             self.job.cancel.set()  # the client went away or the request ended: free the GPU either way
         audio = np.concatenate(sent) if sent else np.zeros(0, np.int16)
-        generation.record(self.ctx, self.request, self.metrics, audio, source="api")
+        generation.record(self.ctx, self.request, self.metrics, audio, source="api", checks=self.checks())
+
+    def checks(self) -> dict | None:
+        """The take checks of the parts made so far (docs/verify.md), or None when checks are off."""
+        return generation.checks_summary(self.policy, self.verdicts) if self.policy.mode != VerifyMode.OFF else None
 
     def cancel(self) -> None:
         """Stop the generation: at its next step if it runs, at once if it still waits (its place is freed)."""

@@ -128,3 +128,27 @@ def test_bad_bodies_get_openai_errors(client, body, status, param):
     err = caught.value
     assert err.status_code == status, err.body
     assert err.body["param"] == param and err.body["type"] == "invalid_request_error" and err.body["message"]
+
+
+def test_take_checks_reach_the_sse_done_event_and_the_history(client, app_client):
+    """With the app's checks on (here best of 2), the `done` event carries every part's verdict beside
+    OpenAI's fields, and the history keeps the same; with checks off the event has no such key."""
+    app_client.predict("best_of_n", 2, 2, 0.2, 0.75, api_name="/set_checks")
+    try:
+        with client.audio.speech.with_streaming_response.create(
+                model="tts-1", voice="alloy", input=THREE_SENTENCES, response_format="pcm", stream_format="sse",
+                extra_body=FAST) as response:
+            events = [json.loads(line[len("data: "):]) for line in response.iter_lines() if line.startswith("data: ")]
+    finally:
+        app_client.predict("off", api_name="/set_checks")
+    done = events[-1]
+    assert done["type"] == "speech.audio.done" and done["usage"]["output_tokens"] > 0
+    checks = done["checks"]
+    assert checks["mode"] == "best_of_n" and len(checks["parts"]) >= 2
+    assert all(p["attempts"] == 2 and "pauses" in p["checks"] for p in checks["parts"])
+    assert newest_entry(app_client, THREE_SENTENCES)["checks"] == checks
+    with client.audio.speech.with_streaming_response.create(
+            model="tts-1", voice="alloy", input="Unchecked.", response_format="pcm", stream_format="sse",
+            extra_body=FAST) as response:
+        done = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: ")][-1]
+    assert "checks" not in done
