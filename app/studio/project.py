@@ -60,6 +60,7 @@ class Take:
     seconds: float
     render_s: float  # how long it took to generate (for the RTF and the time left)
     created: str
+    checks: dict | None = None  # the take checks' verdict (engine/verify), when checks were on
 
 
 @dataclass
@@ -131,12 +132,13 @@ class Project:
             self.settings = Settings.from_json({**asdict(self.settings), **changes})
             self.save()
 
-    def add_take(self, key: str, audio: np.ndarray, rate: int, seed: int, render_s: float) -> Take:
+    def add_take(self, key: str, audio: np.ndarray, rate: int, seed: int, render_s: float,
+                 checks: dict | None = None) -> Take:
         """Store a new take of a line (the audio first, then the project) and keep it."""
         pcm = np.clip(np.asarray(audio, np.float32), -1.0, 1.0)
         pcm16 = np.round(pcm * 32767).astype(np.int16)
         take_id = hashlib.sha256(pcm16.tobytes()).hexdigest()[:20]
-        take = Take(take_id, int(seed), round(len(pcm16) / rate, 3), round(render_s, 4), _now())
+        take = Take(take_id, int(seed), round(len(pcm16) / rate, 3), round(render_s, 4), _now(), checks)
         self.takes_dir.mkdir(parents=True, exist_ok=True)
         if not self.take_path(take).is_file():  # the same samples are stored once
             write_audio(self.take_path(take), pcm16, rate)

@@ -18,8 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.config import GenerationConfig
+from engine.constants import SAMPLE_RATE
 from engine.errors import Cancelled, VoiceDeskError
 from engine.text.duration import text_weight, weight_per_second
+from engine.verify.policy import VerifyMode
+from engine.verify.takes import Checks, checked_take
 from engine.voice import Voice
 
 from .plan import Cue
@@ -93,10 +96,14 @@ def estimate_seconds(cue: Cue) -> float:
 
 
 def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callable[[str], Voice],
-                 cancel: threading.Event | None = None, new_seed: bool = False) -> Iterator[RenderEvent]:
+                 cancel: threading.Event | None = None, new_seed: bool = False,
+                 checks: Checks | None = None) -> Iterator[RenderEvent]:
     """Render `cues` in order into `project`. `saved_voice(name)` loads a saved voice; `new_seed` draws a
-    fresh seed even for lines whose options fix one (a retake)."""
+    fresh seed even for lines whose options fix one (a retake). With `checks`, each line's take is
+    checked (retaken, or the best of N kept) by its policy and the take keeps its verdict."""
+    checking = checks is not None and checks.policy.mode != VerifyMode.OFF
     voices: dict[str, Voice | None] = {}
+    references: dict[str, object] = {}  # speaker -> speaker embedding of its voice, for the voice check
     settings = project.settings
     for cue in cues:
         yield RenderEvent("start", cue)
@@ -109,10 +116,17 @@ def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callabl
             seed = options.seed if options.seed is not None and not new_seed else random.randrange(2**31 - 1)
             config = GenerationConfig(num_step=settings.steps, speed=options.speed, duration=options.duration, seed=seed)
             start = time.perf_counter()
-            result = engine.synthesize(cue.line.text, voice, options.instruct or speaker.instruct,
-                                       options.language or settings.language, config, cancel)
+            args = (cue.line.text, voice, options.instruct or speaker.instruct, options.language or settings.language,
+                    config, cancel)
+            verdict = None
+            if checking:
+                if voice is not None and speaker.key not in references:
+                    references[speaker.key] = checks.verifier.embed(engine.reference_audio(voice), SAMPLE_RATE)
+                result, verdict = checked_take(engine, *args, checks, references.get(speaker.key))
+            else:
+                result = engine.synthesize(*args)
             take = project.add_take(cue.key, result.audio, result.sample_rate, result.seed,
-                                    time.perf_counter() - start)
+                                    time.perf_counter() - start, verdict.to_json() if verdict else None)
             if speaker.needs_voice and voice is None:  # this line's sound becomes the speaker's voice
                 voice = engine.voice_from_clip((result.audio, result.sample_rate), transcript=cue.line.text)
                 project.keep_voice(speaker.key, voice)

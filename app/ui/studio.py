@@ -10,7 +10,10 @@ import numpy as np
 
 from engine.constants import SAMPLE_RATE
 from engine.errors import Cancelled
+from engine.verify.policy import VerifyMode
+from engine.verify.takes import Checks
 
+from ..checks import policy_from
 from ..context import AppContext
 from ..generation import to_int16
 from ..studio.export import SUFFIXES as EXPORT_SUFFIXES
@@ -143,8 +146,14 @@ def build_studio_tab(ctx: AppContext, library_version: gr.State) -> gr.Button:
                                                                              note=note)
             return
         engine = ctx.host.engine
-        job = ctx.worker.submit(lambda cancel: render_lines(engine, project_, todo, ctx.library.find_voice, cancel,
-                                                            new_seed=key is not None), owner=owner)
+        policy = policy_from(ctx.settings)
+
+        def render(cancel):  # on the GPU worker, which loads the checkers on first use
+            checks = Checks(policy, ctx.checks.verifier()) if policy.mode != VerifyMode.OFF else None
+            return render_lines(engine, project_, todo, ctx.library.find_voice, cancel, new_seed=key is not None,
+                                checks=checks)
+
+        job = ctx.worker.submit(render, owner=owner)
         counter = Progress.of(todo)
         shown_at, note = 0.0, None
         try:

@@ -8,14 +8,15 @@ import gradio as gr
 
 from engine.constants import SAMPLE_RATE
 
+from ..checks import summary
 from ..generation import to_int16
 from ..studio.plan import Cue
 from ..studio.project import Project
 from ..studio.render import Progress
 from ..studio.script import Script, ScriptError
 
-COLUMNS = ["#", "Chapter", "Voice", "Line", "State", "Length", "Takes"]
-WIDTHS = ["6%", "16%", "13%", "41%", "10%", "8%", "6%"]
+COLUMNS = ["#", "Chapter", "Voice", "Line", "State", "Length", "Takes", "Checks"]
+WIDTHS = ["5%", "13%", "12%", "35%", "9%", "7%", "6%", "13%"]
 EXAMPLE = """# Chapter one
 It was late when the phone rang.
 Anna: Hello? Who is this?
@@ -65,7 +66,7 @@ def rows(project: Project, script: Script, cues: list[Cue], failed: dict, curren
         text = cue.line.text if len(cue.line.text) <= 90 else cue.line.text[:89] + "…"
         out.append([cue.line.number, script.chapters[cue.chapter].title or "(opening)", cue.speaker.label, text,
                     line_state(project, cue, failed, current), "" if kept is None else f"{kept.seconds:.1f} s",
-                    len(project.takes(cue.key))])
+                    len(project.takes(cue.key)), summary({"parts": [kept.checks]} if kept and kept.checks else None)])
     return out
 
 
@@ -77,7 +78,8 @@ def take_details(project: Project, cue: Cue, failed: dict) -> tuple:
     """(line info, takes radio, kept take's audio) for the selected line."""
     takes = project.takes(cue.key)
     kept = project.kept(cue.key)
-    choices = [(f"Take {i + 1} · {t.seconds:.1f} s · seed {t.seed}", t.id) for i, t in enumerate(takes)]
+    choices = [(f"Take {i + 1} · {t.seconds:.1f} s · seed {t.seed}" + (f" · {t.checks['badge']}" if t.checks else ""),
+                t.id) for i, t in enumerate(takes)]
     info = f"**Line {cue.line.number}** · {html.escape(cue.speaker.label)}\n\n> {html.escape(cue.line.text)}"
     if cue.key in failed:
         info += f"\n\nⓘ The last render failed: {html.escape(failed[cue.key])}"

@@ -174,3 +174,33 @@ def test_a_failing_line_is_reported_and_the_rest_renders(engine, library, tmp_pa
     events = [e for e in render_lines(engine, project, cues, missing) if e.kind != "start"]
     assert [(e.kind, e.cue.line.number) for e in events] == [("failed", 1), ("done", 2)]
     assert "no saved voice 'Anna'" in events[0].error
+
+
+def test_checked_render_keeps_each_takes_verdict(engine, library, tmp_path, tiny_speaker_model):
+    """Checks on (best of 2; signal checks and a tiny RANDOM speaker model, no recogniser): every line's
+    kept take carries its verdict, which survives reopening the project and shows in the lines table."""
+    from app.ui.studio_parts import rows, take_details
+    from engine.verify.policy import VerifyMode, VerifyPolicy
+    from engine.verify.takes import Checks
+    from engine.verify.verifier import Verifier
+    from engine.verify.voice import SpeakerEncoder
+
+    checks = Checks(VerifyPolicy(VerifyMode.BEST_OF_N, candidates=2),
+                    Verifier(None, SpeakerEncoder(tiny_speaker_model), {"words": "not in this test"}))
+    project, script, cues = new_project(tmp_path, library)
+    events = [e for e in render_lines(engine, project, cues, library.find_voice, checks=checks) if e.kind == "done"]
+    assert len(events) == 4
+    reopened = Projects(tmp_path / "studio").open(project.slug)
+    for cue in cues:
+        verdict = reopened.kept(cue.key).checks
+        assert verdict["attempts"] == 2 and {"clipping", "pauses", "dropouts"} <= set(verdict["checks"])
+        assert verdict["skipped"]["words"] == "not in this test"
+    # Anna's saved voice is the reference of her line; Bob's first line has no voice to compare with yet
+    assert "voice" in reopened.kept(cues[0].key).checks["checks"]
+    assert "voice" not in reopened.kept(cues[1].key).checks["checks"]
+    assert "voice" in reopened.kept(cues[2].key).checks["checks"]
+    table = rows(reopened, script, cues, {})
+    assert [row[-1] for row in table] == ["ok" if reopened.kept(c.key).checks["passed"] else "1/1 failed: " + ", ".join(
+        sorted(n for n, v in reopened.kept(c.key).checks["checks"].items() if not v["passed"])) for c in cues]
+    label = take_details(reopened, cues[0], {})[1].choices[0][0]
+    assert "2 takes" in label
