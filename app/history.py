@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import VoiceDeskError
+from engine.fileio import saving_in
 
 from .storage import atomic_write_text, write_audio
 
@@ -70,7 +71,7 @@ class History:
         return entry
 
     def _append(self, line: str) -> None:
-        with self.index.open("ab+") as f:
+        with saving_in(self.root), self.index.open("ab+") as f:
             size = f.seek(0, 2)
             if size and (f.seek(size - 1), f.read(1))[1] != b"\n":
                 f.seek(0)

@@ -23,6 +23,7 @@ import numpy as np
 import soundfile as sf
 
 from engine.errors import VoiceDeskError
+from engine.fileio import saving_in
 from engine.voice import META_FILE, TOKENS_FILE, Voice
 
 from .storage import AppDirs, atomic_write_json, read_json, write_audio
@@ -133,7 +134,7 @@ class VoiceLibrary:
              language: str | None = None) -> VoiceEntry:
         """Add a voice under a new name. `reference` is (samples, sample_rate) of the source clip."""
         name = self._unused_name(name)
-        with self._staging() as tmp:
+        with saving_in(self.root), self._staging() as tmp:
             voice.save(tmp)
             if reference is not None:
                 samples, rate = reference
@@ -173,7 +174,7 @@ class VoiceLibrary:
             archive = zipfile.ZipFile(path)
         except (OSError, zipfile.BadZipFile) as err:
             raise LibraryError(f"{Path(path).name} is not a VoiceDesk voice archive (.zip).") from err
-        with archive, self._staging() as tmp:
+        with archive, saving_in(self.root), self._staging() as tmp:
             members = {info.filename: info for info in archive.infolist()}
             if TOKENS_FILE not in members or META_FILE not in members:
                 raise LibraryError(f"{Path(path).name} has no {TOKENS_FILE} / {META_FILE}: not a VoiceDesk voice.")

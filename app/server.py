@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from engine.constants import DEMO_MODEL
+from engine.errors import StorageError
 
 from . import ASSETS
 from .storage import AppDirs
@@ -46,7 +47,11 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     """
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     log.setLevel(logging.INFO)
-    dirs = AppDirs.default().create()
+    try:
+        dirs = AppDirs.default().create()
+    except StorageError as err:  # e.g. a read-only or full disk: one line, not a traceback
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     configure_environment(dirs)
     from .api.access import ApiAccess, bind_refusal
     from .settings import Settings

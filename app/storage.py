@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from engine.fileio import atomic_write, atomic_write_text
+from engine.fileio import atomic_write, atomic_write_text, saving_in
 from engine.folders import user_folders
 
 log = logging.getLogger("voicedesk")
@@ -59,10 +59,11 @@ class AppDirs:
         return cls(config=folders.config, data=folders.data, cache=folders.cache)
 
     def create(self) -> AppDirs:
+        """Make the folders; raises StorageError (disk full, read-only) naming the one that failed."""
         for folder in (self.config, self.data, self.cache, self.voices, self.history, self.studio, self.exports,
                        self.uploads):
-            # 0o700: voice clips are personal data
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            with saving_in(folder):
+                folder.mkdir(parents=True, exist_ok=True, mode=0o700)  # 0o700: voice clips are personal data
         return self
 
 

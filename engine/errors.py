@@ -17,6 +17,10 @@ class SettingError(VoiceDeskError):
     """A generation setting (steps, guidance, speed, duration, seed) outside its range."""
 
 
+class StorageError(VoiceDeskError):
+    """A file that cannot be saved: the disk is full, the folder is read-only, ..."""
+
+
 class CheckpointError(VoiceDeskError):
     """A model folder that is missing, incomplete, corrupt or of another model."""
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from engine.errors import StorageError
+
 from ..context import AppContext
 from ..engine_host import HostState
 from .state import SettingsView, shown
@@ -62,8 +64,11 @@ def wire_header(ctx: AppContext, header: Header, generate_buttons: list[gr.Butto
         return (status_html(state, ctx.demo), *buttons, gr.Timer(active=not done))
 
     def switch(mode):
-        ctx.save_settings(mode=mode)
         ctx.host.start(mode)
+        try:
+            ctx.save_settings(mode=mode)
+        except StorageError as err:  # the switch still happens, only not remembered
+            gr.Warning(f"This mode is used now but cannot be remembered for the next start: {err}")
         return (status_html(ctx.host.state(), ctx.demo), *[gr.Button(interactive=False) for _ in generate_buttons],
                 gr.Timer(active=True))
 

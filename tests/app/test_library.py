@@ -7,7 +7,7 @@ import soundfile as sf
 import torch
 
 from app.library import LibraryError, VoiceLibrary, clean_name, slugify
-from engine.errors import AudioInputError
+from engine.errors import AudioInputError, StorageError
 from engine.voice import Voice
 
 
@@ -91,7 +91,7 @@ def test_a_crash_mid_save_leaves_nothing_behind(library, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(Voice, "save", fail)
-    with pytest.raises(OSError):
+    with pytest.raises(StorageError):
         library.save("Ann", make_voice())
     assert list(library.root.iterdir()) == []
 

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from app.storage import AppDirs, atomic_write, atomic_write_json, read_json
+from engine.errors import StorageError
 
 
 def test_voicedesk_home_moves_every_folder(tmp_path, monkeypatch):
@@ -23,7 +24,7 @@ def test_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path):
         Path(tmp).write_text('{"v": 2, "half')  # a writer dying half-way
         raise OSError("disk full")
 
-    with pytest.raises(OSError):
+    with pytest.raises(StorageError, match=f"Could not save in {tmp_path}"):  # says where
         atomic_write(target, crash)
     assert json.loads(target.read_text()) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["settings.json"]
