@@ -15,7 +15,7 @@ import numpy as np
 
 from engine.config import GenerationConfig
 from engine.constants import SAMPLE_RATE
-from engine.errors import Cancelled
+from engine.errors import Cancelled, StorageError
 from engine.verify.policy import VerifyMode, VerifyPolicy
 from engine.verify.takes import Checks
 from engine.voice import Voice
@@ -88,7 +88,7 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
     parts: list[dict] = []  # the verdict of each streamed part, when checked
     job, metrics = submit(ctx, request, owner, policy=policy)
     pieces: list[np.ndarray] = []
-    finished = False
+    finished = stopped = False
     try:
         for kind, value in job.follow(ctx.worker):
             if kind == "waiting":
@@ -96,19 +96,21 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
                 yield _update(metrics, status=waiting), False
             elif kind == "item":
                 elapsed, chunk = value
-                pieces.append(chunk.audio)
+                pieces.append(to_int16(chunk.audio))  # int16 halves what a long text holds in memory
                 metrics.add_chunk(elapsed, len(chunk.audio) / rate)
                 player = _feed(player, chunk.audio, notices)
                 status = _status(f"Generating… part {chunk.index + 1} is playing", notices)
-                audio = (rate, to_int16(chunk.audio)) if ctx.streaming else gr.skip()
+                audio = (rate, pieces[-1]) if ctx.streaming else gr.skip()
                 if chunk.verdict is not None:
                     parts.append(chunk.verdict.to_json())
                 yield _update(metrics, audio=audio, status=status,
                               checks=checks_summary(policy, parts) if checked else UNCHANGED), False
         finished = True
     except Cancelled:
-        yield _update(metrics, status=_status(f"Stopped after {metrics.audio_s:.1f} s of audio.", notices)), False
-        return
+        if job.abandoned or not pieces:  # nobody is there to hear it, or nothing was made yet
+            yield _update(metrics, status=_status(f"Stopped after {metrics.audio_s:.1f} s of audio.", notices)), False
+            return
+        stopped = True  # Stop keeps what was made so far
     finally:
         job.cancel.set()  # the browser went away or the request ended: free the GPU either way
         if player is not None and finished:
@@ -116,14 +118,22 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
         elif player is not None:
             player.stop()
     # the files hold exactly the samples that were streamed
-    audio = to_int16(np.concatenate(pieces)) if pieces else np.zeros(0, np.int16)
-    entry = record(ctx, request, metrics, audio, checks=checks_summary(policy, parts) if checked else None)
-    flac = _export_flac(ctx, entry.id, audio, rate)
-    done = f"Done: {metrics.audio_s:.1f} s of audio in {metrics.elapsed_s:.2f} s. Saved in the history."
+    audio = np.concatenate(pieces) if pieces else np.zeros(0, np.int16)
+    entry = record(ctx, request, metrics, audio, checks=checks_summary(policy, parts) if checked else None,
+                   **({"stopped": True} if stopped else {}))
+    try:
+        flac = gr.DownloadButton(value=str(_export_flac(ctx, entry.id, audio, rate)), interactive=True)
+    except StorageError as err:  # the result is safe in the history: say so, offer the WAV only
+        flac = gr.DownloadButton(value=None, interactive=False)
+        notices.append(f"The FLAC copy could not be made: {err}")
+    if stopped:
+        done = f"Stopped after {metrics.audio_s:.1f} s of audio: what was made is saved in the history."
+    else:
+        done = f"Done: {metrics.audio_s:.1f} s of audio in {metrics.elapsed_s:.2f} s. Saved in the history."
     yield _update(metrics, audio=gr.skip() if ctx.streaming else (rate, audio),
                   status=_status(done, notices),
                   wav=gr.DownloadButton(value=str(entry.audio), interactive=True),
-                  flac=gr.DownloadButton(value=str(flac), interactive=True),
+                  flac=flac,
                   checks=checks_summary(policy, parts) if checked else None), True
 
 

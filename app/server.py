@@ -67,9 +67,11 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
         print(f"error: {refusal}", file=sys.stderr)
         return 2
     import gradio as gr
+    from starlette.middleware import Middleware
 
     from .api.routes import api_routes
     from .context import AppContext
+    from .disconnect import CancelOnDisconnect
     from .engine_host import EngineHost
     from .history import History
     from .library import VoiceLibrary
@@ -88,7 +90,8 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
                      worker=worker, host=host_engine, speakers=probe(), demo=demo,
                      upload_root=Path(gr.utils.get_upload_folder()),
                      notices=[f"Settings: {p}." for p in problems], api=access, bind_host=host)
-    routes, middleware = api_routes(ctx, access), [guard_middleware(host)]
+    routes = api_routes(ctx, access)
+    middleware = [guard_middleware(host), Middleware(CancelOnDisconnect, abandon=_abandoner(worker))]
     try:
         if headless:
             _serve_headless(routes, middleware, host, port or DEFAULT_PORT)
@@ -126,6 +129,14 @@ def _serve_headless(routes, middleware, host: str, port: int) -> None:
                                     openapi_url=None), host=host, port=port, log_level="warning")
     print(f"VoiceDesk API is running at http://{host}:{port}/v1 (Ctrl+C to quit)", flush=True)
     uvicorn.Server(config).run()
+
+
+def _abandoner(worker):
+    def abandon(session: str) -> None:
+        if worker.cancel(session, abandoned=True):
+            log.info("a client went away: its generation was stopped")
+
+    return abandon
 
 
 def _theme(gr):

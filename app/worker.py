@@ -28,6 +28,7 @@ class Job:
     owner: str | None
     lane: str | None  # jobs of one lane take turns with those of other lanes
     cancel: threading.Event = field(default_factory=threading.Event)
+    abandoned: bool = False  # cancelled because its owner went away, not by Stop
     _events: queue.Queue = field(default_factory=queue.Queue)
 
     def follow(self, worker: GpuWorker, poll_s: float = 0.25) -> Iterator[tuple[str, Any]]:
@@ -90,11 +91,13 @@ class GpuWorker:
         with self._wake:
             return sum(job.lane == lane for job in self._pending)
 
-    def cancel(self, owner: str) -> int:
-        """Stop every job of `owner`: the running one at its next step, waiting ones at once."""
+    def cancel(self, owner: str, abandoned: bool = False) -> int:
+        """Stop every job of `owner`: the running one at its next step, waiting ones at once.
+        `abandoned`: the owner went away (its page closed), so nothing it made is to be kept."""
         with self._wake:
             jobs = [j for j in [self._running, *self._pending] if j is not None and j.owner == owner]
             for job in jobs:
+                job.abandoned = job.abandoned or abandoned
                 job.cancel.set()
                 if job in self._pending:
                     self._pending.remove(job)

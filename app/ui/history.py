@@ -21,7 +21,9 @@ def _row(e: HistoryEntry) -> list:
     rtf = e.meta.get("rtf")
     text = e.text if len(e.text) <= 70 else e.text[:69] + "…"
     return [e.created[:16].replace("T", " "), text, _voice(e.meta), e.meta.get("mode", ""),
-            "—" if rtf is None else f"{rtf:.3f}", f"{e.meta.get('audio_s', 0):.1f} s", summary(e.meta.get("checks"))]
+            "—" if rtf is None else f"{rtf:.3f}",
+            f"{e.meta.get('audio_s', 0):.1f} s" + (" (stopped)" if e.meta.get("stopped") else ""),
+            summary(e.meta.get("checks"))]
 
 
 def _voice(meta: dict) -> str:

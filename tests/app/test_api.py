@@ -1,4 +1,6 @@
 """The launched app through its HTTP API (gradio_client), on the tiny random checkpoint."""
+import subprocess
+import sys
 import threading
 import time
 
@@ -79,6 +81,17 @@ def test_save_a_voice_then_speak_with_it(client, reference_wav):
     with pytest.raises(AppError, match="already exists"):
         client.predict(name="buzzy test voice", reference=handle_file(str(reference_wav)), transcript="x",
                        api_name="/save_voice")
+
+
+def test_a_voice_saved_later_works_in_a_session_opened_before(running_app, client, reference_wav):
+    early = Client(running_app.url, verbose=False)  # its view of the voice list predates the save
+    saved = client.predict(name="Saved Later", reference=handle_file(str(reference_wav)),
+                           transcript="A clip of a buzzing voice.", api_name="/save_voice")
+    final = early.submit(voice_slug=saved[0]["value"], reference=None, transcript="", text="Speaking later.",
+                         **FAST, api_name="/clone").result()
+    assert "Done" in final[STATUS]
+    with pytest.raises(AppError, match="There is no saved voice 'nobody'"):
+        early.predict(voice_slug="nobody", reference=None, transcript="", text="Hi.", **FAST, api_name="/clone")
 
 
 def test_voice_design_generates(client):
@@ -164,6 +177,47 @@ def test_stop_in_the_middle_then_keep_working(client, reference_wav):
     assert "Stopped after" in final[STATUS], final[STATUS]
     assert final[METRICS]["chunks"] < 12
     assert "Done" in clone(client, reference_wav, "Working again after a stop.").result()[STATUS]
+
+
+ABANDONING_CLIENT = """
+import sys
+from gradio_client import Client
+job = Client(sys.argv[1], verbose=False).submit(text=sys.argv[2], steps=4, randomize=False, seed=5, api_name="/design")
+for outputs in job:
+    if "Generating" in str(outputs[1]):
+        print("generating", flush=True)
+        break
+input()  # until killed
+"""
+
+
+def test_a_client_that_goes_away_leaves_no_job_running(running_app, client):
+    text = "An abandoned request that would go on for minutes. " * 60
+    gone = subprocess.Popen([sys.executable, "-c", ABANDONING_CLIENT, running_app.url, text], stdout=subprocess.PIPE,
+                            stdin=subprocess.PIPE, text=True)
+    assert gone.stdout.readline().strip() == "generating"
+    gone.kill()  # its connection drops, as when a browser tab is closed
+    gone.wait()
+    start = time.monotonic()
+    final = client.submit(text="Right after a client went away.", **FAST, api_name="/design").result()
+    assert "Done" in final[STATUS] and time.monotonic() - start < 30  # not queued behind the abandoned job
+    assert text not in [entry["text"] for entry in client.predict(api_name="/list_history")]
+
+
+def test_stop_keeps_what_was_made(client, reference_wav):
+    long_text = " ".join(f"This is sentence number {i}, and it goes on for a while." for i in range(12))
+    job = clone(client, reference_wav, long_text)
+    for outputs in job:
+        if "Generating" in str(outputs[STATUS]):
+            client.predict(api_name="/clone_stop")
+            break
+    final = job.result()
+    assert "Stopped after" in final[STATUS] and "saved in the history" in final[STATUS], final[STATUS]
+    made = final[METRICS]["audio_s"]
+    assert made > 0 and sf.info(final[WAV]["value"]).frames == pytest.approx(made * 24000, abs=1)
+    assert sf.info(final[FLAC]["value"]).frames == sf.info(final[WAV]["value"]).frames
+    entry = client.predict(api_name="/list_history")[0]
+    assert entry["text"] == long_text and entry["stopped"] is True and entry["audio_s"] == pytest.approx(made)
 
 
 def test_only_the_apps_own_files_are_served(running_app, client, reference_wav):
