@@ -55,7 +55,10 @@ def build_clone_tab(ctx: AppContext, view: SettingsView, library_version: gr.Sta
     with gr.Row(equal_height=False, elem_classes="vd-main"):
         with gr.Column(scale=3, elem_classes="vd-inputs"):
             gr.Markdown("### 1 · Voice", elem_classes="vd-step")
-            voice = gr.Dropdown(voice_choices(ctx), value=start_voice, label="Voice", elem_id="clone-voice")
+            # Custom values: a voice saved after this page (or API session) opened is still usable; the
+            # library says when a slug names no voice.
+            voice = gr.Dropdown(voice_choices(ctx), value=start_voice, label="Voice", elem_id="clone-voice",
+                                allow_custom_value=True)
             with gr.Group(visible=start_voice != NEW_CLIP, elem_classes="vd-saved-voice") as saved_box:
                 saved_info = gr.Markdown(describe_entry(start_entry) if start_entry else "")
                 saved_preview = gr.Audio(reference_audio(start_entry) if start_entry else None, type="numpy",
