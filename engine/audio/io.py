@@ -91,7 +91,7 @@ def _from_file(source: str | os.PathLike, max_seconds: float | None) -> tuple[np
     if path.is_dir():
         raise AudioInputError(f"{path} is a folder, not an audio file.")
     if path.stat().st_size == 0:
-        raise AudioInputError(f"The audio file {path} is empty (0 bytes).")
+        raise AudioInputError(f"The audio file {path.name} is empty (0 bytes).")
     try:
         with sf.SoundFile(path) as f:
             rate, frames = f.samplerate, f.frames
@@ -99,7 +99,8 @@ def _from_file(source: str | os.PathLike, max_seconds: float | None) -> tuple[np
             limit = _frames_to_read(max_seconds, rate)
             data = f.read(-1 if limit is None else limit, dtype="float32", always_2d=True)  # (n, C)
     except (sf.LibsndfileError, RuntimeError, OSError) as err:
-        raise AudioInputError(f"{path.name} could not be read as audio ({err}). The file is damaged or "
+        reason = str(err).replace(str(path), path.name)  # the folder may be the app's private upload cache
+        raise AudioInputError(f"{path.name} could not be read as audio ({reason}). The file is damaged or "
                               f"in a format we cannot decode; supported: {_SUPPORTED}.") from None
     return data.T, rate, max(frames, len(data))
 

@@ -328,3 +328,13 @@ def test_output_finishing_matches_upstream(case):
     want = tensors[case].numpy()
     assert out.shape == want.shape
     np.testing.assert_allclose(out, want, atol=1e-4, rtol=0)
+
+
+def test_unreadable_file_messages_name_the_file_not_its_folder(tmp_path):
+    private = tmp_path / "cache" / "gradio" / "3f2a9c"  # the app's upload cache: not the user's business
+    private.mkdir(parents=True)
+    for name, content in (("corrupt.wav", b"RIFF\x00\x00\x00\x00WAVEjunk" * 100), ("empty.wav", b"")):
+        (private / name).write_bytes(content)
+        with pytest.raises(AudioInputError) as err:
+            load_clip(private / name)
+        assert name in str(err.value) and str(private) not in str(err.value)
