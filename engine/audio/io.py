@@ -20,7 +20,8 @@ MIN_RATE, MAX_RATE = 8000, 96000  # source rates we accept
 MIN_SECONDS = 1.0
 RECOMMENDED_SECONDS = (3.0, 10.0)
 DEFAULT_MAX_SECONDS = 60.0  # read at most this much of a clip (the reference is cut to <= 15 s anyway)
-SILENT_PEAK = 10 ** (-60 / 20)  # a clip whose loudest sample is below -60 dBFS is taken as silent
+SILENT_DBFS = -60  # a clip whose loudest sample is below this is too quiet to use
+SILENT_PEAK = 10 ** (SILENT_DBFS / 20)
 _RESAMPLE_CONTEXT_S = 0.01  # extra input read past the cut so the last kept samples are exact
 _URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 _SUPPORTED = "WAV, FLAC, OGG (Vorbis/Opus), MP3, AIFF"
@@ -145,6 +146,12 @@ def _check_usable(clip: Clip) -> None:
         raise AudioInputError(f"The clip is only {clip.source_seconds:.1f} s long. Use at least "
                               f"{MIN_SECONDS:.0f} s of speech ({RECOMMENDED_SECONDS[0]:.0f}-"
                               f"{RECOMMENDED_SECONDS[1]:.0f} s works best).")
-    if np.abs(clip.samples).max() < SILENT_PEAK:
-        raise AudioInputError("The clip is silent. Check that the microphone is connected and not "
-                              "muted, then record again.")
+    peak = float(np.abs(clip.samples).max())
+    if peak == 0:
+        raise AudioInputError("The clip is silent (every sample is zero). Check that the microphone is connected "
+                              "and not muted, then record again.")
+    if peak < SILENT_PEAK:
+        level = 20 * np.log10(peak)
+        raise AudioInputError(f"The clip is too quiet: its loudest moment is {level:.0f} dBFS, "
+                              f"{SILENT_DBFS - level:.0f} dB below the {SILENT_DBFS} dBFS a reference needs. "
+                              "Record closer to the microphone or raise its input level.")

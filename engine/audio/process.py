@@ -108,9 +108,24 @@ class ClipReport:
     hints: list[str] = field(default_factory=list)
 
 
+DC_OFFSET = 0.05  # a mean sample further from 0 than this (full scale 1) is a faulty input
+TONAL_FLATNESS = 0.2  # spectral flatness of the quietest frames below this: a tone, not noise
+
+
+def _floor_is_tonal(frames: np.ndarray, frame_rms: np.ndarray) -> bool:
+    """Is the sound in the quietest tenth of the frames a steady tone (peaky spectrum) rather than noise
+    (flat spectrum)? Noise between words is background noise; a tone there means the whole clip is one."""
+    if len(frames) == 0:
+        return False
+    floor = frames[frame_rms <= np.percentile(frame_rms, 10)].astype(np.float64)
+    power = np.mean(np.abs(np.fft.rfft(floor, axis=1)) ** 2, axis=0)[1:] + 1e-20  # DC bin left out
+    return float(np.exp(np.mean(np.log(power))) / np.mean(power)) < TONAL_FLATNESS
+
+
 def inspect_clip(clip: Clip) -> ClipReport:
     """Measure a loaded clip and say, in words, what would make it a better reference."""
-    x = clip.samples
+    offset = float(np.mean(clip.samples))
+    x = clip.samples - np.float32(offset)  # a DC offset is not sound: measure levels without it
     frame = SAMPLE_RATE // 50
     frames = x[: len(x) // frame * frame].reshape(-1, frame)
     frame_rms = np.sqrt(np.mean(frames.astype(np.float64) ** 2, axis=1)) if len(frames) else np.zeros(1)
@@ -138,11 +153,18 @@ def inspect_clip(clip: Clip) -> ClipReport:
     if clipped > 0.001:
         hints.append("The recording is clipped (distorted at full volume): lower the input gain and "
                      "record again.")
+    if abs(offset) > DC_OFFSET:
+        hints.append(f"The waveform is shifted off centre (a DC offset of {offset:+.2f} of full scale): a sign of a "
+                     "faulty microphone or sound card input.")
     if peak < 0.05:
-        hints.append("The recording is very quiet: move closer to the microphone.")
+        hints.append(f"The recording is very quiet (its loudest moment is {20 * np.log10(max(peak, 1e-9)):.0f} "
+                     "dBFS): move closer to the microphone.")
     if quiet > 0.5:
         hints.append("More than half of the clip is silence.")
-    if snr < 15:
+    if snr < 15 and _floor_is_tonal(frames, frame_rms):
+        hints.append("The clip is one steady sound (a tone or a hum) without the pauses of speech: record a "
+                     "voice speaking.")
+    elif snr < 15:
         hints.append("There is a lot of background noise: record in a quieter room.")
     if clip.source_rate < 16000:
         hints.append(f"Low sample rate ({clip.source_rate / 1000:g} kHz, telephone quality): the cloned "

@@ -135,7 +135,8 @@ def put(path, content: bytes):
     (lambda d: put(d / "notes.mp3", b"these are not sounds " * 100), "could not be read as audio"),
     (lambda d: write(d / "zero.wav", np.zeros((0, 1), np.float32)), "no audio"),
     (lambda d: write(d / "silent.wav", gap(3.0)), "silent"),
-    (lambda d: write(d / "hiss.wav", np.full(3 * SAMPLE_RATE, 1e-4, np.float32)), "silent"),
+    (lambda d: write(d / "hiss.wav", tone(3.0, amp=1e-4)),
+     r"too quiet: its loudest moment is -7\d dBFS, 1\d dB below the -60 dBFS"),
     (lambda d: write(d / "short.wav", tone(0.5)), r"only 0\.5 s long"),
     (lambda d: write(d / "lowrate.wav", tone(2.0, 4000), 4000), "4000 Hz"),
     (lambda d: write(d / "highrate.wav", tone(2.0, 192000), 192000), "192000 Hz"),
@@ -279,6 +280,15 @@ def test_inspect_clip_hints():
     noisy_wave += np.random.default_rng(0).standard_normal(len(noisy_wave)).astype(np.float32) * 0.05
     noisy = process.inspect_clip(load_clip((noisy_wave, SAMPLE_RATE)))
     assert noisy.snr_db < 15 and any("background noise" in h for h in noisy.hints)
+    t = np.arange(5 * SAMPLE_RATE) / SAMPLE_RATE
+    square = process.inspect_clip(load_clip(((0.3 * np.sign(np.sin(2 * np.pi * 140 * t))).astype(np.float32),
+                                             SAMPLE_RATE)))
+    assert any("one steady sound" in h for h in square.hints) and not any("noise" in h for h in square.hints)
+    syllables = (0.3 * np.sin(2 * np.pi * 140 * t) * (np.sin(2 * np.pi * 3 * t) > 0)).astype(np.float32)
+    shifted = process.inspect_clip(load_clip((syllables + 0.3, SAMPLE_RATE)))
+    assert any("DC offset of +0.30" in h for h in shifted.hints) and not any("noise" in h for h in shifted.hints)
+    quiet = process.inspect_clip(load_clip((syllables * 0.01, SAMPLE_RATE)))
+    assert any("very quiet (its loudest moment is -50 dBFS)" in h for h in quiet.hints)
     phone = process.inspect_clip(load_clip((tone(5.0, 8000), 8000)))
     assert any("8 kHz" in h for h in phone.hints)
 
