@@ -122,7 +122,7 @@ def reference_wav(buzz_wav) -> Path:
     return buzz_wav("reference.wav", 4, 24000)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # not longer: other modules may start Playwright themselves
 def browser(buzz_wav):
     """Debian's Chromium, headless, driven by Playwright; its fake microphone loops 6 s of the buzz
     (48 kHz 16-bit)."""
