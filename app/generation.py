@@ -15,7 +15,7 @@ import numpy as np
 
 from engine.config import GenerationConfig
 from engine.constants import SAMPLE_RATE
-from engine.errors import Cancelled, StorageError
+from engine.errors import Cancelled
 from engine.verify.policy import VerifyMode, VerifyPolicy
 from engine.verify.takes import Checks
 from engine.voice import Voice
@@ -25,11 +25,11 @@ from .context import AppContext
 from .history import HistoryEntry
 from .metrics import LiveMetrics
 from .playback import SpeakerPlayer, SpeakersUnavailable
-from .storage import write_audio
+from .storage import audio_bytes
+from .ui.output import download_links
 from .worker import Job
 
-OUTPUTS = ("audio", "status", "metrics_html", "metrics_json", "wav", "flac", "checks_html", "checks_json")
-KEEP_EXPORTS = 20
+OUTPUTS = ("audio", "status", "metrics_html", "metrics_json", "downloads", "checks_html", "checks_json")
 UNCHANGED = object()  # an output left as it is
 
 
@@ -100,7 +100,8 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
                 metrics.add_chunk(elapsed, len(chunk.audio) / rate)
                 player = _feed(player, chunk.audio, notices)
                 status = _status(f"Generating… part {chunk.index + 1} is playing", notices)
-                audio = (rate, pieces[-1]) if ctx.streaming else gr.skip()
+                # WAV bytes, not an array: Gradio would store every chunk as a file in its cache
+                audio = audio_bytes(pieces[-1], rate, "WAV") if ctx.streaming else gr.skip()
                 if chunk.verdict is not None:
                     parts.append(chunk.verdict.to_json())
                 yield _update(metrics, audio=audio, status=status,
@@ -121,36 +122,29 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
     audio = np.concatenate(pieces) if pieces else np.zeros(0, np.int16)
     entry = record(ctx, request, metrics, audio, checks=checks_summary(policy, parts) if checked else None,
                    **({"stopped": True} if stopped else {}))
-    try:
-        flac = gr.DownloadButton(value=str(_export_flac(ctx, entry.id, audio, rate)), interactive=True)
-    except StorageError as err:  # the result is safe in the history: say so, offer the WAV only
-        flac = gr.DownloadButton(value=None, interactive=False)
-        notices.append(f"The FLAC copy could not be made: {err}")
+    metrics.history_id = entry.id
     if stopped:
         done = f"Stopped after {metrics.audio_s:.1f} s of audio: what was made is saved in the history."
     else:
         done = f"Done: {metrics.audio_s:.1f} s of audio in {metrics.elapsed_s:.2f} s. Saved in the history."
-    yield _update(metrics, audio=gr.skip() if ctx.streaming else (rate, audio),
-                  status=_status(done, notices),
-                  wav=gr.DownloadButton(value=str(entry.audio), interactive=True),
-                  flac=flac,
+    yield _update(metrics, audio=gr.skip() if ctx.streaming else str(entry.audio),  # served in place, no copy
+                  status=_status(done, notices), downloads=download_links(entry.id),
                   checks=checks_summary(policy, parts) if checked else None), True
 
 
 def idle_outputs(status: str = "") -> tuple:
     """The output panel reset for a new request."""
-    return (None, status, gr.skip(), None, gr.DownloadButton(value=None, interactive=False),
-            gr.DownloadButton(value=None, interactive=False), "", None)
+    return None, status, gr.skip(), None, download_links(None), "", None
 
 
-def _update(metrics: LiveMetrics, audio=None, status=None, wav=None, flac=None, checks=UNCHANGED) -> tuple:
+def _update(metrics: LiveMetrics, audio=None, status=None, downloads=None, checks=UNCHANGED) -> tuple:
     skip = gr.skip()
     if checks is UNCHANGED:
         checks_out = (skip, skip)
     else:  # None: this generation is not checked
         checks_out = ("", None) if checks is None else (badge_html(checks["parts"], checks["skipped"]), checks)
     return (skip if audio is None else audio, skip if status is None else status, metrics.to_html(),
-            metrics.to_json(), skip if wav is None else wav, skip if flac is None else flac, *checks_out)
+            metrics.to_json(), skip if downloads is None else downloads, *checks_out)
 
 
 def checks_summary(policy: VerifyPolicy, parts: list[dict]) -> dict:
@@ -179,14 +173,6 @@ def _feed(player: SpeakerPlayer | None, audio: np.ndarray, notices: list[str]) -
     except SpeakersUnavailable as err:  # device unplugged mid-way: carry on in the browser
         notices.append(str(err))
         return None
-
-
-def _export_flac(ctx: AppContext, entry_id: str, audio: np.ndarray, rate: int):
-    path = ctx.dirs.exports / f"{entry_id}.flac"
-    write_audio(path, audio, rate)
-    for old in sorted(ctx.dirs.exports.glob("*.flac"), key=lambda p: p.stat().st_mtime)[:-KEEP_EXPORTS]:
-        old.unlink(missing_ok=True)
-    return path
 
 
 def _status(message: str, notices: list[str]) -> str:

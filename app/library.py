@@ -10,6 +10,7 @@ voice; folders that cannot be read are skipped with a warning instead of breakin
 from __future__ import annotations
 
 import datetime as dt
+import io
 import logging
 import re
 import shutil
@@ -157,16 +158,16 @@ class VoiceLibrary:
     def delete(self, slug: str) -> None:
         shutil.rmtree(self.get(slug).folder)
 
-    def export(self, slug: str, dest_dir: Path) -> Path:
-        """A zip of the voice's folder, for sharing or backup; `import_archive` reads it back."""
+    def archive(self, slug: str) -> bytes:
+        """A zip of the voice's folder, for sharing or backup, made in memory (no copy is kept);
+        `import_archive` reads it back."""
         entry = self.get(slug)
-        dest_dir.mkdir(parents=True, exist_ok=True)
-        path = dest_dir / f"{entry.slug}.voicedesk.zip"
-        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
             for member in ARCHIVE_MEMBERS:
                 if (entry.folder / member).is_file():
                     archive.write(entry.folder / member, member)
-        return path
+        return buffer.getvalue()
 
     def import_archive(self, path: Path, name: str | None = None) -> VoiceEntry:
         """Add a voice from an exported zip. Only the known file names are read, never paths inside it."""

@@ -20,6 +20,7 @@ class LiveMetrics:
     audio_s: float = 0.0
     chunks: int = 0
     seed: int | None = None
+    history_id: str | None = None  # once stored: its downloads are /download/history/<id>.wav|.flac
 
     def add_chunk(self, elapsed_s: float, seconds: float) -> None:
         if self.first_audio_s is None:
@@ -35,7 +36,8 @@ class LiveMetrics:
     def to_json(self) -> dict:
         return {"first_audio_s": self.first_audio_s, "elapsed_s": self.elapsed_s, "audio_s": self.audio_s,
                 "rtf": None if math.isnan(self.rtf) else self.rtf, "chunks": self.chunks, "mode": self.mode,
-                "backend": self.backend, "seed": self.seed, "demo": self.demo}
+                "backend": self.backend, "seed": self.seed, "demo": self.demo,
+                "history_id": self.history_id}
 
     def to_html(self) -> str:
         ttfa = "—" if self.first_audio_s is None else f"{self.first_audio_s * 1000:.0f} ms"

@@ -72,6 +72,7 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     from .api.routes import api_routes
     from .context import AppContext
     from .disconnect import CancelOnDisconnect
+    from .downloads import download_routes
     from .engine_host import EngineHost
     from .history import History
     from .library import VoiceLibrary
@@ -102,17 +103,19 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
             print(f"WARNING: listening on {host}: anyone who can reach this address can use this app, your GPU "
                   "and your saved voices (there is no login). The browser microphone only works on "
                   "http://127.0.0.1 or localhost.", file=sys.stderr)
+        # Results are served from where they are stored, never copied into Gradio's cache: deleting deletes.
+        gr.set_static_paths([ctx.history.audio_dir])
         blocks = build_app(ctx)
         _, url, _ = blocks.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE).launch(
             server_name=host, server_port=port, inbrowser=open_browser, share=False, quiet=True,
             prevent_thread_lock=True,
             max_file_size=MAX_UPLOAD, strict_cors=True,
-            allowed_paths=[str(ctx.history.audio_dir), str(dirs.exports)],  # the only folders served
+            allowed_paths=[str(ctx.history.audio_dir), str(dirs.exports)],  # the only folders served (Studio exports)
             blocked_paths=[str(dirs.config), str(dirs.voices)],
             enable_monitoring=False, mcp_server=False, run_history=False, pwa=False, ssr_mode=False,
             footer_links=["api"], show_error=True, favicon_path=str(ASSETS / "icon.svg"),
             theme=_theme(gr), css_paths=[ASSETS / "style.css"],
-            app_kwargs={"middleware": middleware, "routes": routes})
+            app_kwargs={"middleware": middleware, "routes": [*routes, *download_routes(ctx)]})
         print(f"VoiceDesk is running at {url}  (voices and history: {dirs.data}; Ctrl+C to quit)", flush=True)
         blocks.block_thread()
         return 0

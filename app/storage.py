@@ -5,6 +5,7 @@ written inside the installed package.
 """
 from __future__ import annotations
 
+import io
 import json
 import logging
 from dataclasses import dataclass
@@ -71,6 +72,13 @@ def write_audio(path: Path, audio: np.ndarray, sample_rate: int) -> None:
     """Write 16-bit audio atomically; the format (WAV or FLAC) follows the file's suffix."""
     fmt = {".wav": "WAV", ".flac": "FLAC"}[path.suffix.lower()]
     atomic_write(path, lambda tmp: sf.write(tmp, audio, sample_rate, format=fmt, subtype="PCM_16"))
+
+
+def audio_bytes(audio: np.ndarray, sample_rate: int, fmt: str) -> bytes:
+    """16-bit audio as the bytes of a WAV or FLAC file, made in memory (nothing is written)."""
+    buffer = io.BytesIO()
+    sf.write(buffer, audio, sample_rate, format=fmt, subtype="PCM_16")
+    return buffer.getvalue()
 
 
 def atomic_write_json(path: Path, value) -> None:

@@ -19,7 +19,7 @@ from .common import (
     describe_entry,
     describe_text,
     languages,
-    reference_audio,
+    reference_player,
     sample_texts,
 )
 from .components import refuse_urls
@@ -61,8 +61,7 @@ def build_clone_tab(ctx: AppContext, view: SettingsView, library_version: gr.Sta
                                 allow_custom_value=True)
             with gr.Group(visible=start_voice != NEW_CLIP, elem_classes="vd-saved-voice") as saved_box:
                 saved_info = gr.Markdown(describe_entry(start_entry) if start_entry else "")
-                saved_preview = gr.Audio(reference_audio(start_entry) if start_entry else None, type="numpy",
-                                         label="Reference of the saved voice", interactive=False, buttons=[])
+                saved_preview = gr.HTML(reference_player(start_entry), elem_id="clone-saved-reference")
             with gr.Group(visible=start_voice == NEW_CLIP, elem_classes="vd-clip") as clip_box:
                 reference = refuse_urls(gr.Audio(
                     sources=["microphone", "upload"], type="filepath", editable=True, elem_id="clone-reference",
@@ -127,7 +126,7 @@ def _show_voice(ctx: AppContext):
             return gr.Group(visible=False), gr.Group(visible=True), "", None
         ctx.save_settings(last_voice=slug)
         entry = ctx.library.get(slug)
-        return gr.Group(visible=True), gr.Group(visible=False), describe_entry(entry), reference_audio(entry)
+        return gr.Group(visible=True), gr.Group(visible=False), describe_entry(entry), reference_player(entry)
 
     return show
 

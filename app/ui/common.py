@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import functools
+import html
 import json
 
-import soundfile as sf
 
 from engine.text.duration import text_weight, weight_per_second
 from engine.text.languages import language_choices
 from engine.text.limits import MAX_TEXT_CHARS
 
 from .. import ASSETS
+from ..downloads import voice_archive_url, voice_reference_url
 from ..library import VoiceEntry
 
 
@@ -39,10 +40,16 @@ def describe_entry(entry: VoiceEntry) -> str:
     return f"**{entry.name}** · {entry.seconds:.1f} s · saved {entry.created[:10]}\n\n> {said}"
 
 
-def reference_audio(entry: VoiceEntry):
-    """(rate, samples) rather than a path: the library folder is never served to the browser."""
-    if entry.reference is None:
-        return None
-    samples, rate = sf.read(entry.reference, dtype="int16")
-    return rate, samples
+def reference_player(entry: VoiceEntry | None) -> str:
+    """A player for a saved voice's reference clip, fetched from the library when it plays: samples handed
+    to Gradio would be copied into its cache, where they would outlive the voice."""
+    if entry is None or entry.reference is None:
+        return ""
+    src = html.escape(voice_reference_url(entry.slug))
+    return f'<audio class="vd-reference" controls preload="none" src="{src}"></audio>'
+
+
+def export_link(entry: VoiceEntry) -> str:
+    """A link that makes the voice's .zip when clicked (nothing is written beforehand)."""
+    return f'<a class="vd-link" href="{html.escape(voice_archive_url(entry.slug))}" download>Export (.zip)</a>'
 

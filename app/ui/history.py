@@ -8,6 +8,7 @@ from ..checks import badge_html, summary
 from ..context import AppContext
 from ..history import HistoryEntry
 from .messages import message_line, reported
+from .output import download_links
 
 COLUMNS = ["When", "Text", "Voice", "Mode", "RTF", "Length", "Checks"]
 
@@ -48,7 +49,7 @@ def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
                 player = gr.Audio(label="Replay", interactive=False, type="filepath", buttons=[],
                                   elem_id="history-player")
                 with gr.Row():
-                    download = gr.DownloadButton("Download WAV", size="sm", min_width=90)
+                    downloads = gr.HTML(download_links(None), elem_id="history-downloads")
                     delete = gr.Button("Delete", variant="stop", size="sm", min_width=90, elem_id="history-delete")
             message = message_line("history-message")
     ids_state = gr.State(ids)
@@ -67,8 +68,9 @@ def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
                    f"seed {meta.get('seed', '—')}", meta.get("backend", "")]
         text = f"{entry.text}\n\n*{' · '.join(details)}*"
         verdicts = meta.get("checks") or {}
+        # the stored file itself is played (a static path: Gradio serves it in place, no cached copy)
         return (entry.id, gr.Group(visible=True), text, badge_html(verdicts.get("parts", []), verdicts.get("skipped")),
-                str(entry.audio), gr.DownloadButton(value=str(entry.audio)), "")
+                str(entry.audio), download_links(entry.id), "")
 
     def do_delete(entry_id, version):
         if not entry_id:
@@ -81,7 +83,7 @@ def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
         return [{**e.to_json(), "file": e.audio.name} for e in reversed(ctx.history.entries())]
 
     history_version.change(refresh, None, [table, ids_state, empty_note], api_visibility="private")
-    select_outputs = [selected, details, info, checks, player, download, message]
+    select_outputs = [selected, details, info, checks, player, downloads, message]
     table.select(reported(select, select_outputs), ids_state, select_outputs, api_visibility="private",
                  show_progress="hidden")
     delete_outputs = [selected, details, history_version, message]

@@ -2,11 +2,13 @@
 checks' badge, speaker playback, downloads, Stop."""
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 import gradio as gr
 
 from ..context import AppContext
+from ..downloads import result_url
 from ..metrics import empty_html
 from .state import SettingsView, device_names, shown
 
@@ -17,8 +19,7 @@ class OutputPanel:
     status: gr.Markdown
     metrics_html: gr.HTML
     metrics_json: gr.JSON
-    wav: gr.DownloadButton
-    flac: gr.DownloadButton
+    downloads: gr.HTML
     checks_html: gr.HTML
     checks_json: gr.JSON
     speakers: gr.Checkbox
@@ -28,7 +29,7 @@ class OutputPanel:
     @property
     def outputs(self) -> list:
         """In generation.OUTPUTS order."""
-        return [self.audio, self.status, self.metrics_html, self.metrics_json, self.wav, self.flac,
+        return [self.audio, self.status, self.metrics_html, self.metrics_json, self.downloads,
                 self.checks_html, self.checks_json]
 
 
@@ -42,9 +43,7 @@ def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> Outp
     metrics_json = gr.JSON(visible=False, label="metrics")
     checks_html = gr.HTML("", elem_id=f"{prefix}-checks", elem_classes="vd-checks-box")
     checks_json = gr.JSON(visible=False, label="checks")  # the scores, for API clients
-    with gr.Row(elem_classes="vd-downloads"):
-        wav = gr.DownloadButton("Download WAV", interactive=False, size="sm", variant="secondary")
-        flac = gr.DownloadButton("Download FLAC", interactive=False, size="sm", variant="secondary")
+    downloads = gr.HTML(download_links(None), elem_id=f"{prefix}-downloads")
     with gr.Group(elem_classes="vd-speakers"):
         speakers = view.bind("play_on_speakers", gr.Checkbox(
             label="Play on this computer's speakers", interactive=ctx.speakers.available,
@@ -55,8 +54,19 @@ def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> Outp
     stop = gr.Button("Stop", variant="stop", elem_id=f"{prefix}-stop")
 
     stop.click(stop_handler(ctx), None, status, api_name=f"{prefix}_stop")
-    return OutputPanel(audio, status, metrics_html, metrics_json, wav, flac, checks_html, checks_json, speakers,
+    return OutputPanel(audio, status, metrics_html, metrics_json, downloads, checks_html, checks_json, speakers,
                        device, stop)
+
+
+
+def download_links(entry_id: str | None) -> str:
+    """Links that make a stored result's WAV or FLAC when clicked (greyed out until there is one)."""
+    links = []
+    for fmt in ("wav", "flac"):
+        label = f"Download {fmt.upper()}"
+        links.append(f'<span class="vd-link vd-off">{label}</span>' if entry_id is None else
+                     f'<a class="vd-link" href="{html.escape(result_url(entry_id, fmt))}" download>{label}</a>')
+    return f'<div class="vd-downloads">{"".join(links)}</div>'
 
 
 def stop_handler(ctx: AppContext):

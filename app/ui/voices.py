@@ -5,7 +5,7 @@ import gradio as gr
 
 from ..context import AppContext
 from .clone import NEW_CLIP, voice_choices
-from .common import describe_entry, reference_audio
+from .common import describe_entry, export_link, reference_player
 from .messages import message_line, reported
 
 COLUMNS = ["Name", "Length", "Saved", "Transcript"]
@@ -31,11 +31,11 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
         with gr.Column(scale=2):
             with gr.Group(visible=False, elem_classes="vd-details") as details:
                 info = gr.Markdown()
-                preview = gr.Audio(label="Reference clip", interactive=False, type="numpy", buttons=[])
+                preview = gr.HTML(elem_id="voices-reference")
                 new_name = gr.Textbox(label="Name", max_length=60)
                 with gr.Row():
                     rename = gr.Button("Rename", size="sm", min_width=90)
-                    export = gr.DownloadButton("Export (.zip)", size="sm", min_width=90)
+                    export = gr.HTML(elem_id="voices-export")
                     delete = gr.Button("Delete", variant="stop", size="sm", min_width=90)
             message = message_line("voices-message")  # outside the details: "Deleted" stays in view
     slugs_state = gr.State(slugs)
@@ -52,13 +52,13 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
 
     def select(slugs, evt: gr.SelectData):
         entry = ctx.library.get(slugs[evt.index[0]])
-        archive = ctx.library.export(entry.slug, ctx.dirs.exports)
-        return (entry.slug, gr.Group(visible=True), describe_entry(entry), reference_audio(entry), entry.name,
-                gr.DownloadButton(value=str(archive)), "")
+        return (entry.slug, gr.Group(visible=True), describe_entry(entry), reference_player(entry), entry.name,
+                export_link(entry), "")
 
     def do_rename(slug, name, version):
-        entry = ctx.library.rename(slug, name)
-        return entry.slug, describe_entry(entry), version + 1, f"✓ Renamed to '{entry.name}'."
+        entry = ctx.library.rename(slug, name)  # the folder (and so the links) may follow the new name
+        return (entry.slug, describe_entry(entry), reference_player(entry), export_link(entry), version + 1,
+                f"✓ Renamed to '{entry.name}'.")
 
     def do_delete(slug, version):
         if not slug:
@@ -78,7 +78,7 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
     select_outputs = [selected, details, info, preview, new_name, export, message]
     table.select(reported(select, select_outputs), slugs_state, select_outputs, api_visibility="private",
                  show_progress="hidden")
-    rename_outputs = [selected, info, library_version, message]
+    rename_outputs = [selected, info, preview, export, library_version, message]
     rename.click(reported(do_rename, rename_outputs), [selected, new_name, library_version], rename_outputs,
                  api_name="rename_voice", show_progress="hidden")
     delete_outputs = [selected, details, library_version, message]

@@ -14,8 +14,9 @@ from engine.audio.asr import asr_available
 
 FAST = {"steps": 4, "randomize": False, "seed": 7}
 THREE_SENTENCES = "First a short clause, then more. The second sentence follows here. And a third one ends it!"
-# outputs of /clone: audio, status, metrics html, metrics json, wav, flac, checks html, checks json, transcript, seed
-STATUS, METRICS, WAV, FLAC, CHECKS, SEED = 1, 3, 4, 5, 7, 9
+# outputs of /clone: audio, status, metrics html, metrics json, download links, checks html, checks json,
+# transcript, seed, message
+STATUS, METRICS, CHECKS, SEED = 1, 3, 6, 8
 
 
 @pytest.fixture
@@ -36,7 +37,15 @@ def timed_outputs(job):
     return seen
 
 
-def test_clone_streams_chunks_before_the_end_with_consistent_metrics(client, reference_wav):
+def download(running_app, entry_id, fmt, tmp_path):
+    response = httpx.get(f"{running_app.url}/download/history/{entry_id}.{fmt}")
+    assert response.status_code == 200, response.text
+    path = tmp_path / f"result.{fmt}"
+    path.write_bytes(response.content)
+    return path
+
+
+def test_clone_streams_chunks_before_the_end_with_consistent_metrics(running_app, client, reference_wav, tmp_path):
     updates = timed_outputs(clone(client, reference_wav, THREE_SENTENCES, steps=16))
     chunk_times = [t for t, out in updates if "Generating" in str(out[STATUS])]
     assert len(chunk_times) >= 2, [out[STATUS] for _, out in updates]
@@ -51,10 +60,10 @@ def test_clone_streams_chunks_before_the_end_with_consistent_metrics(client, ref
     assert metrics["rtf"] == pytest.approx(metrics["elapsed_s"] / metrics["audio_s"], rel=1e-9)
     assert metrics["seed"] == 7 and any(out[SEED] == 7 for _, out in updates)
 
-    wav = sf.info(final[WAV]["value"])
+    wav = sf.info(download(running_app, metrics["history_id"], "wav", tmp_path))
     assert (wav.samplerate, wav.channels, wav.format) == (24000, 1, "WAV")
     assert wav.frames / 24000 == pytest.approx(metrics["audio_s"], abs=1e-3)
-    flac = sf.info(final[FLAC]["value"])
+    flac = sf.info(download(running_app, metrics["history_id"], "flac", tmp_path))
     assert flac.format == "FLAC" and flac.frames == wav.frames
 
 

@@ -1,5 +1,6 @@
 """The generation pipeline of the UI, in-process on the real Engine (tiny checkpoint), for what the
 launched app cannot show: the whole-clip fallback without ffmpeg and speakers that are missing."""
+import io
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL
 
 TEXT = "One short clause, then. A second sentence follows."
-STATUS, METRICS, WAV = 1, 3, 4
+STATUS, METRICS = 1, 3
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +43,10 @@ def request(speakers=False):
 
 
 def saved_wav(ctx, final) -> Path:
-    """The history file the final update offers for download."""
-    newest = ctx.history.entries()[-1].audio
-    assert final[WAV].value["orig_name"] == newest.name
-    return newest
+    """The history file of the final update (its downloads are made from it)."""
+    newest = ctx.history.entries()[-1]
+    assert final[METRICS]["history_id"] == newest.id
+    return newest.audio
 
 
 def test_without_ffmpeg_the_whole_clip_arrives_at_the_end(ctx, monkeypatch):
@@ -54,17 +55,17 @@ def test_without_ffmpeg_the_whole_clip_arrives_at_the_end(ctx, monkeypatch):
     *during, (final, saved) = updates
     assert saved and not any(s for _, s in during)
     assert all(out[0] == {"__type__": "update"} for out, _ in during)  # nothing streamed
-    rate, pcm = final[0]
-    assert rate == 24000 and pcm.dtype == np.int16
-    assert len(pcm) == sf.info(saved_wav(ctx, final)).frames
+    assert final[0] == str(saved_wav(ctx, final))  # the stored file itself, not a copy
     assert "ffmpeg" in final[STATUS] and "Done" in final[STATUS]
 
 
 def test_streaming_sends_int16_chunks_that_add_up_to_the_saved_wav(ctx):
     updates = list(generation.run(ctx, request(), "tester"))
-    chunks = [out[0][1] for out, _ in updates if isinstance(out[0], tuple)]
+    # WAV bytes made in memory (an array would be written into Gradio's cache, a copy that outlives deletion)
+    wavs = [sf.read(io.BytesIO(out[0]), dtype="int16") for out, _ in updates if isinstance(out[0], bytes)]
+    chunks = [pcm for pcm, _ in wavs]
     final, saved = updates[-1]
-    assert saved and len(chunks) >= 2 and all(c.dtype == np.int16 for c in chunks)
+    assert saved and len(chunks) >= 2 and all(rate == 24000 for _, rate in wavs)
     stored, _ = sf.read(saved_wav(ctx, final), dtype="int16")
     assert np.array_equal(np.concatenate(chunks), stored)
     assert final[METRICS]["chunks"] == len(chunks)

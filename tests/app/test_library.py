@@ -98,7 +98,8 @@ def test_a_crash_mid_save_leaves_nothing_behind(library, monkeypatch):
 
 def test_export_import_round_trip(library, tmp_path):
     entry = library.save("Ann", make_voice(), reference=(np.zeros(2400, np.float32), 24000))
-    archive = library.export(entry.slug, tmp_path / "out")
+    archive = tmp_path / "ann.voicedesk.zip"
+    archive.write_bytes(library.archive(entry.slug))
     other = VoiceLibrary(tmp_path / "other")
     imported = other.import_archive(archive)
     assert imported.name == "Ann" and imported.reference is not None

@@ -1,10 +1,10 @@
 """Only this computer's own page may use the app: DNS rebinding (Host check), cross-site requests
 (Origin check) and clickjacking (framing headers), on the launched app and on the bare middleware."""
-import asyncio
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from starlette.testclient import TestClient
 
 from app.security import LocalOnlyGuard, allowed_hosts
 
@@ -68,11 +68,7 @@ async def _plain_app(scope, receive, send):
 
 
 def guarded_status(bind_host: str, url: str, **headers) -> int:
-    async def get():
-        transport = httpx.ASGITransport(app=LocalOnlyGuard(_plain_app, allowed_hosts(bind_host)))
-        async with httpx.AsyncClient(transport=transport) as client:
-            return (await client.get(url, headers=headers)).status_code
-    return asyncio.run(get())
+    return TestClient(LocalOnlyGuard(_plain_app, allowed_hosts(bind_host))).get(url, headers=headers).status_code
 
 
 def test_binding_elsewhere_on_purpose_accepts_that_address():

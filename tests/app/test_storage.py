@@ -11,7 +11,7 @@ from engine.errors import StorageError
 def test_voicedesk_home_moves_every_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("VOICEDESK_HOME", str(tmp_path / "home"))
     dirs = AppDirs.default().create()
-    for folder in (dirs.config, dirs.data, dirs.cache, dirs.voices, dirs.history, dirs.exports, dirs.uploads):
+    for folder in (dirs.config, dirs.data, dirs.cache, dirs.voices, dirs.history, dirs.uploads):
         assert folder.is_dir() and folder.is_relative_to(tmp_path / "home")
     assert (dirs.voices.stat().st_mode & 0o777) == 0o700
 
