@@ -40,6 +40,7 @@ class AppContext:
     bind_host: str = "127.0.0.1"  # the address the server listens on
     streaming: bool = field(default_factory=lambda: shutil.which("ffmpeg") is not None)  # Gradio streams via ffmpeg
     notices: list[str] = field(default_factory=list)  # said once, on the next page that opens
+    live: dict = field(default_factory=dict)  # session -> LiveMetrics of the generation its page runs last
     settings_revision: int = 0  # counts saves, so open pages can tell they show old settings
     checks: CheckService = field(init=False)  # the take checks (docs/verify.md)
     _voices: OrderedDict = field(default_factory=OrderedDict)

@@ -75,7 +75,8 @@ def record(ctx: AppContext, request: GenerationRequest, metrics: LiveMetrics, au
     return ctx.history.add(audio, SAMPLE_RATE, request.text, voice=request.voice_label, mode=metrics.mode,
                            backend=metrics.backend, rtf=metrics.to_json()["rtf"],
                            first_audio_s=metrics.first_audio_s, audio_s=metrics.audio_s,
-                           seed=request.config.seed, language=request.language, demo=metrics.demo, **extra)
+                           seed=request.config.seed, language=request.language, demo=metrics.demo,
+                           heard_first_audio_s=metrics.heard_first_audio_s, **extra)
 
 
 def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tuple[tuple, bool]]:
@@ -87,6 +88,7 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
     checked = policy.mode != VerifyMode.OFF
     parts: list[dict] = []  # the verdict of each streamed part, when checked
     job, metrics = submit(ctx, request, owner, policy=policy)
+    ctx.live[owner] = metrics  # where the page's own first-sound figure arrives
     pieces: list[np.ndarray] = []
     finished = stopped = False
     try:
@@ -120,9 +122,10 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
             player.stop()
     # the files hold exactly the samples that were streamed
     audio = np.concatenate(pieces) if pieces else np.zeros(0, np.int16)
-    entry = record(ctx, request, metrics, audio, checks=checks_summary(policy, parts) if checked else None,
-                   **({"stopped": True} if stopped else {}))
-    metrics.history_id = entry.id
+    with metrics.lock:  # a first-sound figure arriving now goes into this entry, or is added to it after
+        entry = record(ctx, request, metrics, audio, checks=checks_summary(policy, parts) if checked else None,
+                       **({"stopped": True} if stopped else {}))
+        metrics.history_id = entry.id
     if stopped:
         done = f"Stopped after {metrics.audio_s:.1f} s of audio: what was made is saved in the history."
     else:

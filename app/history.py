@@ -16,7 +16,7 @@ import logging
 import re
 import secrets
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +69,13 @@ class History:
             self._append(json.dumps(entry.to_json(), ensure_ascii=False) + "\n")
             self._enforce_caps()
         return entry
+
+    def update(self, entry_id: str, **meta) -> None:
+        """Add to an entry's metadata (a figure measured after it was stored); a deleted entry stays deleted."""
+        with self._lock:
+            entries = self.entries()
+            if any(e.id == entry_id for e in entries):
+                self._rewrite([replace(e, meta={**e.meta, **meta}) if e.id == entry_id else e for e in entries])
 
     def _append(self, line: str) -> None:
         with saving_in(self.root), self.index.open("ab+") as f:

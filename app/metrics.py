@@ -1,13 +1,16 @@
 """Live numbers of one generation: time to first audio, real-time factor, audio produced.
 
-Times are measured on the GPU worker from the moment the request starts running (waiting in line
-is not counted), so RTF = elapsed / audio seconds is the engine's speed as the user hears it.
+Two first-audio figures, labelled apart: the engine's, measured on the GPU worker from the moment the
+request starts running to its first chunk (RTF = elapsed / audio seconds is the engine's speed), and the
+one the user lives through, measured in the browser from the click on Generate to the first sound played
+(it adds waiting in line, preparing the voice, delivery and the player's buffering).
 """
 from __future__ import annotations
 
 import html
 import math
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -21,6 +24,8 @@ class LiveMetrics:
     chunks: int = 0
     seed: int | None = None
     history_id: str | None = None  # once stored: its downloads are /download/history/<id>.wav|.flac
+    heard_first_audio_s: float | None = None  # reported by the page: click on Generate -> first sound played
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # page vs. worker
 
     def add_chunk(self, elapsed_s: float, seconds: float) -> None:
         if self.first_audio_s is None:
@@ -37,19 +42,26 @@ class LiveMetrics:
         return {"first_audio_s": self.first_audio_s, "elapsed_s": self.elapsed_s, "audio_s": self.audio_s,
                 "rtf": None if math.isnan(self.rtf) else self.rtf, "chunks": self.chunks, "mode": self.mode,
                 "backend": self.backend, "seed": self.seed, "demo": self.demo,
-                "history_id": self.history_id}
+                "history_id": self.history_id, "heard_first_audio_s": self.heard_first_audio_s}
 
     def to_html(self) -> str:
-        ttfa = "—" if self.first_audio_s is None else f"{self.first_audio_s * 1000:.0f} ms"
         rtf = "—" if math.isnan(self.rtf) else f"{self.rtf:.3f}"
-        tiles = [("Time to first audio", ttfa, ""), ("Real-time factor", rtf, ""),
-                 ("Audio", f"{self.audio_s:.1f} s", ""), ("Mode", self.mode, " vd-metric-text")]
-        body = "".join(f'<div class="vd-metric"><span class="vd-metric-label">{html.escape(label)}</span>'
-                       f'<span class="vd-metric-value{extra}">{html.escape(value)}</span></div>'
-                       for label, value, extra in tiles)
+        tiles = [("First sound, heard", milliseconds(self.heard_first_audio_s),
+                  "From your click on Generate to the first sound played in this page"),
+                 ("First audio, engine", milliseconds(self.first_audio_s),
+                  "From the start of the generation on the GPU worker to its first chunk"),
+                 ("Real-time factor", rtf, "Generation time / audio length (below 1: faster than real time)"),
+                 ("Audio", f"{self.audio_s:.1f} s", "Audio made so far")]
+        body = "".join(f'<div class="vd-metric" title="{html.escape(why)}"><span class="vd-metric-label">'
+                       f'{html.escape(label)}</span><span class="vd-metric-value">{html.escape(value)}</span></div>'
+                       for label, value, why in tiles)
         note = " · demo model: output is noise" if self.demo else ""
         return (f'<div class="vd-metrics">{body}</div>'
-                f'<div class="vd-backend">{html.escape(self.backend)}{note}</div>')
+                f'<div class="vd-backend">{html.escape(self.mode)} · {html.escape(self.backend)}{note}</div>')
+
+
+def milliseconds(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds * 1000:.0f} ms"
 
 
 def empty_html(backend: str = "") -> str:

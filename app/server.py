@@ -15,6 +15,7 @@ from .storage import AppDirs
 
 MAX_UPLOAD = "25mb"
 QUEUE_SIZE = 16
+PAGE_SCRIPTS = ("first_audio.js",)  # in app/assets
 DEFAULT_PORT = 7860  # `serve`'s port when none is given
 
 log = logging.getLogger("voicedesk")
@@ -114,7 +115,7 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
             blocked_paths=[str(dirs.config), str(dirs.voices)],
             enable_monitoring=False, mcp_server=False, run_history=False, pwa=False, ssr_mode=False,
             footer_links=["api"], show_error=True, favicon_path=str(ASSETS / "icon.svg"),
-            theme=_theme(gr), css_paths=[ASSETS / "style.css"],
+            theme=_theme(gr), css_paths=[ASSETS / "style.css"], head=_page_scripts(),
             app_kwargs={"middleware": middleware, "routes": [*routes, *download_routes(ctx)]})
         print(f"VoiceDesk is running at {url}  (voices and history: {dirs.data}; Ctrl+C to quit)", flush=True)
         blocks.block_thread()
@@ -140,6 +141,11 @@ def _abandoner(worker):
             log.info("a client went away: its generation was stopped")
 
     return abandon
+
+
+def _page_scripts() -> str:
+    """The page's own scripts, as document-level <script> tags (they listen from the first moment)."""
+    return "".join(f"<script>{(ASSETS / name).read_text(encoding='utf-8')}</script>" for name in PAGE_SCRIPTS)
 
 
 def _theme(gr):

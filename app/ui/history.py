@@ -7,6 +7,7 @@ import gradio as gr
 from ..checks import badge_html, summary
 from ..context import AppContext
 from ..history import HistoryEntry
+from ..metrics import milliseconds
 from .messages import message_line, reported
 from .output import download_links
 
@@ -63,8 +64,9 @@ def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
         entry = ctx.history.get(ids[evt.index[0]])
         meta = entry.meta
         rtf = "—" if meta.get("rtf") is None else f"{meta['rtf']:.3f}"
-        ttfa = "—" if meta.get("first_audio_s") is None else f"{meta['first_audio_s'] * 1000:.0f} ms"
-        details = [_voice(meta), meta.get("mode", ""), f"RTF {rtf}", f"first audio {ttfa}",
+        ttfa = (f"first sound heard after {milliseconds(meta.get('heard_first_audio_s'))}, "
+                f"engine first audio {milliseconds(meta.get('first_audio_s'))}")
+        details = [_voice(meta), meta.get("mode", ""), f"RTF {rtf}", ttfa,
                    f"seed {meta.get('seed', '—')}", meta.get("backend", "")]
         text = f"{entry.text}\n\n*{' · '.join(details)}*"
         verdicts = meta.get("checks") or {}

@@ -44,6 +44,7 @@ def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> Outp
     checks_html = gr.HTML("", elem_id=f"{prefix}-checks", elem_classes="vd-checks-box")
     checks_json = gr.JSON(visible=False, label="checks")  # the scores, for API clients
     downloads = gr.HTML(download_links(None), elem_id=f"{prefix}-downloads")
+    heard = gr.Textbox(visible="hidden", elem_id=f"{prefix}-heard")  # filled by first_audio.js
     with gr.Group(elem_classes="vd-speakers"):
         speakers = view.bind("play_on_speakers", gr.Checkbox(
             label="Play on this computer's speakers", interactive=ctx.speakers.available,
@@ -54,6 +55,7 @@ def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> Outp
     stop = gr.Button("Stop", variant="stop", elem_id=f"{prefix}-stop")
 
     stop.click(stop_handler(ctx), None, status, api_name=f"{prefix}_stop")
+    heard.change(_heard_handler(ctx), heard, metrics_html, api_visibility="private", queue=False)
     return OutputPanel(audio, status, metrics_html, metrics_json, downloads, checks_html, checks_json, speakers,
                        device, stop)
 
@@ -67,6 +69,26 @@ def download_links(entry_id: str | None) -> str:
         links.append(f'<span class="vd-link vd-off">{label}</span>' if entry_id is None else
                      f'<a class="vd-link" href="{html.escape(result_url(entry_id, fmt))}" download>{label}</a>')
     return f'<div class="vd-downloads">{"".join(links)}</div>'
+
+
+def _heard_handler(ctx: AppContext):
+    def heard(milliseconds: str, request: gr.Request):
+        """The page's own time from the click on Generate to the first sound played."""
+        metrics = ctx.live.get(request.session_hash)
+        try:
+            seconds = float(milliseconds) / 1000
+        except (TypeError, ValueError):
+            return gr.skip()
+        if metrics is None or not 0 < seconds < 3600:
+            return gr.skip()
+        with metrics.lock:
+            metrics.heard_first_audio_s = seconds
+            entry_id = metrics.history_id
+        if entry_id is not None:  # the generation was stored before the sound started
+            ctx.history.update(entry_id, heard_first_audio_s=seconds)
+        return metrics.to_html()
+
+    return heard
 
 
 def stop_handler(ctx: AppContext):
