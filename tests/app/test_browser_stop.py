@@ -1,0 +1,36 @@
+"""Stop is there only while there is something to stop, and it stops what the user hears, not only the
+generation: the player falls silent at once and stays silent."""
+import time
+
+from pages import needs_chromium, open_page
+
+pytestmark = needs_chromium
+LONG_TEXT = " ".join(f"This is sentence number {i}, and it goes on for a while." for i in range(12))
+PLAYING = "() => [...document.querySelectorAll('#design-result audio')].some(a => !a.paused && a.currentTime > 0.2)"
+
+
+def test_stop_is_shown_only_when_useful_and_silences_the_player(running_app, browser):
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    page = open_page(context, running_app.url)
+    page.get_by_role("tab", name="Voice design").click()
+    stop = page.locator("#design-stop")
+    assert not stop.is_visible()  # nothing to stop yet
+
+    page.locator("#design-text textarea").fill(LONG_TEXT)
+    page.locator("#tab-design").get_by_text("Advanced settings").click()
+    steps = page.locator("#tab-design").get_by_label("number input for Steps")
+    steps.fill("16")
+    steps.press("Enter")
+    page.locator("#design-generate").click()
+    page.wait_for_function(PLAYING, timeout=180_000)
+    assert stop.is_visible()
+    stop.click()
+    time.sleep(0.3)
+    positions = page.evaluate("[...document.querySelectorAll('#design-result audio')].map(a => a.currentTime)")
+    time.sleep(2)
+    assert not page.evaluate(PLAYING), "the player went on after Stop"
+    assert page.evaluate("[...document.querySelectorAll('#design-result audio')].map(a => a.currentTime)") == positions
+    page.wait_for_function("document.querySelector('#design-status').innerText.includes('Stopped')", timeout=120_000)
+    page.wait_for_function("getComputedStyle(document.querySelector('#design-stop')).display === 'none'",
+                           timeout=5_000)
+    context.close()
