@@ -396,6 +396,7 @@ class AudioCodec(nn.Module):
         self.frame_rate = cfg.frame_rate
         self.hop_length = cfg.hop_length
         self.num_codebooks = cfg.num_quantizers
+        self.codebook_size = cfg.codebook_size
         self.acoustic_encoder = DacEncoder(cfg)
         self.acoustic_decoder = DacDecoder(cfg)
         self.encoder_semantic = SemanticEncoder(cfg)
@@ -462,8 +463,14 @@ class AudioCodec(nn.Module):
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         """Tokens (num_codebooks, T) in [0, codebook_size) -> waveform (T * hop,) at 24 kHz.
 
-        Pure device work (no host sync, shapes fixed by T), so it can be captured in a CUDA graph.
+        Pure device work (no host sync, shapes fixed by T), so it can be captured in a CUDA graph;
+        outside a capture, codes out of range raise ValueError (a GPU gather would fault or read junk).
         """
+        if not (codes.is_cuda and torch.cuda.is_current_stream_capturing()):
+            low, high = int(codes.min()), int(codes.max())
+            if low < 0 or high >= self.codebook_size:
+                raise ValueError(f"codec input out of range: codes {low}..{high}, the codec has "
+                                 f"0..{self.codebook_size - 1}")
         acoustic = self.fc2(self.quantizer.decode(codes))  # (T, A)
         return self.acoustic_decoder(acoustic.t()[None])[0, 0]  # (T * hop,)
 

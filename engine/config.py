@@ -8,6 +8,8 @@ from dataclasses import dataclass, fields
 from engine.constants import CODEBOOK_SIZE, DEMO_FLAG, NUM_CODEBOOKS
 from engine.errors import SettingError
 
+MAX_STEPS = 128  # the graph runner's schedule buffer holds this many steps; more adds nothing audible
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -53,19 +55,29 @@ class ModelConfig:
 # keep every request finite: a speed or a fixed duration sets how much audio one piece holds, and
 # memory grows with its square; 0.25-4 is also the OpenAI speech API's speed range.
 SETTING_RANGES = {
-    "num_step": ("steps", 1, 128, True),
+    "num_step": ("steps", 1, MAX_STEPS, True),
     "guidance_scale": ("guidance", 0.0, 10.0, False),
+    "t_shift": ("t_shift", 0.0, 10.0, False),
+    "layer_penalty_factor": ("layer_penalty_factor", 0.0, 100.0, False),
+    "position_temperature": ("position_temperature", 0.0, 100.0, False),
+    "class_temperature": ("class_temperature", 0.0, 100.0, False),
+    "audio_chunk_duration": ("audio_chunk_duration", 0.0, 600.0, False),  # 0 turns chunking off
+    "audio_chunk_threshold": ("audio_chunk_threshold", 0.0, 600.0, False),
+    "pad_duration": ("pad", 0.0, 10.0, False),  # seconds of silence before and after
+    "fade_duration": ("fade", 0.0, 10.0, False),
     "speed": ("speed", 0.25, 4.0, False),
     "duration": ("duration", 0.0, 600.0, False),  # seconds; a streamed piece gets its share, however small
     "seed": ("seed", 0, 2**63 - 1, True),
 }
-ABOVE_LOW = {"duration"}
+ABOVE_LOW = {"duration", "t_shift"}
 OPTIONAL_SETTINGS = {"speed", "duration", "seed"}  # None: natural pace, automatic length, random seed
+SWITCHES = {"denoise", "preprocess_prompt", "postprocess_output", "normalize_text"}  # True or False
 
 
 @dataclass
 class GenerationConfig:
-    """Every knob of upstream's `generate()`, with upstream's defaults (omnivoice 0.2.1)."""
+    """Every knob of upstream's `generate()`, with upstream's defaults (omnivoice 0.2.1); `normalize_text`
+    is upstream's `generate(normalize_text=...)` argument (off there too). Checked on construction."""
 
     num_step: int = 32
     guidance_scale: float = 2.0
@@ -78,13 +90,22 @@ class GenerationConfig:
     postprocess_output: bool = True
     audio_chunk_duration: float = 15.0
     audio_chunk_threshold: float = 30.0
+    pad_duration: float = 0.1
+    fade_duration: float = 0.1
+    normalize_text: bool = False
     speed: float | None = None
     duration: float | None = None
     seed: int | None = None
 
+    def __post_init__(self) -> None:
+        self.check()
+
     def check(self) -> "GenerationConfig":
         """Return self, or raise SettingError naming the first setting outside `SETTING_RANGES`
-        (NaN and infinity included): checked before any work, so a bad value never reaches the model."""
+        (NaN and infinity included) or a switch that is not True/False: a bad value never reaches the model."""
+        for name in SWITCHES:
+            if not isinstance(getattr(self, name), bool):
+                raise SettingError(f"{name} must be true or false, not {getattr(self, name)!r}.")
         for name, (label, low, high, whole) in SETTING_RANGES.items():
             value = getattr(self, name)
             if value is None and name in OPTIONAL_SETTINGS:

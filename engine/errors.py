@@ -14,7 +14,7 @@ class TextInputError(VoiceDeskError):
 
 
 class SettingError(VoiceDeskError):
-    """A generation setting (steps, guidance, speed, duration, seed) outside its range."""
+    """A generation setting outside its range or of the wrong type (the message names it and the range)."""
 
 
 class StorageError(VoiceDeskError):

@@ -24,6 +24,7 @@ class Voice:
     tokens: torch.Tensor  # [8, T_ref] int64 codec tokens of the reference clip
     transcript: str
     rms: float | None  # loudness of the reference; None for a voice made from generated audio
+    notes: tuple[str, ...] = ()  # what the user should know about how it was made (not saved)
 
     @property
     def seconds(self) -> float:

@@ -26,7 +26,7 @@ from typing import Callable
 
 import torch
 
-from engine.config import GenerationConfig
+from engine.config import MAX_STEPS, GenerationConfig
 from engine.lm.decode import predict_and_score, unmask_schedule
 from engine.lm.model import KeyRanges, OmniVoiceLM, rope_cos_sin
 from engine.lm.prompt import PromptItem
@@ -35,7 +35,6 @@ log = logging.getLogger(__name__)
 
 # Packed rows (prompt + uncond target + pads): at most 64 padded rows up to 1024, 128 above.
 DEFAULT_BUCKETS = tuple(range(128, 1025, 64)) + tuple(range(1152, 2049, 128))
-MAX_STEPS = 128
 
 
 def score_key(cfg: GenerationConfig) -> tuple:

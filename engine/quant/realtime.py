@@ -96,6 +96,14 @@ def backend_label(model: nn.Module) -> str:
     return label
 
 
+def conversion_path(folder: Path, cfg: QuantConfig, dtype: torch.dtype) -> Path:
+    """The cache file of `folder`'s LM converted by `cfg` from `dtype` weights: its name hashes the
+    checkpoint's fingerprint, every field of `cfg` and the dtype, so no other conversion is ever loaded."""
+    key = hashlib.sha256(f"{checkpoint_fingerprint(folder)}:{cfg.to_json()}:{dtype}".encode()).hexdigest()[:20]
+    kind = "fp8" if cfg.fp8 else "w4a4"
+    return user_folders().cache / "quantized" / f"omnivoice-{kind}-{key}.safetensors"
+
+
 def quantize_for_realtime(lm: nn.Module, folder: Path, report: Callable[[float, str], None],
                           cfg: QuantConfig | None = None) -> str:
     """Put the LM in realtime mode: load the cached conversion of this checkpoint, or make it.
@@ -108,8 +116,7 @@ def quantize_for_realtime(lm: nn.Module, folder: Path, report: Callable[[float, 
     kind = "fp8" if cfg.fp8 else "w4a4"
     name = {"fp8": "W8A8 FP8", "w4a4": "W4A4"}[kind]
     source_hash = checkpoint_fingerprint(folder)
-    key = hashlib.sha256(f"{source_hash}:{cfg.to_json()}:{first.dtype}".encode()).hexdigest()[:20]
-    path = user_folders().cache / "quantized" / f"omnivoice-{kind}-{key}.safetensors"
+    path = conversion_path(folder, cfg, first.dtype)
     if path.exists():
         report(0.0, f"loading the {name} model")
         load_quantized(lm, path, source_hash)

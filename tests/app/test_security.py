@@ -6,7 +6,7 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from app.security import LocalOnlyGuard, allowed_hosts
+from app.security import LocalOnlyGuard, allowed_hosts, refusal
 
 REBOUND = "attacker.example"
 
@@ -78,3 +78,28 @@ def test_binding_elsewhere_on_purpose_accepts_that_address():
     assert guarded_status("192.168.1.5", "http://localhost:7860/") == 200
     assert guarded_status("192.168.1.5", "http://attacker.example:7860/") == 403
     assert guarded_status("0.0.0.0", "http://my-desktop.lan:7860/") == 200  # every interface: the user's choice
+
+
+PORT = 7860
+LOOK_ALIKES = [f"http://127.0.0.1:{PORT}.evil.example", f"http://127.0.0.1.evil.example:{PORT}",
+               f"http://localhost:{PORT}@evil.example", f"http://127.0.0.1:{PORT}0", "http://127.0.0.1",
+               f"https://evil.example/127.0.0.1:{PORT}", "null"]
+
+
+@pytest.mark.parametrize("origin", LOOK_ALIKES)
+def test_look_alike_origins_cannot_post(origin):
+    headers = {"host": f"127.0.0.1:{PORT}", "origin": origin}
+    assert refusal("POST", headers, PORT, allowed_hosts("127.0.0.1")) == "Requests from other websites are not accepted."
+    assert refusal("GET", headers, PORT, allowed_hosts("127.0.0.1")) is None  # reading is what CORS guards
+
+
+@pytest.mark.parametrize("host", [f"127.0.0.1:{PORT}.evil.example", f"127.0.0.1.evil.example:{PORT}",
+                                  f"evil.example:{PORT}", f"localhost.:{PORT}", f"127.0.0.1:{PORT}0", "127.0.0.1:x"])
+def test_look_alike_host_names_are_not_served(host):
+    assert refusal("GET", {"host": host}, PORT, allowed_hosts("127.0.0.1")).startswith("This address is not served")
+
+
+def test_the_apps_own_origin_may_post():
+    for name in ("127.0.0.1", "localhost", "[::1]"):
+        own = f"{name}:{PORT}"
+        assert refusal("POST", {"host": own, "origin": f"http://{own}"}, PORT, allowed_hosts("127.0.0.1")) is None

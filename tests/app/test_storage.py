@@ -2,9 +2,11 @@ import json
 import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from app.storage import AppDirs, atomic_write, atomic_write_json, read_json
+from app import storage
+from app.storage import AppDirs, atomic_write, atomic_write_json, read_json, write_audio
 from engine.errors import StorageError
 
 
@@ -37,3 +39,20 @@ def test_corrupt_json_is_skipped_with_a_warning(tmp_path, caplog, content):
     with caplog.at_level(logging.WARNING, logger="voicedesk"):
         assert read_json(path) is None
     assert "skipping" in caplog.text and str(path) in caplog.text
+
+
+def test_audio_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    target = tmp_path / "take.wav"
+    write_audio(target, np.full(2400, 0.25, np.float32), 24000)
+    before = target.read_bytes()
+
+    def dies_half_way(file, data, samplerate, **kwargs):
+        real_write(file, data[: len(data) // 2], samplerate, **kwargs)
+        raise OSError("disk full")
+
+    real_write = storage.sf.write
+    monkeypatch.setattr(storage.sf, "write", dies_half_way)
+    with pytest.raises(StorageError, match="disk full"):
+        write_audio(target, np.full(48000, -0.5, np.float32), 24000)
+    assert target.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["take.wav"]  # no temporary file left behind

@@ -168,3 +168,12 @@ def test_generated_tokens_decode_and_finish_like_upstream(codec, codec64, case):
                                    remove_pauses=cfg["postprocess_output"],
                                    pad_s=cfg["pad_duration"], fade_s=cfg["fade_duration"])
     np.testing.assert_allclose(finished, tensors["audio"].numpy(), atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("bad", [1024, -1])
+def test_codes_out_of_range_are_refused(codec, bad):
+    """The LM's MASK id (1024) or a negative code must never reach the codebook lookup."""
+    codes = torch.randint(0, 1024, (8, 5))
+    codes[3, 2] = bad
+    with pytest.raises(ValueError, match=r"codec input out of range.*0\.\.1023"):
+        codec.decode(codes)

@@ -1,0 +1,76 @@
+"""Voice files: our format and upstream's prompt files are read without running code, and a crafted file
+(another version, codes the codec does not have, a wrong shape) is refused with a clear error."""
+import json
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from engine.errors import AudioInputError
+from engine.voice import META_FILE, TOKENS_FILE, Voice
+
+GOOD = torch.randint(0, 1024, (8, 30))
+
+
+def saved(tmp_path, tokens=GOOD, **meta_changes):
+    folder = tmp_path / "voice"
+    Voice(tokens=GOOD, transcript="Hello.", rms=0.05).save(folder)
+    meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    (folder / META_FILE).write_text(json.dumps({**meta, **meta_changes}), encoding="utf-8")
+    save_file({"tokens": tokens.contiguous()}, str(folder / TOKENS_FILE))
+    return folder
+
+
+def test_a_saved_voice_reads_back(tmp_path):
+    back = Voice.load(saved(tmp_path))
+    assert torch.equal(back.tokens, GOOD) and back.transcript == "Hello." and back.rms == 0.05
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"version": 2}, "not a VoiceDesk voice"),
+    ({"version": "1"}, "not a VoiceDesk voice"),
+    ({"format": "something-else"}, "not a VoiceDesk voice"),
+])
+def test_another_format_or_version_is_refused(tmp_path, changes, message):
+    with pytest.raises(AudioInputError, match=message):
+        Voice.load(saved(tmp_path, **changes))
+
+
+BAD_TOKENS = {
+    "mask id": GOOD.clone().index_fill_(1, torch.tensor([3]), 1024),
+    "negative": GOOD.clone().index_fill_(1, torch.tensor([0]), -1),
+    "float": GOOD.float(),
+    "seven codebooks": GOOD[:7],
+    "no frames": GOOD[:, :0],
+    "one dimension": GOOD.flatten(),
+}
+
+
+@pytest.mark.parametrize("case", BAD_TOKENS)
+def test_tokens_the_codec_does_not_have_are_refused(tmp_path, case):
+    with pytest.raises(AudioInputError, match=r"voice tokens must be"):
+        Voice.load(saved(tmp_path, tokens=BAD_TOKENS[case]))
+
+
+@pytest.mark.parametrize("case", ["mask id", "negative", "seven codebooks"])
+def test_upstream_prompt_files_are_checked_the_same_way(tmp_path, case):
+    path = tmp_path / "prompt.pt"
+    torch.save({"format_version": 1, "ref_audio_tokens": BAD_TOKENS[case], "ref_text": "Hi.", "ref_rms": 0.1}, path)
+    with pytest.raises(AudioInputError, match=r"voice tokens must be"):
+        Voice.from_upstream_prompt(path)
+    torch.save({"format_version": 2, "ref_audio_tokens": GOOD, "ref_text": "Hi.", "ref_rms": 0.1}, path)
+    with pytest.raises(AudioInputError, match="format_version 1"):
+        Voice.from_upstream_prompt(path)
+
+
+class Payload:
+    def __reduce__(self):
+        return (print, ("this must never run",))
+
+
+def test_a_prompt_file_that_would_run_code_is_refused(tmp_path, capsys):
+    path = tmp_path / "prompt.pt"
+    torch.save({"format_version": 1, "ref_audio_tokens": GOOD, "ref_text": Payload(), "ref_rms": 0.1}, path)
+    with pytest.raises(AudioInputError, match="not a readable OmniVoice voice prompt"):
+        Voice.from_upstream_prompt(path)
+    assert "must never run" not in capsys.readouterr().out
