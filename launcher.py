@@ -136,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("--speed", type=float)
     synth.add_argument("--duration", type=float, help="fixed output length in seconds")
     synth.add_argument("--steps", type=int, default=32)
+    synth.add_argument("--pad", type=float, default=0.1, help="seconds of silence before and after (default 0.1)")
+    synth.add_argument("--fade", type=float, default=0.1, help="seconds of fade-in and fade-out (default 0.1)")
+    synth.add_argument("--normalize-text", action="store_true",
+                       help="speak numbers, dates and currency as words (needs voicedesk[tn] for en/zh)")
     synth.add_argument("--seed", type=int)
     synth.add_argument("--out", required=True, help="output .wav or .flac")
     synth.set_defaults(func=cmd_synth)

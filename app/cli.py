@@ -56,7 +56,8 @@ def _checked_request(args):
     from engine.text.limits import check_request
 
     _check_out(Path(args.out))
-    config = GenerationConfig(num_step=args.steps, speed=args.speed, duration=args.duration, seed=args.seed).check()
+    config = GenerationConfig(num_step=args.steps, speed=args.speed, duration=args.duration, seed=args.seed,
+                              pad_duration=args.pad, fade_duration=args.fade, normalize_text=args.normalize_text)
     require_text(args.text)
     check_request(args.text, args.ref_text, args.instruct)
     canonical_instruct(args.instruct)

@@ -68,7 +68,7 @@ class AppContext:
     def voice_from_clip(self, path: str, transcript: str | None, preprocess: bool, owner: str | None) -> Voice:
         """The Voice for a reference clip, made on the GPU worker once per (clip, transcript, preprocess)."""
         clip = checked_upload(path, self.upload_root)
-        key = (hashlib.sha1(clip.read_bytes()).hexdigest(), (transcript or "").strip(), preprocess)
+        key = (hashlib.sha1(clip.read_bytes()).hexdigest(), transcript or "", preprocess)
         with self._voices_lock:
             if key in self._voices:
                 self._voices.move_to_end(key)

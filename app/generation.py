@@ -83,6 +83,8 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
     rate = SAMPLE_RATE
     notices = [] if ctx.streaming else [("ffmpeg is not installed, so the result plays when it is complete "
                                          "(install ffmpeg for live streaming).")]
+    if request.voice is not None:
+        notices += request.voice.notes  # e.g. only the start of a long reference clip was used
     player = _open_speakers(request, rate, notices)
     policy = policy_from(ctx.settings)
     checked = policy.mode != VerifyMode.OFF

@@ -30,6 +30,9 @@ class Settings:
     check_retries: int = 2  # retake on failure: at most this many more takes
     check_max_wer: float = 0.2
     check_min_similarity: float = 0.75
+    pad: float = 0.1  # seconds of silence before and after each generated piece
+    fade: float = 0.1  # seconds of fade-in and fade-out
+    normalize_text: bool = True  # speak numbers and dates (upstream's normalize_text; off there by default)
     history_max_entries: int = 200
     history_max_mb: int = 500
     api: bool = False  # serve the OpenAI-compatible API (docs/api.md)
@@ -78,7 +81,8 @@ class Settings:
 # What a value may be beyond its type: the same bounds as the widgets that show it (app/ui/advanced.py,
 # app/ui/checks.py).
 CHOICES = {"mode": ("hifi", "realtime", "eager"), "check_mode": tuple(m.value for m in VerifyMode)}
-RANGES = {"steps": (4, 64), "guidance": (0.0, 4.0), "history_max_entries": (1, 100_000),
+RANGES = {"steps": (4, 64), "guidance": (0.0, 4.0), "pad": (0.0, 1.0), "fade": (0.0, 0.5),
+          "history_max_entries": (1, 100_000),
           "history_max_mb": (1, 1_000_000), "api_max_waiting": (1, 1_000), "check_candidates": (2, 8),
           "check_retries": (1, 5), "check_max_wer": (0.0, 1.0), "check_min_similarity": (0.0, 1.0)}
 

@@ -27,7 +27,10 @@ from engine.lm.decode import generate_tokens
 from engine.lm.plan import Plan, plan_request
 from engine.lm.prompt import PromptItem, build_prompt
 from engine.text.chunk import stream_chunks
+from engine.text.clean import add_punctuation, clean_text
+from engine.text.languages import resolve_language
 from engine.text.limits import MAX_TRANSCRIPT_CHARS, check_length, check_request
+from engine.text.normalize import normalize_text
 from engine.verify.policy import VerifyMode
 from engine.verify.takes import Checks, checked_take
 from engine.verify.verdict import Verdict
@@ -137,7 +140,9 @@ class Engine:
         MAX_TRANSCRIPT_CHARS and TranscriptRequiredError when there is no transcript and no speech
         recogniser to make one.
         """
-        transcript = transcript.strip() if transcript and transcript.strip() else None
+        if transcript is not None and not transcript.strip():
+            transcript = None
+        # with cleanup off the transcript stays as typed, as upstream (its duration estimate counts the spaces)
         check_length(transcript, MAX_TRANSCRIPT_CHARS, "transcript")
         clip = load_clip(audio)
         # a long clip is cut at a pause only when no transcript was given (it must match the audio)
@@ -147,10 +152,11 @@ class Engine:
         with self._lock, torch.inference_mode():
             tokens = self.codec.encode(torch.from_numpy(ref.samples).to(self.device)).cpu()  # [8, T_ref]
         if preprocess:
-            from engine.text.clean import add_punctuation
-
             transcript = add_punctuation(transcript)
-        return Voice(tokens=tokens, transcript=transcript, rms=ref.rms)
+        notes = (clip.cut_note,) if clip.truncated else ()
+        for note in notes:
+            log.warning(note)
+        return Voice(tokens=tokens, transcript=transcript, rms=ref.rms, notes=notes)
 
     def _transcribe(self, wave: np.ndarray) -> str:
         from engine.audio.asr import transcribe
@@ -206,6 +212,9 @@ class Engine:
         cfg = (config or GenerationConfig()).check()
         t0 = time.perf_counter()
         check_request(text, voice.transcript if voice is not None else None, instruct)  # before any work
+        if cfg.normalize_text:  # the whole text at once, so that no number is split between two pieces
+            text = normalize_text(clean_text(text), resolve_language(language))
+            cfg = cfg.replace(normalize_text=False)
         pieces = stream_chunks(text)
         seed = self._seed(cfg)
         checking = checks is not None and checks.policy.mode != VerifyMode.OFF
@@ -292,4 +301,5 @@ class Engine:
             chunks = [self.codec.decode(t.to(self.device)).float().cpu().numpy() for t in tokens]
         wave = cross_fade_chunks(chunks)
         ref_rms = voice.rms if voice is not None else None
-        return finish_output(wave, ref_rms, remove_pauses=cfg.postprocess_output)
+        return finish_output(wave, ref_rms, remove_pauses=cfg.postprocess_output, pad_s=cfg.pad_duration,
+                             fade_s=cfg.fade_duration)

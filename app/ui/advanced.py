@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from engine.config import GenerationConfig
+from engine.text.normalize import INSTALL_HINT, normalize_available
 
 from ..context import AppContext
 from ..settings import RANGES
@@ -26,13 +27,16 @@ class AdvancedSettings:
     randomize: gr.Checkbox
     preprocess: gr.Checkbox
     postprocess: gr.Checkbox
+    pad: gr.Slider
+    fade: gr.Slider
+    normalize: gr.Checkbox
     last_seed: gr.State
 
     @property
     def inputs(self) -> list:
         """In `make_config` argument order."""
         return [self.speed, self.duration, self.steps, self.guidance, self.denoise, self.seed, self.randomize,
-                self.preprocess, self.postprocess]
+                self.preprocess, self.postprocess, self.pad, self.fade, self.normalize]
 
 
 def build_advanced(ctx: AppContext, view: SettingsView) -> AdvancedSettings:
@@ -58,21 +62,32 @@ def build_advanced(ctx: AppContext, view: SettingsView) -> AdvancedSettings:
             preprocess = view.bind("preprocess", gr.Checkbox(shown(ctx, "preprocess"), label="Clean up the reference",
                                                              info="trim silences and overlong clips"))
             postprocess = view.bind("postprocess", gr.Checkbox(shown(ctx, "postprocess"), label="Tidy the output",
-                                                               info="trim silences, soft edges"))
+                                                               info="shorten long silences"))
+        with gr.Row():
+            pad = view.bind("pad", gr.Slider(*RANGES["pad"], value=shown(ctx, "pad"), step=0.05,
+                                             label="Silence around (s)", info="before and after the audio"))
+            fade = view.bind("fade", gr.Slider(*RANGES["fade"], value=shown(ctx, "fade"), step=0.01, label="Fade (s)",
+                                               info="soft start and end; 0 = none"))
+            installed = normalize_available()
+            normalize = view.bind("normalize_text", gr.Checkbox(
+                shown(ctx, "normalize_text"), label="Speak numbers and dates", interactive=installed,
+                info="'$5 on 3/14' is read as 'five dollars on March fourteenth'" if installed
+                else f"needs the text normalisation package: {INSTALL_HINT}"))
     last_seed = gr.State(None)
 
     use_last.click(lambda last, current: (gr.skip() if last is None else last, False), [last_seed, seed],
                    [seed, randomize], api_visibility="private")
     return AdvancedSettings(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess,
-                            last_seed)
+                            pad, fade, normalize, last_seed)
 
 
-def make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess
-                ) -> GenerationConfig:
+def make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess,
+                pad=0.1, fade=0.1, normalize=False) -> GenerationConfig:
     """The GenerationConfig for these widget values; a random seed is drawn here so it can be shown."""
     chosen = secrets.randbelow(MAX_SEED) if randomize or seed is None else int(seed)
     return GenerationConfig(
         num_step=int(steps), guidance_scale=float(guidance), denoise=bool(denoise),
         preprocess_prompt=bool(preprocess), postprocess_output=bool(postprocess),
         speed=None if abs(float(speed) - 1.0) < 1e-6 else float(speed),
-        duration=float(duration) if duration and duration > 0 else None, seed=chosen)
+        duration=float(duration) if duration and duration > 0 else None, seed=chosen,
+        pad_duration=float(pad), fade_duration=float(fade), normalize_text=bool(normalize))

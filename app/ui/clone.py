@@ -146,7 +146,8 @@ def _save_voice(ctx: AppContext):
 
 def _generate(ctx: AppContext):
     def run(voice_slug, reference, transcript, text, language, speed, duration, steps, guidance, denoise, seed,
-            randomize, preprocess, postprocess, speakers, device, history_version, request: gr.Request):
+            randomize, preprocess, postprocess, pad, fade, normalize, speakers, device, history_version,
+            request: gr.Request):
         if not (text or "").strip():
             raise TextInputError("Type the text to speak first.")
         check_request(text, transcript)  # before the voice is made
@@ -158,7 +159,8 @@ def _generate(ctx: AppContext):
             label = "reference clip"
         else:
             voice, label = ctx.library.load_voice(voice_slug), ctx.library.get(voice_slug).name
-        config = make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess)
+        config = make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess,
+                             pad, fade, normalize)
         # a transcript made by speech recognition goes back into the box, to be checked and corrected
         filled = voice.transcript if from_clip and not (transcript or "").strip() else gr.skip()
         request_ = generation.GenerationRequest(text, voice, None, language, config, label, bool(speakers),

@@ -78,11 +78,13 @@ def _show_instruct(*values) -> str:
 
 def _generate(ctx: AppContext):
     def run(text, language, gender, age, pitch, style, accent, dialect, speed, duration, steps, guidance, denoise,
-            seed, randomize, preprocess, postprocess, speakers, device, history_version, request: gr.Request):
+            seed, randomize, preprocess, postprocess, pad, fade, normalize, speakers, device, history_version,
+            request: gr.Request):
         if not (text or "").strip():
             raise TextInputError("Type the text to speak first.")
         instruct = compose_instruct([gender, age, pitch, style, accent, dialect])
-        config = make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess)
+        config = make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess,
+                             pad, fade, normalize)
         request_ = generation.GenerationRequest(text, None, instruct, language, config,
                                                 f"designed: {instruct or 'automatic'}", bool(speakers),
                                                 output_device(device))

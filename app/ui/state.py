@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
+from engine.text.normalize import normalize_available
+
 from ..context import AppContext
 from .common import languages
 
@@ -37,13 +39,16 @@ def shown(ctx: AppContext, name: str):
         return ctx.speakers.available and s.play_on_speakers
     if name == "output_device":
         return s.output_device if s.output_device in device_names(ctx) else DEFAULT_DEVICE
+    if name == "normalize_text":  # off while the package that does it is missing
+        return s.normalize_text and normalize_available()
     return getattr(s, name)
 
 
 _STORED: dict[str, Callable] = {"output_device": output_device, "language": str, "play_on_speakers": bool,
                                 "steps": int, "guidance": float, "denoise": bool, "preprocess": bool,
                                 "postprocess": bool, "check_mode": str, "check_candidates": int,
-                                "check_retries": int, "check_max_wer": float, "check_min_similarity": float}
+                                "check_retries": int, "check_max_wer": float, "check_min_similarity": float,
+                                "pad": float, "fade": float, "normalize_text": bool}
 
 
 @dataclass

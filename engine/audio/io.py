@@ -40,6 +40,14 @@ class Clip:
     def seconds(self) -> float:
         return len(self.samples) / SAMPLE_RATE
 
+    @property
+    def cut_note(self) -> str | None:
+        """What the user must be told when only the start of the source was read (None otherwise)."""
+        if not self.truncated:
+            return None
+        return (f"Only the first {self.seconds:.0f} s of this {self.source_seconds:.0f} s recording are used "
+                f"(a longer reference makes generation slow and memory-hungry; 3-10 s works best).")
+
 
 def load_clip(source: str | os.PathLike | tuple, max_seconds: float | None = DEFAULT_MAX_SECONDS) -> Clip:
     """Decode a reference clip to mono 24 kHz.

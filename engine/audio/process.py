@@ -139,8 +139,7 @@ def inspect_clip(clip: Clip) -> ClipReport:
     hints = []
     low, high = RECOMMENDED_SECONDS
     if clip.truncated:
-        hints.append(f"Only the first {clip.seconds:.0f} s of this {clip.source_seconds:.0f} s recording "
-                     f"are used.")
+        hints.append(clip.cut_note)
     if clip.source_seconds < low:
         hints.append(f"Short clip ({clip.source_seconds:.1f} s): {low:.0f}-{high:.0f} s of speech clones "
                      f"the voice better.")

@@ -16,6 +16,7 @@ from engine.text.duration import FRAME_RATE, estimate_target_tokens, plan_target
 from engine.text.instruct import canonical_instruct
 from engine.text.languages import resolve_language
 from engine.text.limits import check_request
+from engine.text.normalize import normalize_text
 from engine.voice import Voice
 
 # Upstream makes at most 30 s in one piece before it chunks long text; an item longer than this can
@@ -64,6 +65,8 @@ def _plan(text: str, voice: Voice | None, instruct: str | None, language: str | 
           cfg: GenerationConfig) -> Plan:
     text = clean_text(text)
     lang = resolve_language(language)
+    if cfg.normalize_text:  # before anything reads the text, as upstream: estimates follow the spoken form
+        text = normalize_text(text, lang)
     instruct = canonical_instruct(instruct, use_zh=has_chinese(text)) if instruct else None
     ref_text = voice.transcript if voice is not None else None
     ref_tokens = voice.tokens if voice is not None else None

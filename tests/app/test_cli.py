@@ -36,6 +36,20 @@ def test_synth_errors_are_messages_not_tracebacks(tmp_path, capsys):
     assert launcher.main(["synth", "--demo", "--text", "Hi.", "--out", str(tmp_path / "x.mp3")]) == 2
 
 
+def test_synth_pads_fades_and_speaks_numbers_as_asked(tmp_path):
+    out = tmp_path / "n.wav"
+    base = ["synth", "--demo", "--text", "I have 42 apples.", "--language", "de", "--steps", "2", "--seed", "3"]
+    assert launcher.main(base + ["--pad", "0.5", "--fade", "0", "--out", str(out)]) == 0
+    assert launcher.main(base + ["--pad", "0", "--fade", "0", "--out", str(tmp_path / "bare.wav")]) == 0
+    padded, bare = sf.read(out)[0], sf.read(tmp_path / "bare.wav")[0]
+    assert len(padded) == len(bare) + 2 * 12000 and not padded[:12000].any() and not padded[-12000:].any()
+    assert (padded[12000:-12000] == bare).all() and bare[0] != 0  # no fade-in: the first sample is not silenced
+    assert launcher.main(base + ["--normalize-text", "--out", str(tmp_path / "spoken.wav")]) == 0
+    assert launcher.main(base + ["--out", str(tmp_path / "digits.wav")]) == 0
+    # "zweiundvierzig" is estimated longer than "42": the spoken text was planned
+    assert sf.info(tmp_path / "spoken.wav").frames > sf.info(tmp_path / "digits.wav").frames
+
+
 def test_synth_with_a_saved_voice(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("VOICEDESK_HOME", str(tmp_path / "home"))
     engine = Engine.load(launcher.DEMO_MODEL, device="cpu", mode="eager")
@@ -67,6 +81,9 @@ def test_version_is_the_installed_package_version(capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["--steps", "0"], "steps must be a whole number from 1 to 128, not 0"),
+    (["--steps", "200"], "steps must be a whole number from 1 to 128, not 200"),
+    (["--pad", "-1"], "pad must be a number from 0 to 10, not -1"),
+    (["--fade", "nan"], "fade must be a number"),
     (["--steps", "many"], "argument --steps: invalid int value: 'many'"),
     (["--seed", "1234567890123456789012"], "seed must be a whole number from 0 to"),
     (["--duration", "1e9"], "duration must be a number above 0 and at most 600"),

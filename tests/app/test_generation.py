@@ -8,6 +8,7 @@ import pytest
 import soundfile as sf
 
 from app import generation, playback
+from app.clip_check import check_file
 from app.context import AppContext
 from app.engine_host import EngineHost
 from app.history import History
@@ -18,6 +19,7 @@ from app.storage import AppDirs
 from app.worker import GpuWorker
 from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL
+from tools.workloads import synthetic_voice
 
 TEXT = "One short clause, then. A second sentence follows."
 STATUS, METRICS = 1, 3
@@ -78,3 +80,16 @@ def test_missing_speakers_are_a_notice_not_a_failure(ctx, monkeypatch):
     monkeypatch.setattr(playback, "load_sounddevice", no_portaudio)
     final, saved = list(generation.run(ctx, request(speakers=True), "tester"))[-1]
     assert saved and "Done" in final[STATUS] and "browser playback only" in final[STATUS]
+
+
+def test_a_reference_cut_to_60_s_is_said_in_the_status(ctx, tmp_path):
+    clip = ctx.dirs.uploads / "long_talk.wav"
+    sf.write(clip, synthetic_voice(65.0, seed=4), 24000)
+    voice = ctx.voice_from_clip(str(clip), "A long talk, typed in full.", True, owner="tester")
+    assert voice.notes == ("Only the first 60 s of this 65 s recording are used (a longer reference makes "
+                           "generation slow and memory-hungry; 3-10 s works best).",)
+    cloned = generation.GenerationRequest("Hello.", voice, None, None, GenerationConfig(num_step=2, seed=1),
+                                          "reference clip", False, None)
+    final, saved = list(generation.run(ctx, cloned, "tester"))[-1]
+    assert saved and "Done" in final[STATUS] and "Only the first 60 s of this 65 s recording" in final[STATUS]
+    assert "Only the first 60 s of this 65 s recording are used" in check_file(str(clip))  # the clip check too

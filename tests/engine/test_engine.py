@@ -89,6 +89,29 @@ def test_stream_starts_with_a_short_clause_and_covers_the_text(engine, voice):
     assert first is not None and all(c.timings.first_audio_s == first for c in chunks)
 
 
+def test_stream_shares_a_fixed_duration_out_by_length(engine, voice):
+    text = "Well, this is the first clause. Then comes a second sentence, and a third one follows it."
+    cfg = GenerationConfig(seed=3, num_step=2, duration=4.0, postprocess_output=False, pad_duration=0.0)
+    chunks = list(engine.stream(text, voice=voice, config=cfg))
+    frames = [len(c.audio) / 960 for c in chunks]  # the codec makes 960 samples per frame; no padding
+    assert len(chunks) >= 2
+    assert frames == [int(4.0 * len(c.text) / len(text) * 25) for c in chunks]
+    assert 90 <= sum(frames) <= 100  # 4 s in all (the spaces between pieces and rounding down lose a little)
+
+
+def test_padding_and_fades_follow_the_settings(engine, voice):
+    base = GenerationConfig(seed=1, num_step=2, duration=1.0, postprocess_output=False)
+    plain = engine.synthesize("Hello.", voice=voice, config=base.replace(pad_duration=0.0, fade_duration=0.0))
+    padded = engine.synthesize("Hello.", voice=voice, config=base.replace(pad_duration=0.25, fade_duration=0.05))
+    assert len(plain.audio) == 25 * 960 and len(padded.audio) == 25 * 960 + 2 * 6000
+    core = padded.audio[6000:-6000]
+    assert not padded.audio[:6000].any() and not padded.audio[-6000:].any()
+    np.testing.assert_array_equal(core[1200:-1200], plain.audio[1200:-1200])  # fades touch 50 ms at each end
+    ramp = np.linspace(0, 1, 1200, dtype=np.float32)
+    np.testing.assert_array_equal(core[:1200], plain.audio[:1200] * ramp)
+    np.testing.assert_array_equal(core[-1200:], plain.audio[-1200:] * ramp[::-1])
+
+
 def test_voice_design_and_auto_voice(engine):
     r = engine.synthesize("Xin chào, hôm nay trời đẹp quá.", instruct="female, low pitch", language="vi",
                           config=GenerationConfig(seed=1, num_step=4))

@@ -52,3 +52,22 @@ def test_an_unboundable_piece_is_refused_with_its_cause():
         plan_request("Hello there, how are you?", voice(".", 60.0), None, None, GenerationConfig())
     plan = plan_request("Hello there.", None, None, None, GenerationConfig(duration=50))  # stretched, but bounded
     assert len(plan.items) == 1 and 49 * FRAME_RATE < plan.items[0].target_len <= MAX_ITEM_SECONDS * FRAME_RATE
+
+
+def test_chunking_starts_above_the_threshold_not_at_it():
+    """Upstream chunks when the estimate is over audio_chunk_threshold; exactly at it, one item."""
+    text = "Hello there. Goodbye now. See you soon. Take care."
+    at = GenerationConfig(audio_chunk_threshold=2.0, audio_chunk_duration=0.8, duration=2.0)  # 50 frames = threshold
+    assert [item.target_len for item in plan_request(text, None, None, None, at).items] == [50]
+    above = plan_request(text, None, None, None, at.replace(duration=2.08)).items  # 52 frames
+    assert len(above) > 1
+
+
+def test_normalised_text_is_what_gets_planned():
+    cfg = GenerationConfig(normalize_text=True)
+    plan = plan_request("I have 42 apples.", None, None, "German", cfg)
+    assert plan.items[0].text == "I have zweiundvierzig apples."
+    spoken = plan_request("I have forty two apples.", None, None, "German", GenerationConfig())
+    longer = plan_request("I have 42 apples.", None, None, "German", GenerationConfig())
+    assert plan.items[0].target_len > longer.items[0].target_len  # the estimate counts the words
+    assert spoken.items[0].target_len > longer.items[0].target_len

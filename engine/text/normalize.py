@@ -1,0 +1,124 @@
+"""Numbers, dates and currency in their spoken form ("$5" -> "five dollars"), as upstream OmniVoice 0.2.1
+does with `generate(normalize_text=True)`, giving the same text for the same input.
+
+Which package speaks which language (the optional extra `voicedesk[tn]` installs both):
+- English and Chinese: WeTextProcessing's grammars (numbers, decimals, dates, times, currency, measures,
+  phone numbers; its wheel ships the compiled FSTs, it needs pynini, which has wheels for Linux x86_64
+  and aarch64 but not for Windows or macOS arm64);
+- every other language: num2words, for bare integers only (about 50 languages; an unknown language or
+  a missing num2words leaves the text unchanged, as upstream does).
+The model's inline syntax survives: `[laughter]`-style tags and `[B EY1 S]` CMU pronunciations are
+never touched, nor in Chinese the pinyin-with-tone overrides (`NI3`), so their digits stay digits.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from typing import Callable
+
+from engine.errors import TextInputError
+from engine.text.clean import has_chinese
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "pip install 'voicedesk[tn]'"
+_BRACKETED = re.compile(r"\[[^\[\]]*\]")  # tags and CMU pronunciations
+_PINYIN_WITH_TONE = re.compile(r"[A-Z]+[1-5]")
+_DIGITS = re.compile(r"\d+")
+
+
+def normalize_available() -> bool:
+    """True when the English/Chinese grammars are installed (the `tn` extra)."""
+    try:
+        import tn  # noqa: F401  (WeTextProcessing)
+    except ImportError:
+        return False
+    return True
+
+
+def normalize_text(text: str, lang_id: str | None) -> str:
+    """The text with numbers, dates, currency ... written as words, for `lang_id` (a resolved language
+    id; None picks Chinese when the text holds Han characters, else English).
+
+    Raises
+    ------
+    TextInputError
+        For English or Chinese when WeTextProcessing is not installed.
+    """
+    if not text.strip():
+        return text
+    lang = lang_id or ("zh" if has_chinese(text) else "en")
+    if lang == "zh":
+        return _outside_markup(text, _grammar("chinese"), pinyin=True)
+    if lang == "en":
+        return _outside_markup(text, _grammar("english"), pinyin=False)
+    return _outside_markup(text, functools.partial(_integers_in_words, lang=lang), pinyin=False)
+
+
+@functools.cache
+def _grammar(language: str) -> Callable[[str], str]:
+    """WeTextProcessing's normalizer for "english" or "chinese", built once (loading takes seconds)."""
+    try:
+        if language == "chinese":
+            from tn.chinese.normalizer import Normalizer
+            # only numbers and symbols change: no rewriting of characters, punctuation or interjections
+            return Normalizer(remove_interjections=False, remove_erhua=False, traditional_to_simple=False,
+                              remove_puncts=False, full_to_half=False).normalize
+        from tn.english.normalizer import Normalizer
+        return Normalizer().normalize
+    except ImportError:
+        raise TextInputError(f"Speaking numbers and dates in {language.title()} needs the text normalisation "
+                             f"package: {INSTALL_HINT} (or turn 'Speak numbers and dates' off).") from None
+
+
+def _integers_in_words(text: str, lang: str) -> str:
+    try:
+        from num2words import num2words
+    except ImportError:
+        return text
+
+    def spoken(match: re.Match) -> str:
+        try:
+            return num2words(int(match.group()), lang=lang)
+        except Exception:  # num2words raises several types for a language or number it cannot say
+            return match.group()
+
+    return _DIGITS.sub(spoken, text)
+
+
+def _outside_markup(text: str, normalize: Callable[[str], str], pinyin: bool) -> str:
+    """Apply `normalize` to the stretches between protected spans (merged when they touch)."""
+    spans = [m.span() for m in _BRACKETED.finditer(text)]
+    if pinyin:
+        spans += [m.span() for m in _PINYIN_WITH_TONE.finditer(text)]
+    pieces, start = [], 0
+    for begin, end in _merged(spans):
+        pieces += [_normalize_piece(text[start:begin], normalize), text[begin:end]]
+        start = end
+    pieces.append(_normalize_piece(text[start:], normalize))
+    return "".join(pieces)
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for begin, end in sorted(spans):
+        if merged and begin <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((begin, end))
+    return merged
+
+
+def _normalize_piece(piece: str, normalize: Callable[[str], str]) -> str:
+    """`normalize` on the piece without its outer whitespace, which is kept (the grammars strip it and
+    would glue words to a neighbouring tag); a piece the grammar fails on stays as it was."""
+    core = piece.strip()
+    if not core:
+        return piece
+    head, tail = piece[: len(piece) - len(piece.lstrip())], piece[len(piece.rstrip()):]
+    try:
+        return head + normalize(core) + tail
+    except Exception as err:  # a grammar failure must not stop the request: speak the piece as written
+        log.warning("text normalisation failed on a piece (%s): kept as written", type(err).__name__)
+        return piece
