@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 DEFAULT_BUCKETS = tuple(range(128, 1025, 64)) + tuple(range(1152, 2049, 128))
 
 
+MAX_SCORE_SETTINGS = 4  # scoring settings whose graphs are kept; the least recently used beyond are dropped
+
+
 def score_key(cfg: GenerationConfig) -> tuple:
     """The settings a captured step depends on (everything else is a buffer)."""
     return (cfg.guidance_scale, cfg.layer_penalty_factor, cfg.position_temperature, cfg.class_temperature)
@@ -119,6 +122,7 @@ class StaticRunner:
     eager: bool = False
     fused: bool = False  # Triton kernels for the scoring (the model's are set by use_fused_kernels)
     graphs: dict[tuple, StepGraph] = field(default_factory=dict)
+    recent_settings: dict[tuple, None] = field(default_factory=dict)  # score keys, least recently used first
     pool: object = None
 
     def __post_init__(self):
@@ -158,6 +162,7 @@ class StaticRunner:
     # -- capture and replay ---------------------------------------------------------------------
     def _graph_for(self, S: int, cfg: GenerationConfig) -> StepGraph:
         key = (S, score_key(cfg))
+        self._keep_recent(key[1])
         if key in self.graphs:
             return self.graphs[key]
         buf = Buffers.allocate(S, self.lm.cfg.num_codebooks, self.device)
@@ -166,6 +171,17 @@ class StaticRunner:
             entry.graph = self._capture(buf, cfg)
         self.graphs[key] = entry
         return entry
+
+    def _keep_recent(self, setting: tuple) -> None:
+        """Mark `setting` as just used and drop every graph of the settings used least recently beyond
+        MAX_SCORE_SETTINGS (guidance alone moves in 0.1 steps: one capture per setting and bucket otherwise)."""
+        self.recent_settings.pop(setting, None)
+        self.recent_settings[setting] = None
+        while len(self.recent_settings) > MAX_SCORE_SETTINGS:
+            oldest = next(iter(self.recent_settings))
+            del self.recent_settings[oldest]
+            for key in [k for k in self.graphs if k[1] == oldest]:
+                del self.graphs[key]
 
     def _capture(self, buf: Buffers, cfg: GenerationConfig) -> torch.cuda.CUDAGraph:
         # Warm up on a side stream (allocator, cuBLAS handles, autotuning), then capture one step.

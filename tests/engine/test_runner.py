@@ -15,7 +15,7 @@ from engine.lm.checkpoint import load_lm, load_text_tokenizer
 from engine.lm.decode import generate_tokens, unmask_schedule
 from engine.lm.model import KeyRanges
 from engine.lm.prompt import build_prompt
-from engine.lm.runner import DEFAULT_BUCKETS, StaticRunner, freeze_heap, pack
+from engine.lm.runner import DEFAULT_BUCKETS, MAX_SCORE_SETTINGS, StaticRunner, freeze_heap, pack
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +120,15 @@ def test_buckets_cover_long_prompts_with_little_padding():
     for rows in range(100, 2040, 7):
         bucket = next(b for b in DEFAULT_BUCKETS if rows < b)
         assert bucket - rows <= (64 if rows < 1024 else 128)
+
+
+def test_graphs_of_rarely_used_scoring_settings_are_dropped(lm_and_tokenizer):
+    """Each scoring setting holds a graph per bucket: the cache keeps the MAX_SCORE_SETTINGS used last."""
+    lm, tok = lm_and_tokenizer
+    prompt = _prompt(lm, tok, False, 10)
+    runner = StaticRunner(lm, buckets=(128,))
+    guidances = [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 1.0]
+    for guidance in guidances:
+        runner.generate(prompt, GenerationConfig(num_step=1, guidance_scale=guidance, position_temperature=0.0))
+    kept = {key[1][0] for key in runner.graphs}
+    assert len(runner.graphs) == MAX_SCORE_SETTINGS and kept == {1.0, 2.0, 2.5, 3.0}
