@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from engine.text.languages import language_ids
+from engine.text.normalize import normalize_available
 from engine.verify.policy import VerifyMode
 
 from .storage import atomic_write_json, read_json
@@ -37,6 +38,11 @@ class Settings:
     history_max_mb: int = 500
     api: bool = False  # serve the OpenAI-compatible API (docs/api.md)
     api_max_waiting: int = 16  # API requests that may wait for the GPU; more are answered 429
+
+    @property
+    def speaks_numbers(self) -> bool:
+        """normalize_text as chosen, while the package that does it is installed (`voicedesk[tn]`)."""
+        return self.normalize_text and normalize_available()
 
     @classmethod
     def load(cls, path: Path) -> Settings:

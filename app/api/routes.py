@@ -15,7 +15,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute
 
-from engine.errors import AudioInputError, Cancelled, TextInputError, TranscriptRequiredError, VoiceDeskError
+from engine.errors import (
+    AudioInputError,
+    Cancelled,
+    SettingError,
+    TextInputError,
+    TranscriptRequiredError,
+    VoiceDeskError,
+)
 
 from ..context import AppContext
 from .access import ApiAccess
@@ -142,7 +149,7 @@ def _event(data: dict) -> bytes:
 def _as_api_error(err: Exception) -> ApiError:
     if isinstance(err, ApiError):
         return err
-    if isinstance(err, (TextInputError, AudioInputError, TranscriptRequiredError)):
+    if isinstance(err, (TextInputError, AudioInputError, TranscriptRequiredError, SettingError)):
         return ApiError(400, str(err))
     if isinstance(err, Cancelled):
         return ApiError(503, str(err), code="cancelled")

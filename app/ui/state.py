@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
-from engine.text.normalize import normalize_available
-
 from ..context import AppContext
 from .common import languages
 
@@ -39,8 +37,8 @@ def shown(ctx: AppContext, name: str):
         return ctx.speakers.available and s.play_on_speakers
     if name == "output_device":
         return s.output_device if s.output_device in device_names(ctx) else DEFAULT_DEVICE
-    if name == "normalize_text":  # off while the package that does it is missing
-        return s.normalize_text and normalize_available()
+    if name == "normalize_text":
+        return s.speaks_numbers
     return getattr(s, name)
 
 
