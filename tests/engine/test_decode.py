@@ -7,7 +7,13 @@ from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL
 from engine.errors import Cancelled
 from engine.lm.checkpoint import load_lm, load_text_tokenizer
-from engine.lm.decode import generate_tokens, keep_top_classes, unmask_schedule
+from engine.lm.decode import (
+    generate_tokens,
+    keep_top_classes,
+    predict_and_score,
+    score_and_update,
+    unmask_schedule,
+)
 from engine.lm.prompt import build_prompt
 
 CALLS = greedy_calls()
@@ -48,8 +54,9 @@ def test_greedy_tokens_match_upstream(lm, call):
 
 @pytest.mark.parametrize("call", SEEDED, ids=[c.name for c in SEEDED])
 def test_seeded_tokens_match_upstream(lm, call):
-    """Upstream seeded with torch.manual_seed(s) draws the same noise as our Generator seeded with s."""
-    assert call.config.position_temperature > 0
+    """Upstream seeded with torch.manual_seed(s) draws the same noise as our Generator seeded with s:
+    position sampling, class sampling (top 10 % + Gumbel) and both interleaved."""
+    assert call.config.position_temperature > 0 or call.config.class_temperature > 0
     assert _generate(lm, call, seed=call.seed).tolist() == call.tensors["tokens"].tolist()
 
 
@@ -85,6 +92,27 @@ def test_chunks_chain_like_upstream(lm, name):
                               ref_tokens=ref_tokens, language=f["lang"], instruct=f["instruct"],
                               denoise=call.config.denoise)
         assert torch.equal(prompt.ids, call.tensors["cond_input_ids"])
+
+
+def test_seeded_goldens_cover_class_sampling_alone_and_with_position_sampling():
+    kinds = {(c.config.position_temperature > 0, c.config.class_temperature > 0) for c in SEEDED}
+    assert {(True, False), (True, True), (False, True)} <= kinds
+
+
+@pytest.mark.parametrize("changes", [{}, {"guidance_scale": 0.0}, {"class_temperature": 1.0},
+                                     {"position_temperature": 5.0, "class_temperature": 0.5}])
+def test_the_mask_id_never_wins_even_when_the_model_prefers_it(changes):
+    """The codec has codes 0..1023: a predicted 1024 (MASK) must be impossible whatever the logits say."""
+    gen = torch.Generator().manual_seed(0)
+    cond, uncond = torch.randn(8, 6, 1025, generator=gen), torch.randn(8, 6, 1025, generator=gen)
+    cond[..., 1024] += 40.0  # MASK is by far the most likely class, with and without guidance
+    uncond[..., 1024] += 40.0
+    tokens = torch.full((8, 6), 1024)
+    cfg = GenerationConfig(position_temperature=0.0).replace(**changes)
+    predicted, scores = predict_and_score(cond, uncond, tokens, cfg, 1024, gen)
+    assert (predicted < 1024).all() and torch.isfinite(scores).all()
+    score_and_update(cond, uncond, tokens, 48, cfg, 1024, gen)
+    assert (tokens != 1024).all()
 
 
 def test_class_sampling_keeps_the_top_tenth():

@@ -1,6 +1,7 @@
 """End to end through the facade (clip file -> Voice -> synthesize) against upstream OmniVoice's
 final audio, recorded on the tiny checkpoint (tests/data/goldens/generate, requests with audio)."""
 import json
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -14,11 +15,10 @@ from engine.engine import Engine
 from error_budget import ORDER_FACTOR, ULPS, float64_codec, max_error
 
 GOLDENS = Path(__file__).parents[1] / "data" / "goldens"
-WITH_AUDIO = sorted(p.stem for p in (GOLDENS / "generate").glob("*.json")
-                    if json.loads(p.read_text(encoding="utf-8")).get("audio_stored"))
-CONFIG_KEYS = {"num_step", "guidance_scale", "t_shift", "layer_penalty_factor", "position_temperature",
-               "class_temperature", "denoise", "preprocess_prompt", "postprocess_output",
-               "audio_chunk_duration", "audio_chunk_threshold", "speed", "duration"}
+REQUESTS = sorted(p.stem for p in (GOLDENS / "generate").glob("*.json"))
+WITH_AUDIO = [name for name in REQUESTS
+              if json.loads((GOLDENS / "generate" / f"{name}.json").read_text(encoding="utf-8"))["audio_stored"]]
+CONFIG_KEYS = {f.name for f in fields(GenerationConfig)} - {"seed"}
 
 
 @pytest.fixture(scope="module")
@@ -27,22 +27,37 @@ def engine():
 
 
 def test_there_are_end_to_end_goldens():
-    assert {"clone_6s", "auto_en", "chunked_auto", "no_preprocess"} <= set(WITH_AUDIO)
+    assert {"clone_6s", "auto_en", "chunked_auto", "chunked_auto_3", "no_preprocess", "transcript_as_typed",
+            "pad_fade", "no_pad_fade", "normalize_en"} <= set(WITH_AUDIO)
 
 
-@pytest.mark.parametrize("name", WITH_AUDIO)
-def test_final_audio_matches_upstream(engine, name):
+def run_like_upstream(engine, name):
+    """Upstream's recorded request through our facade: (its metadata, its tensors, our result)."""
     meta = json.loads((GOLDENS / "generate" / f"{name}.json").read_text(encoding="utf-8"))
     request = meta["request"]
     settings = {**meta["generation_config"], **request}
-    cfg = GenerationConfig(**{k: v for k, v in settings.items() if k in CONFIG_KEYS})
+    cfg = GenerationConfig(**{k: v for k, v in settings.items() if k in CONFIG_KEYS}, seed=meta["torch_seed"])
     voice = None
     if request.get("ref_audio"):
         voice = engine.voice_from_clip(GOLDENS / request["ref_audio"], transcript=request.get("ref_text"),
                                        preprocess=cfg.preprocess_prompt)
     result = engine.synthesize(request["text"], voice=voice, instruct=request.get("instruct"),
                                language=request.get("language"), config=cfg)
-    golden = load_file(str(GOLDENS / "generate" / f"{name}.safetensors"))
+    return meta, load_file(str(GOLDENS / "generate" / f"{name}.safetensors")), result
+
+
+@pytest.mark.parametrize("name", REQUESTS)
+def test_every_request_gives_upstreams_tokens(engine, name):
+    """Transcript handling, normalisation, planning, chunk chaining and seeded sampling, all through the facade."""
+    meta, golden, result = run_like_upstream(engine, name)
+    assert len(result.tokens) == meta["num_calls"]
+    for i, tokens in enumerate(result.tokens):
+        assert tokens.tolist() == golden[f"call{i}.tokens"].tolist(), f"call {i}"
+
+
+@pytest.mark.parametrize("name", WITH_AUDIO)
+def test_final_audio_matches_upstream(engine, name):
+    meta, golden, result = run_like_upstream(engine, name)
     expected = golden["audio"].numpy()
     assert result.audio.shape == expected.shape
     np.testing.assert_allclose(result.audio, expected, rtol=0, atol=finished_audio_tolerance(engine, meta, golden))

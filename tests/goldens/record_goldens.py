@@ -293,12 +293,15 @@ def record_postprocess(model: OmniVoice) -> None:
     """`_post_process_audio` for both loudness branches on a clip with a 1.2 s pause (more than
     twice the 500 ms kept on each side, so the mid-silence removal shortens it)."""
     x = voiced(2.5, SR, [(0.2, 0.8), (2.0, 2.4)], 0.3, seed=4)[None]
-    cases = {"ref_rms_none": (None, True), "ref_rms_0.05": (0.05, True), "ref_rms_0.2": (0.2, True),
-             "ref_rms_none.no_postprocess": (None, False)}
+    cases = {"ref_rms_none": (None, True, 0.1, 0.1), "ref_rms_0.05": (0.05, True, 0.1, 0.1),
+             "ref_rms_0.2": (0.2, True, 0.1, 0.1), "ref_rms_none.no_postprocess": (None, False, 0.1, 0.1),
+             "ref_rms_0.05.pad_0.3.fade_0.02": (0.05, True, 0.3, 0.02),
+             "ref_rms_none.pad_0.fade_0": (None, True, 0.0, 0.0),
+             "ref_rms_0.2.pad_0.05.fade_2": (0.2, False, 0.05, 2.0)}  # fade longer than half the clip
     tensors = {"input": mono(x)}
     meta = {"input": "key `input` as (1, N)", "cases": {}}
-    for name, (ref_rms, post) in cases.items():
-        cfg = OmniVoiceGenerationConfig(postprocess_output=post)
+    for name, (ref_rms, post, pad, fade) in cases.items():
+        cfg = OmniVoiceGenerationConfig(postprocess_output=post, pad_duration=pad, fade_duration=fade)
         tensors[name] = mono(model._post_process_audio(x.copy(), ref_rms=ref_rms, gen_config=cfg))
         meta["cases"][name] = {"ref_rms": ref_rms, "postprocess_output": post,
                                "pad_duration": cfg.pad_duration, "fade_duration": cfg.fade_duration}
@@ -387,6 +390,25 @@ INSTRUCT_INVALID = [("robot voice", False), ("femal, low pich", False), ("male, 
                     ("british accent, 四川话", False)]
 
 
+NORMALIZE_TEXTS = {
+    # language as passed to generate(): each goes through upstream's _resolve_language first
+    "en": ["Dr. Smith paid $1,234.56 on 3/14/2025 at 10:30 a.m.!", "He was born in 1990 and is 35 now.",
+           "Call 555-0134 or +1 (800) 555-0199.", "It weighs 2.5kg and costs 12% more, i.e. 3x.",
+           "The [laughter] 2 cats ate [B EY1 S] 10 fish.", "  Padded 7 spaces  ", "No digits at all.",
+           "Chapter IV, page 23, 1st of May 2024, 09:05.", "[sigh][laughter]", "-42 and 3.14159 and 1/2"],
+    "zh": ["今天是2025年3月14日，价格是199元。", "他说 2345", "温度是-3.5度，湿度80%。",
+           "电话：13812345678，时间10:30。", "NI3 HAO3，我有2个苹果[laughter]。", "第1章 共3节"],
+    "German": ["Ich habe 42 Äpfel und 3 Birnen.", "Am 3.10.2024 um 14:30 Uhr kostet es 19,99 €.",
+               "Er ist 1990 geboren [laughter] und 35 Jahre alt."],
+    "fr": ["J'ai 21 ans et 1000 euros.", "Le 14 juillet 1789, à 15h30.", "Il a 2,5 kg [B EY1 S] de 7 pommes."],
+    "es": ["Tengo 15 años y 1000000 de pesos."],
+    "vi": ["Tôi có 3 con mèo và 12 con chó."],
+    "ja": ["りんごが3個あります。"],
+    "Klingon": ["An unknown language keeps 42 as digits."],
+    None: ["Auto: 25 apples.", "自动：25个苹果。"],
+}
+
+
 def record_text(model: OmniVoice, clone_meta: dict) -> None:
     est = model.duration_estimator
     ref6 = clone_meta["clips"]["voice_6s"]
@@ -457,6 +479,9 @@ def record_text(model: OmniVoice, clone_meta: dict) -> None:
             "en_to_zh": dict(sorted(ov_design._INSTRUCT_EN_TO_ZH.items())),
             "mutually_exclusive": [sorted(c) for c in ov_design._INSTRUCT_MUTUALLY_EXCLUSIVE]},
         "style_tokens": style,
+        "normalize": [{"text": t, "language": lang, "resolved": ov._resolve_language(lang),
+                       "normalized": ov_text.normalize_text(t, ov._resolve_language(lang))}
+                      for lang, texts in NORMALIZE_TEXTS.items() for t in texts],
     })
     write_json("languages.json", {
         lang_id: {"name": name, "display_name": lang_display_name(name)}
@@ -569,10 +594,43 @@ REQUESTS = {
 # Requests whose decoded and final audio are stored (between them every post-processing branch:
 # ref_rms >= 0.1, ref_rms < 0.1, no reference, chunk cross-fade, postprocess_output=False);
 # the others keep tokens, lengths and loudness only (size).
-KEEP_AUDIO = {"clone_6s", "vi_clone_stereo_44k", "auto_en", "chunked_auto", "no_preprocess"}
-SAMPLED = ("sampled_seed_1234", 1234,
-           dict(text=EN_SHORT, language="en", ref_audio="voice_6s", ref_text=TRANSCRIPTS["voice_6s"],
-                num_step=8))
+REQUESTS.update({
+    # preprocess_prompt=False keeps the transcript as typed: its spaces weigh in the duration estimate
+    "transcript_as_typed": dict(text=EN_SHORT, language="en", ref_audio="voice_6s",
+                                ref_text="   " + TRANSCRIPTS["voice_6s"] + "    ", preprocess_prompt=False,
+                                **GREEDY),
+    "pad_fade": dict(text=EN_SHORT, language="en", ref_audio="voice_2s", ref_text=TRANSCRIPTS["voice_2s"],
+                     pad_duration=0.3, fade_duration=0.02, **GREEDY),
+    "no_pad_fade": dict(text="No padding, no fades.", pad_duration=0.0, fade_duration=0.0, **GREEDY),
+    # three and more chunks: chunk 0 (not the previous chunk) is the reference of every later one
+    "chunked_auto_3": dict(text="Hello there. Goodbye now. See you soon. Take care.", language="en",
+                           audio_chunk_threshold=1.0, audio_chunk_duration=0.8, **GREEDY),
+    "chunked_clone_3": dict(text="One short line. Then another. And a third. The end.", language="en",
+                            ref_audio="voice_2s", ref_text=TRANSCRIPTS["voice_2s"],
+                            audio_chunk_threshold=1.0, audio_chunk_duration=0.8, **GREEDY),
+    # generate(normalize_text=True), whose text goes through upstream's normalize_text first
+    "normalize_en": dict(text="On 3/14/2025 I paid $12.50 for 2 books [laughter].", language="en",
+                         ref_audio="voice_6s", ref_text=TRANSCRIPTS["voice_6s"], normalize_text=True, **GREEDY),
+    "normalize_zh": dict(text="今天是2025年3月14日，价格是199元。", language="zh", instruct="male, elderly",
+                         normalize_text=True, **GREEDY),
+    "normalize_de": dict(text="Ich habe 42 Äpfel und 3 Birnen.", language="German", normalize_text=True,
+                         **GREEDY),
+    "normalize_fr": dict(text="J'ai 21 ans et 1000 euros.", language="fr", normalize_text=True, **GREEDY),
+})
+KEEP_AUDIO = {"clone_6s", "vi_clone_stereo_44k", "auto_en", "chunked_auto", "no_preprocess",
+              "transcript_as_typed", "pad_fade", "no_pad_fade", "chunked_auto_3", "normalize_en"}
+MIN_CALLS = {"chunked_auto_3": 3, "chunked_clone_3": 3}
+# Seeded requests keep only their tokens; each has the prompt of a greedy request above.
+SAMPLED = [
+    ("sampled_seed_1234", 1234, dict(text=EN_SHORT, language="en", ref_audio="voice_6s",
+                                     ref_text=TRANSCRIPTS["voice_6s"], num_step=8)),
+    # class sampling (top 10 %, Gumbel) with position sampling: both draws interleave
+    ("sampled_class_seed_77", 77, dict(text=EN_SHORT, language="en", ref_audio="voice_6s",
+                                       ref_text=TRANSCRIPTS["voice_6s"], num_step=8, class_temperature=0.8)),
+    # class sampling alone (greedy positions)
+    ("sampled_class_only_seed_5", 5, dict(text="Well [laughter] that was fun, wasn't it?", num_step=8,
+                                          position_temperature=0.0, class_temperature=1.5)),
+]
 
 
 GAPS: dict[str, list[torch.Tensor]] = {"step0_raw_logit_top2_gap": [], "picked_cfg_top2_gap": [],
@@ -717,7 +775,9 @@ def main() -> None:
     versions = {"python": platform.python_version(), "torch": torch.__version__,
                 "torchaudio": torchaudio.__version__, "transformers": version("transformers"),
                 "omnivoice": version("omnivoice"), "pydub": version("pydub"),
-                "soundfile": version("soundfile"), "numpy": np.__version__}
+                "soundfile": version("soundfile"), "numpy": np.__version__,
+                "wetextprocessing": version("WeTextProcessing"), "pynini": version("pynini"),
+                "num2words": version("num2words")}
     write_json("versions.json", versions)
     model = OmniVoice.from_pretrained(str(CHECKPOINT))
     assert model.dtype == torch.float32 and model.audio_tokenizer.dtype == torch.float32
@@ -734,8 +794,8 @@ def main() -> None:
     gen_taps = GenerationTaps()
     for name, kwargs in REQUESTS.items():
         run_request(model, gen_taps, name, kwargs)
-    name, seed, kwargs = SAMPLED
-    run_request(model, gen_taps, name, kwargs, seed=seed)
+    for name, seed, kwargs in SAMPLED:
+        run_request(model, gen_taps, name, kwargs, seed=seed)
     quantiles = (0.0, 0.001, 0.01, 0.1, 0.5)
     write_json("gap_summary.json", {
         name: {"count": int(torch.cat(values).numel()),
