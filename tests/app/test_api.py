@@ -223,10 +223,9 @@ def test_stop_keeps_what_was_made(client, reference_wav):
     final = job.result()
     assert "Stopped after" in final[STATUS] and "saved in the history" in final[STATUS], final[STATUS]
     made = final[METRICS]["audio_s"]
-    assert made > 0 and sf.info(final[WAV]["value"]).frames == pytest.approx(made * 24000, abs=1)
-    assert sf.info(final[FLAC]["value"]).frames == sf.info(final[WAV]["value"]).frames
     entry = client.predict(api_name="/list_history")[0]
     assert entry["text"] == long_text and entry["stopped"] is True and entry["audio_s"] == pytest.approx(made)
+    assert made > 0 and entry["file"]  # the one stored copy (its frames are checked in test_deletion)
 
 
 def test_only_the_apps_own_files_are_served(running_app, client, reference_wav):
