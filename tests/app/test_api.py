@@ -213,7 +213,7 @@ def test_a_client_that_goes_away_leaves_no_job_running(running_app, client):
     assert text not in [entry["text"] for entry in client.predict(api_name="/list_history")]
 
 
-def test_stop_keeps_what_was_made(client, reference_wav):
+def test_stop_keeps_what_was_made(running_app, client, reference_wav):
     long_text = " ".join(f"This is sentence number {i}, and it goes on for a while." for i in range(12))
     job = clone(client, reference_wav, long_text)
     for outputs in job:
@@ -225,7 +225,8 @@ def test_stop_keeps_what_was_made(client, reference_wav):
     made = final[METRICS]["audio_s"]
     entry = client.predict(api_name="/list_history")[0]
     assert entry["text"] == long_text and entry["stopped"] is True and entry["audio_s"] == pytest.approx(made)
-    assert made > 0 and entry["file"]  # the one stored copy (its frames are checked in test_deletion)
+    stored = running_app.home / "data" / "history" / "audio" / entry["file"]  # the one stored copy
+    assert made > 0 and sf.info(stored).frames == pytest.approx(made * 24000, abs=1)
 
 
 def test_only_the_apps_own_files_are_served(running_app, client, reference_wav):
