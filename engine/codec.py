@@ -467,7 +467,7 @@ class AudioCodec(nn.Module):
         outside a capture, codes out of range raise ValueError (a GPU gather would fault or read junk).
         """
         if not (codes.is_cuda and torch.cuda.is_current_stream_capturing()):
-            low, high = int(codes.min()), int(codes.max())
+            low, high = (int(v) for v in torch.aminmax(codes))  # one reduction, read once
             if low < 0 or high >= self.codebook_size:
                 raise ValueError(f"codec input out of range: codes {low}..{high}, the codec has "
                                  f"0..{self.codebook_size - 1}")

@@ -11,7 +11,7 @@
       if (!stop) return;
       const underWay = performance.now() - clickedAt < 3000 || (status && UNDER_WAY.test(status.innerText.trim()));
       const playing = [...players()].some((a) => !a.paused && !a.ended);
-      stop.style.display = underWay || playing ? "" : "none";
+      stop.classList.toggle("vd-active", underWay || playing);  // hidden by style.css until then
     };
     document.addEventListener("click", (event) => {
       if (!event.target.closest) return;

@@ -13,6 +13,7 @@ import httpx
 import openai
 import pytest
 from gradio_client import Client
+from busy_worker import BusyWorker
 from pages import CHROMIUM, needs_chromium
 
 from app.api.access import ApiAccess
@@ -96,28 +97,19 @@ def test_headless_serves_no_ui(keyed_api):
 
 def test_a_full_queue_is_answered_429(keyed_api):
     """One request runs, one waits (api_max_waiting=1): a third is refused at once, in OpenAI's shape."""
-    long_body = {**BODY, "input": "A long request that keeps the GPU busy for a while. " * 20, "steps": 64}
     headers = {"Authorization": f"Bearer {KEY}"}
-    holders = []
-
-    def hold():
-        try:
-            with httpx.stream("POST", f"{keyed_api}/v1/audio/speech", json=long_body, headers=headers,
-                              timeout=5) as r:
-                holders.append(r.status_code)
-        except httpx.TimeoutException:
-            holders.append("timed out")
-
-    threads = [threading.Thread(target=hold, daemon=True) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-        time.sleep(1)
-    refused = httpx.post(f"{keyed_api}/v1/audio/speech", json=BODY, headers=headers)
+    waited = []
+    with BusyWorker(keyed_api, headers) as busy:
+        waiting = threading.Thread(target=lambda: waited.append(
+            httpx.post(f"{keyed_api}/v1/audio/speech", json=BODY, headers=headers, timeout=120).status_code))
+        waiting.start()
+        time.sleep(2)  # the second request reaches the server; it cannot start while the worker is busy
+        refused = httpx.post(f"{keyed_api}/v1/audio/speech", json=BODY, headers=headers)
+        assert busy.running, "the long request ended early: nothing was waiting"
     assert refused.status_code == 429, refused.text
     assert refused.json()["error"]["type"] == "rate_limit_error" and refused.headers["retry-after"]
-    for thread in threads:  # they hang up after 5 s, which frees the worker
-        thread.join(30)
-    assert len(holders) == 2 and 429 not in holders
+    waiting.join(120)
+    assert waited == [200]  # the one in line ran once the long one was let go
 
 
 def test_off_unless_switched_on():

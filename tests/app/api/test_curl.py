@@ -5,6 +5,7 @@ import subprocess
 import time
 
 import pytest
+from busy_worker import BusyWorker
 from gradio_client import Client
 
 LONG_TEXT = " ".join(f"This is sentence number {i} of a long text that keeps the engine busy." for i in range(40))
@@ -72,16 +73,23 @@ def test_bad_bodies_get_openai_error_shapes(running_app, body, status):
 
 
 def test_a_burst_of_api_requests_lets_the_app_user_go_next(running_app):
-    """Four API requests queued, then one from the page: the page's starts right after the running one."""
-    texts = [f"Burst request {i}, one sentence. And a second one to keep the engine busy." for i in range(4)]
-    procs = [subprocess.Popen(["curl", "-sS", "-o", "/dev/null", "-H", "Content-Type: application/json", "-d",
-                               json.dumps({"model": "tts-1", "input": text, "voice": "ash", "steps": 32}),
-                               f"{running_app.url}/v1/audio/speech"]) for text in texts]
-    time.sleep(3)  # all four are in line (the first one running)
+    """While one API request runs and three more wait, the page asks: its generation starts next."""
+    texts = [f"Burst request {i}, one sentence. And a second one to keep the engine busy." for i in range(3)]
     page_text = "The person at the app asked for this."
     client = Client(running_app.url, verbose=False)
-    client.submit(text=page_text, gender="female", steps=4, randomize=False, seed=1, api_name="/design").result()
+    with BusyWorker(running_app.url) as busy:
+        procs = [subprocess.Popen(["curl", "-sS", "-o", "/dev/null", "-H", "Content-Type: application/json", "-d",
+                                   json.dumps({"model": "tts-1", "input": text, "voice": "ash", "steps": 32}),
+                                   f"{running_app.url}/v1/audio/speech"]) for text in texts]
+        time.sleep(2)  # the three reach the server and wait: the worker is busy
+        job = client.submit(text=page_text, gender="female", steps=4, randomize=False, seed=1, api_name="/design")
+        deadline = time.monotonic() + 60
+        while "Waiting in line" not in str(job.outputs()):
+            assert time.monotonic() < deadline, job.outputs()
+            time.sleep(0.1)
+        assert busy.running, "the long request ended early: no line formed"
+    job.result()
     for proc in procs:
-        proc.wait(600)
+        assert proc.wait(600) == 0
     order = [t for t in reversed(history_texts(running_app.url)) if t in texts or t == page_text]  # oldest first
-    assert order[1] == page_text, order
+    assert order[0] == page_text and sorted(order[1:]) == texts, order

@@ -12,6 +12,7 @@ from gradio_client import Client, handle_file
 
 FAST = {"steps": 4, "seed": 11}
 THREE_SENTENCES = "First a short clause, then more. The second sentence follows here. And a third one ends it!"
+SIX_SENTENCES = f"{THREE_SENTENCES} A fourth one starts the second half. The fifth is here. The sixth ends all."
 # decoded length may exceed what was made by the codec's priming plus the last frame's padding (each
 # under one frame: 1152 samples for MP3, 1024 for AAC); the other formats are sample exact
 SLACK = {"mp3": 2 * 1152, "aac": 2 * 1024}
@@ -52,14 +53,14 @@ def test_every_format_decodes_to_the_audio_in_the_history(client, app_client, ru
 def test_streaming_delivers_audio_before_generation_ends(client, app_client, decode_audio):
     start, arrivals, data = time.monotonic(), [], b""
     with client.audio.speech.with_streaming_response.create(
-            model="gpt-4o-mini-tts", voice="onyx", input=THREE_SENTENCES, response_format="pcm",
-            extra_body={"steps": 16, "seed": 3}) as response:
+            model="gpt-4o-mini-tts", voice="onyx", input=SIX_SENTENCES, response_format="pcm",
+            extra_body={"steps": 32, "seed": 3}) as response:
         assert response.headers["content-type"] == "audio/pcm"
         for piece in response.iter_bytes():
             arrivals.append(time.monotonic() - start)
             data += piece
     finished_at = arrivals[-1]
-    entry = newest_entry(app_client, THREE_SENTENCES)
+    entry = newest_entry(app_client, SIX_SENTENCES)
     elapsed = entry["rtf"] * entry["audio_s"]  # the worker's time from start to the last chunk
     later_work = elapsed - entry["first_audio_s"]
     assert later_work > 0.3, "the request must take several chunks for this test to mean anything"
