@@ -12,7 +12,9 @@ import torch
 
 from kernels import _launch
 from kernels._triton import _INTERPRET, HAS_TRITON, tl, triton
-from kernels.fp8_ref import FP8_DTYPE
+from kernels.fp8_ref import FP8_DTYPE, FP8_MAX
+
+_E4M3_MAX = tl.constexpr(FP8_MAX) if HAS_TRITON else None  # e4m3's largest finite value, inside kernels
 
 
 class FP8Rows(NamedTuple):
@@ -34,7 +36,7 @@ def new_fp8_rows(shape: torch.Size, dtype: torch.dtype, device: torch.device) ->
 
 @triton.jit
 def _round_to_e4m3(v):
-    """|v| <= 448 rounded to the e4m3 grid, ties to even, in fp32 arithmetic (the interpreter's own
+    """|v| <= FP8_MAX rounded to the e4m3 grid, ties to even, in fp32 arithmetic (the interpreter's own
     fp32 -> fp8 cast rounds wrongly near powers of two; the GPU's cvt.rn needs no help)."""
     bits = v.to(tl.int32, bitcast=True)
     exponent = tl.maximum(((bits >> 23) & 0xFF) - 127, -6)  # below 2**-6 e4m3 is subnormal, spaced 2**-9
@@ -47,14 +49,14 @@ def _round_to_e4m3(v):
 @triton.jit
 def store_e4m3_row(x, smooth_ptr, codes_row_ptr, scale_ptr, cols, col_ok):
     """Quantize one activation row: e4m3 codes of x / smooth at codes_row_ptr[cols] and the row's
-    scale (amax / 448) at scale_ptr[0]. x is the row in fp32, already rounded as the model rounds it
+    scale (amax / FP8_MAX) at scale_ptr[0]. x is the row in fp32, already rounded as the model rounds it
     (0 where not col_ok). The quantizer below and the kernels that produce activations share it."""
     xs = tl.math.div_rn(x, tl.load(smooth_ptr + cols, mask=col_ok, other=1.0))
     amax = tl.max(tl.abs(xs), axis=0)
-    scale = tl.math.div_rn(tl.full((1,), 0.0, tl.float32) + amax, tl.full((1,), 448.0, tl.float32))  # [1]
+    scale = tl.math.div_rn(tl.full((1,), 0.0, tl.float32) + amax, tl.full((1,), _E4M3_MAX, tl.float32))  # [1]
     safe = tl.where(scale > 0, scale, 1.0)  # an all-zero row gets codes 0
     v = tl.math.div_rn(xs, safe)
-    v = tl.minimum(tl.maximum(v, -448.0), 448.0)  # e4m3's largest finite value
+    v = tl.minimum(tl.maximum(v, -_E4M3_MAX), _E4M3_MAX)
     if _INTERPRET:
         v = _round_to_e4m3(v)
     tl.store(codes_row_ptr + cols, v.to(tl.float8e4nv), mask=col_ok)
@@ -83,7 +85,7 @@ def quantize_act_fp8(x: torch.Tensor, smooth: torch.Tensor) -> tuple[torch.Tenso
     Returns
     -------
     (torch.Tensor, torch.Tensor)
-        codes [M, K] float8_e4m3fn and fp32 scales [M] (amax / 448 of each smoothed row).
+        codes [M, K] float8_e4m3fn and fp32 scales [M] (amax / FP8_MAX of each smoothed row).
     """
     m, k = x.shape
     device = _launch.device_of(x, smooth)

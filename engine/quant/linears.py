@@ -66,7 +66,38 @@ def _split_low_rank(w_smooth: torch.Tensor, lora_down: torch.Tensor, lora_up: to
     return w_smooth - lora_up.float() @ lora_down.float().t()
 
 
-class W4A4Linear(nn.Module):
+class _QuantizedLinear(nn.Module):
+    """What the quantized linears share: the smoothing vector lambda `smooth` [K] fp32, the weight codes
+    `qweight` and their fp32 scales `wscales`, an optional `bias` [N] in the model dtype."""
+
+    rank = 0  # columns of the low-rank branch (none unless a subclass has one)
+
+    def __init__(self, in_features: int, out_features: int, qweight: tuple[tuple[int, ...], torch.dtype],
+                 wscales: tuple[int, ...], bias: bool, dtype: torch.dtype, device: torch.device | str | None):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        make = functools.partial(torch.empty, device=device)
+        self.register_buffer("smooth", make(in_features, dtype=torch.float32))
+        self.register_buffer("qweight", make(*qweight[0], dtype=qweight[1]))
+        self.register_buffer("wscales", make(*wscales, dtype=torch.float32))
+        self.register_buffer("bias", make(out_features, dtype=dtype) if bias else None)
+
+    @torch.no_grad()
+    def _fill(self, smooth: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor,
+              bias: torch.Tensor | None) -> _QuantizedLinear:
+        """Copy a conversion's results into the buffers; returns self."""
+        self.smooth.copy_(smooth)
+        self.qweight.copy_(codes)
+        self.wscales.copy_(scales)
+        if bias is not None:
+            self.bias.copy_(bias)
+        return self
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, rank={self.rank}"
+
+
+class W4A4Linear(_QuantizedLinear):
     """SVDQuant W4A4 linear: y = Q4(x / lambda) Q4(R)^T + (x / lambda) L1 L2 + b, R = W diag(lambda) - L1 L2.
 
     Buffers: `smooth` lambda [K] fp32, `qweight` [N, K/2] int8 (packed INT4, group-halves), `wscales`
@@ -75,18 +106,14 @@ class W4A4Linear(nn.Module):
 
     def __init__(self, in_features: int, out_features: int, rank: int, bias: bool,
                  dtype: torch.dtype = torch.float16, device: torch.device | str | None = None):
-        super().__init__()
         if in_features % GROUP:
             raise ValueError(f"in_features = {in_features} is not a multiple of {GROUP}")
-        self.in_features, self.out_features, self.rank = in_features, out_features, rank
+        super().__init__(in_features, out_features, ((out_features, in_features // 2), torch.int8),
+                         (out_features, in_features // GROUP), bias, dtype, device)
+        self.rank = rank
         self.backend: str | None = None  # None: chosen from the device; or force "ref" / "triton" / "cuda"
-        make = functools.partial(torch.empty, device=device)
-        self.register_buffer("smooth", make(in_features, dtype=torch.float32))
-        self.register_buffer("qweight", make(out_features, in_features // 2, dtype=torch.int8))
-        self.register_buffer("wscales", make(out_features, in_features // GROUP, dtype=torch.float32))
-        self.register_buffer("lora_down", make(in_features, rank, dtype=dtype))
-        self.register_buffer("lora_up", make(out_features, rank, dtype=dtype))
-        self.register_buffer("bias", make(out_features, dtype=dtype) if bias else None)
+        self.register_buffer("lora_down", torch.empty(in_features, rank, dtype=dtype, device=device))
+        self.register_buffer("lora_up", torch.empty(out_features, rank, dtype=dtype, device=device))
         self._codes, self._codes_key = None, None  # the Triton GEMM's copy of qweight, see _mma_weight_codes
 
     @classmethod
@@ -102,12 +129,7 @@ class W4A4Linear(nn.Module):
         smooth = smoothing_factors(act_amax, linear.weight.float(), cfg.smooth_alpha)
         residual = _split_low_rank(linear.weight.float() * smooth, layer.lora_down, layer.lora_up)  # [N, K]
         codes, scales = quantize_groups_ref(residual)
-        layer.smooth.copy_(smooth)
-        layer.qweight.copy_(pack_int4(codes))
-        layer.wscales.copy_(scales)
-        if linear.bias is not None:
-            layer.bias.copy_(linear.bias)
-        return layer
+        return layer._fill(smooth, pack_int4(codes), scales, linear.bias)
 
     def backend_name(self) -> str:
         """The backend forward() uses on this module's device: 'cuda', 'triton' or 'ref'."""
@@ -156,9 +178,6 @@ class W4A4Linear(nn.Module):
                           out_dtype=x.dtype)
         return y.reshape(*x.shape[:-1], self.out_features)
 
-    def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, rank={self.rank}"
-
 
 def _int8_matmul(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """Exact a [M, K] int8 @ w [N, K]^T -> int32 [M, N]."""
@@ -170,19 +189,14 @@ def _int8_matmul(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch._int_mm(F.pad(a, (0, 0, 0, pad)), w.t())[: a.shape[0]]
 
 
-class W8A8Linear(nn.Module):
+class W8A8Linear(_QuantizedLinear):
     """Smoothed W8A8 linear for layers INT4 activations garble: per-token int8 activations (scale =
     amax / 127) times per-output-channel int8 weights, int32 accumulation, fp32 rescale + bias."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool,
                  dtype: torch.dtype = torch.float16, device: torch.device | str | None = None):
-        super().__init__()
-        self.in_features, self.out_features = in_features, out_features
-        make = functools.partial(torch.empty, device=device)
-        self.register_buffer("smooth", make(in_features, dtype=torch.float32))
-        self.register_buffer("qweight", make(out_features, in_features, dtype=torch.int8))
-        self.register_buffer("wscales", make(out_features, dtype=torch.float32))
-        self.register_buffer("bias", make(out_features, dtype=dtype) if bias else None)
+        super().__init__(in_features, out_features, ((out_features, in_features), torch.int8), (out_features,),
+                         bias, dtype, device)
 
     @classmethod
     def empty_like(cls, linear: nn.Linear, cfg: QuantConfig) -> W8A8Linear:
@@ -201,12 +215,7 @@ class W8A8Linear(nn.Module):
         layer = cls.empty_like(linear, cfg)
         smooth = smoothing_factors(act_amax, linear.weight, cfg.smooth_alpha)
         codes, scales = cls._quantize_rows(linear.weight.float() * smooth)
-        layer.smooth.copy_(smooth)
-        layer.qweight.copy_(codes)
-        layer.wscales.copy_(scales)
-        if linear.bias is not None:
-            layer.bias.copy_(linear.bias)
-        return layer
+        return layer._fill(smooth, codes, scales, linear.bias)
 
     def backend_name(self) -> str:
         return "torch-int8"
@@ -220,7 +229,7 @@ class W8A8Linear(nn.Module):
         return y.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
 
 
-class W8A8FP8Linear(nn.Module):
+class W8A8FP8Linear(_QuantizedLinear):
     """Smoothed W8A8 FP8 linear: y = Q8(x / lambda) Q8(R)^T + (x / lambda) L1 L2 + b, R = W diag(lambda) - L1 L2,
     with e4m3 codes, per-token dynamic activation scales and per-output-channel weight scales.
 
@@ -233,19 +242,16 @@ class W8A8FP8Linear(nn.Module):
 
     def __init__(self, in_features: int, out_features: int, rank: int, bias: bool,
                  dtype: torch.dtype = torch.float16, device: torch.device | str | None = None):
-        super().__init__()
         if in_features % FP8_ALIGN or out_features % FP8_ALIGN:
             raise ValueError(f"FP8 linears need sizes that are multiples of {FP8_ALIGN}, "
                              f"got {in_features} -> {out_features}")
-        self.in_features, self.out_features, self.rank = in_features, out_features, rank
+        super().__init__(in_features, out_features, ((out_features, in_features), FP8_DTYPE), (out_features,),
+                         bias, dtype, device)
+        self.rank = rank
         self.backend: str | None = None  # None: chosen from the device; or force "ref" / "scaled_mm"
-        make = functools.partial(torch.empty, device=device)
-        self.register_buffer("smooth", make(in_features, dtype=torch.float32))
-        self.register_buffer("qweight", make(out_features, in_features, dtype=FP8_DTYPE))
-        self.register_buffer("wscales", make(out_features, dtype=torch.float32))
-        self.register_buffer("lora_down", make(in_features, rank, dtype=dtype) if rank else None)
-        self.register_buffer("lora_up", make(out_features, rank, dtype=dtype) if rank else None)
-        self.register_buffer("bias", make(out_features, dtype=dtype) if bias else None)
+        make = functools.partial(torch.empty, dtype=dtype, device=device)
+        self.register_buffer("lora_down", make(in_features, rank) if rank else None)
+        self.register_buffer("lora_up", make(out_features, rank) if rank else None)
 
     @classmethod
     def empty_like(cls, linear: nn.Linear, cfg: QuantConfig) -> W8A8FP8Linear:
@@ -262,12 +268,7 @@ class W8A8FP8Linear(nn.Module):
         if layer.rank:
             w_smooth = _split_low_rank(w_smooth, layer.lora_down, layer.lora_up)
         codes, scales = quantize_rows_fp8_ref(w_smooth)
-        layer.smooth.copy_(smooth)
-        layer.qweight.copy_(codes)
-        layer.wscales.copy_(scales)
-        if linear.bias is not None:
-            layer.bias.copy_(linear.bias)
-        return layer
+        return layer._fill(smooth, codes, scales, linear.bias)
 
     def backend_name(self) -> str:
         """'scaled_mm' (Triton quantizer + torch._scaled_mm, FP8 tensor cores) or 'ref'."""
@@ -295,12 +296,6 @@ class W8A8FP8Linear(nn.Module):
             xs = x2.float() / self.smooth
             y += ((xs @ self.lora_down.float()) @ self.lora_up.float().t()).to(y.dtype)
         return y.reshape(*x.shape[:-1], self.out_features)
-
-    def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, rank={self.rank}"
-
-
-QUANTIZED_LINEARS = {"w4a4": W4A4Linear, "w8a8": W8A8Linear, "fp8": W8A8FP8Linear}
 
 
 QUANTIZED_LINEARS = {"w4a4": W4A4Linear, "w8a8": W8A8Linear, "fp8": W8A8FP8Linear}
