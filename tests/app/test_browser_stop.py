@@ -5,7 +5,7 @@ import time
 from pages import needs_chromium, open_page
 
 pytestmark = needs_chromium
-LONG_TEXT = " ".join(f"This is sentence number {i}, and it goes on for a while." for i in range(12))
+LONG_TEXT = " ".join(f"This is sentence number {i}, and it goes on for a while." for i in range(40))  # generating long after playback starts
 PLAYING = "() => [...document.querySelectorAll('#design-result audio')].some(a => !a.paused && a.currentTime > 0.2)"
 
 
@@ -19,7 +19,7 @@ def test_stop_is_shown_only_when_useful_and_silences_the_player(running_app, bro
     page.locator("#design-text textarea").fill(LONG_TEXT)
     page.locator("#tab-design").get_by_text("Advanced settings").click()
     steps = page.locator("#tab-design").get_by_label("number input for Steps")
-    steps.fill("16")
+    steps.fill("32")
     steps.press("Enter")
     page.locator("#design-generate").click()
     page.wait_for_function(PLAYING, timeout=180_000)
