@@ -82,16 +82,24 @@ class _QuantizedLinear(nn.Module):
         self.register_buffer("wscales", make(*wscales, dtype=torch.float32))
         self.register_buffer("bias", make(out_features, dtype=dtype) if bias else None)
 
+    def _quantize_weight(self, w_smooth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The smoothed weight W diag(lambda) [N, K] fp32 -> (qweight, wscales); fills any low-rank factors."""
+        raise NotImplementedError
+
+    @classmethod
     @torch.no_grad()
-    def _fill(self, smooth: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor,
-              bias: torch.Tensor | None) -> _QuantizedLinear:
-        """Copy a conversion's results into the buffers; returns self."""
-        self.smooth.copy_(smooth)
-        self.qweight.copy_(codes)
-        self.wscales.copy_(scales)
-        if bias is not None:
-            self.bias.copy_(bias)
-        return self
+    def from_linear(cls, linear: nn.Linear, act_amax: torch.Tensor, cfg: QuantConfig) -> _QuantizedLinear:
+        """Convert `linear` given the max |x| of each input channel seen during calibration ([K]);
+        each subclass has `empty_like(linear, cfg)`, the layer of the right sizes to fill."""
+        layer = cls.empty_like(linear, cfg)
+        smooth = smoothing_factors(act_amax, linear.weight, cfg.smooth_alpha)
+        codes, scales = layer._quantize_weight(linear.weight.float() * smooth)
+        layer.smooth.copy_(smooth)
+        layer.qweight.copy_(codes)
+        layer.wscales.copy_(scales)
+        if linear.bias is not None:
+            layer.bias.copy_(linear.bias)
+        return layer
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, rank={self.rank}"
@@ -121,15 +129,9 @@ class W4A4Linear(_QuantizedLinear):
         return cls(linear.in_features, linear.out_features, cfg.rank, linear.bias is not None,
                    linear.weight.dtype, linear.weight.device)
 
-    @classmethod
-    @torch.no_grad()
-    def from_linear(cls, linear: nn.Linear, act_amax: torch.Tensor, cfg: QuantConfig) -> W4A4Linear:
-        """Convert `linear` given the max |x| of each input channel seen during calibration ([K])."""
-        layer = cls.empty_like(linear, cfg)
-        smooth = smoothing_factors(act_amax, linear.weight.float(), cfg.smooth_alpha)
-        residual = _split_low_rank(linear.weight.float() * smooth, layer.lora_down, layer.lora_up)  # [N, K]
-        codes, scales = quantize_groups_ref(residual)
-        return layer._fill(smooth, pack_int4(codes), scales, linear.bias)
+    def _quantize_weight(self, w_smooth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        codes, scales = quantize_groups_ref(_split_low_rank(w_smooth, self.lora_down, self.lora_up))
+        return pack_int4(codes), scales
 
     def backend_name(self) -> str:
         """The backend forward() uses on this module's device: 'cuda', 'triton' or 'ref'."""
@@ -209,13 +211,8 @@ class W8A8Linear(_QuantizedLinear):
         safe = torch.where(scales > 0, scales, torch.ones_like(scales))
         return torch.round(t / safe[:, None]).clamp_(-127, 127).to(torch.int8), scales
 
-    @classmethod
-    @torch.no_grad()
-    def from_linear(cls, linear: nn.Linear, act_amax: torch.Tensor, cfg: QuantConfig) -> W8A8Linear:
-        layer = cls.empty_like(linear, cfg)
-        smooth = smoothing_factors(act_amax, linear.weight, cfg.smooth_alpha)
-        codes, scales = cls._quantize_rows(linear.weight.float() * smooth)
-        return layer._fill(smooth, codes, scales, linear.bias)
+    def _quantize_weight(self, w_smooth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._quantize_rows(w_smooth)
 
     def backend_name(self) -> str:
         return "torch-int8"
@@ -258,17 +255,10 @@ class W8A8FP8Linear(_QuantizedLinear):
         return cls(linear.in_features, linear.out_features, cfg.fp8_rank, linear.bias is not None,
                    linear.weight.dtype, linear.weight.device)
 
-    @classmethod
-    @torch.no_grad()
-    def from_linear(cls, linear: nn.Linear, act_amax: torch.Tensor, cfg: QuantConfig) -> W8A8FP8Linear:
-        """Convert `linear` given the max |x| of each input channel seen during calibration ([K])."""
-        layer = cls.empty_like(linear, cfg)
-        smooth = smoothing_factors(act_amax, linear.weight.float(), cfg.smooth_alpha)
-        w_smooth = linear.weight.float() * smooth  # [N, K]
-        if layer.rank:
-            w_smooth = _split_low_rank(w_smooth, layer.lora_down, layer.lora_up)
-        codes, scales = quantize_rows_fp8_ref(w_smooth)
-        return layer._fill(smooth, codes, scales, linear.bias)
+    def _quantize_weight(self, w_smooth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.rank:
+            w_smooth = _split_low_rank(w_smooth, self.lora_down, self.lora_up)
+        return quantize_rows_fp8_ref(w_smooth)
 
     def backend_name(self) -> str:
         """'scaled_mm' (Triton quantizer + torch._scaled_mm, FP8 tensor cores) or 'ref'."""
