@@ -1,5 +1,6 @@
-"""Audio file formats for what leaves the app (the API's responses, exports): 16-bit mono PCM in,
-mp3 / opus / aac / flac / wav / pcm bytes out, chunk by chunk, through FFmpeg's own libraries (PyAV).
+"""Audio file formats for what leaves the app, the one place audio is encoded: the API's responses
+(mp3 / opus / aac / flac / wav / pcm, chunk by chunk) and the Studio's exports (WAV, FLAC, MP3 and M4B
+with chapter marks), through FFmpeg's own libraries (PyAV).
 
 Streaming-safe: `encode` returns every complete frame of the chunk at once (Ogg pages are closed
 every 20 ms instead of every second), so a client can play one sentence while the next is made;
@@ -13,11 +14,15 @@ to start, and it holds back most of a chunk until more input arrives.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import BinaryIO
 
 import av
 import numpy as np
+
+from engine.errors import VoiceDeskError
+from engine.fileio import atomic_write
 
 
 @dataclass(frozen=True)
@@ -29,7 +34,7 @@ class AudioFormat:
     options: dict[str, str] = field(default_factory=dict)  # the muxer's
 
 
-FORMATS: dict[str, AudioFormat] = {
+FORMATS: dict[str, AudioFormat] = {  # the API's response_format -> format
     "mp3": AudioFormat("mp3", "libmp3lame", "audio/mpeg", 64_000),
     "opus": AudioFormat("ogg", "libopus", "audio/ogg", 48_000, {"page_duration": "20000"}),  # µs per page
     "aac": AudioFormat("adts", "aac", "audio/aac", 64_000),
@@ -37,6 +42,26 @@ FORMATS: dict[str, AudioFormat] = {
     "wav": AudioFormat("wav", "pcm_s16le", "audio/wav"),
     "pcm": AudioFormat("s16le", "pcm_s16le", "audio/pcm"),  # raw samples, little-endian, no header
 }
+_BOOK = {"movflags": "+faststart"}  # the index first, so players can seek before the whole file is read
+FILE_FORMATS: dict[str, AudioFormat] = {  # an exported file's suffix -> format
+    ".wav": FORMATS["wav"],
+    ".flac": FORMATS["flac"],
+    ".mp3": AudioFormat("mp3", "libmp3lame", "audio/mpeg", 128_000),
+    ".m4b": AudioFormat("ipod", "aac", "audio/mp4", 96_000, _BOOK),
+    ".m4a": AudioFormat("ipod", "aac", "audio/mp4", 128_000, _BOOK),
+}
+_SAMPLE_FORMATS = {np.dtype(np.int16): "s16", np.dtype(np.float32): "flt"}
+
+
+class EncodeError(VoiceDeskError):
+    """Audio that cannot be written as asked."""
+
+
+@dataclass(frozen=True)
+class ChapterMark:
+    title: str
+    start_s: float
+    end_s: float
 
 
 class _Buffer:
@@ -56,13 +81,16 @@ class _Buffer:
 
 
 class AudioEncoder:
-    """Encode int16 mono chunks into one stream of `fmt` (a key of FORMATS).
+    """Encode mono chunks (int16, or float32 in [-1, 1]) into one stream of `fmt` (a key of FORMATS, or a
+    format).
 
     `file`: a path or a binary file to write to; None keeps the bytes in memory, and `encode` and
-    `finish` return them as they are made (for streaming)."""
+    `finish` return them as they are made (for streaming). `title` and `chapters` go in the container
+    where it has room for them (MP3, MP4)."""
 
-    def __init__(self, fmt: str, sample_rate: int, file: str | Path | BinaryIO | None = None):
-        self.format = FORMATS[fmt]
+    def __init__(self, fmt: str | AudioFormat, sample_rate: int, file: str | Path | BinaryIO | None = None,
+                 title: str | None = None, chapters: list[ChapterMark] = ()):
+        self.format = FORMATS[fmt] if isinstance(fmt, str) else fmt
         self.sample_rate = sample_rate
         self._buffer = _Buffer() if file is None else None
         target = self._buffer if file is None else (str(file) if isinstance(file, Path) else file)
@@ -70,6 +98,13 @@ class AudioEncoder:
         self._stream = self._container.add_stream(self.format.codec, rate=sample_rate, layout="mono")
         if self.format.bit_rate:
             self._stream.bit_rate = self.format.bit_rate
+        if title:
+            self._container.metadata["title"] = title
+        if chapters:
+            self._container.set_chapters([
+                {"id": i + 1, "start": round(mark.start_s * 1000), "end": round(mark.end_s * 1000),
+                 "time_base": Fraction(1, 1000), "metadata": {"title": mark.title}}
+                for i, mark in enumerate(chapters)])
         self._samples = 0
 
     @property
@@ -77,10 +112,12 @@ class AudioEncoder:
         return self.format.content_type
 
     def encode(self, pcm: np.ndarray) -> bytes:
-        """Add int16 samples [n]; returns the bytes made so far (b"" when writing to a file)."""
-        pcm = np.ascontiguousarray(pcm, dtype=np.int16)
+        """Add samples [n]; returns the bytes made so far (b"" when writing to a file)."""
+        pcm = np.ascontiguousarray(pcm)
+        if pcm.dtype not in _SAMPLE_FORMATS:
+            pcm = pcm.astype(np.int16)
         if len(pcm):
-            frame = av.AudioFrame.from_ndarray(pcm.reshape(1, -1), format="s16", layout="mono")
+            frame = av.AudioFrame.from_ndarray(pcm.reshape(1, -1), format=_SAMPLE_FORMATS[pcm.dtype], layout="mono")
             frame.sample_rate, frame.pts = self.sample_rate, self._samples
             self._samples += len(pcm)
             self._mux(frame)
@@ -99,3 +136,23 @@ class AudioEncoder:
     def _take(self) -> bytes:
         return self._buffer.take() if self._buffer is not None else b""
 
+
+def write_file(audio: np.ndarray, sample_rate: int, path: str | Path, title: str | None = None,
+               chapters: list[ChapterMark] = ()) -> Path:
+    """Write mono `audio` (float32 in [-1, 1], or int16) to `path`, its format from the suffix (FILE_FORMATS),
+    with chapter marks where the container has them (M4B, MP3). Written atomically."""
+    path = Path(path)
+    fmt = FILE_FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise EncodeError(f"Cannot write {path.name}: use one of {', '.join(FILE_FORMATS)}.")
+    if len(audio) == 0:
+        raise EncodeError("There is no audio to export.")
+
+    def write(target: str) -> None:
+        encoder = AudioEncoder(fmt, sample_rate, file=target, title=title, chapters=chapters)
+        encoder.encode(audio)
+        encoder.finish()
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, write)
+    return path

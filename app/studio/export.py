@@ -13,7 +13,8 @@ import srt
 from engine.constants import SAMPLE_RATE
 from engine.errors import VoiceDeskError
 
-from ..encode import ChapterMark, encode
+from ..encoder import ChapterMark, write_file
+from ..loudness import normalize_loudness
 from .plan import Cue
 from .project import Project
 from .script import Line, Pause, Script
@@ -103,8 +104,8 @@ def export(project: Project, script: Script, cues: list[Cue], out: Path, per_cha
         if group is not None:
             title = script.chapters[group[0]].title or project.name
             target = out.with_name(f"{out.stem}-{number:02d}-{_file_part(title)}{out.suffix}")
-        encode(timeline.audio, SAMPLE_RATE, target, settings.loudness_lufs, settings.true_peak_db,
-               chapters=timeline.chapters, title=project.name)
+        audio = normalize_loudness(timeline.audio, SAMPLE_RATE, settings.loudness_lufs, settings.true_peak_db)
+        write_file(audio, SAMPLE_RATE, target, title=project.name, chapters=timeline.chapters)
         write_srt(target.with_suffix(".srt"), timeline.subtitles)
         written.append(target)
     return written

@@ -1,9 +1,12 @@
 """app/encoder.py, checked with decoders it does not share: the ffmpeg command line and libsndfile."""
+import json
+import subprocess
+
 import numpy as np
 import pytest
 import soundfile as sf
 
-from app.encoder import FORMATS, AudioEncoder
+from app.encoder import FILE_FORMATS, FORMATS, AudioEncoder, ChapterMark, EncodeError, write_file
 
 RATE = 24000
 # Decoded length may exceed the input by the codec's priming plus the last frame's padding, each
@@ -69,3 +72,37 @@ def test_streamed_wav_and_opus_read_with_libsndfile(tmp_path):
         path.write_bytes(encoder.encode(tone(0.5)) + encoder.finish())
         samples, rate = sf.read(path, dtype="int16")
         assert rate == RATE and len(samples) == len(tone(0.5))
+
+
+@pytest.mark.parametrize("suffix", list(FILE_FORMATS))
+def test_exported_files_hold_the_same_audio_and_chapters(tmp_path, suffix, decode_audio):
+    """The Studio's exports (float samples in): each file decodes to the same audio, at its length, with the
+    title and the chapter marks where the container has them."""
+    audio = np.concatenate([tone(0.7), tone(0.5, 440.0)]).astype(np.float32) / 32768
+    marks = [ChapterMark("One", 0.0, 0.7), ChapterMark("Two = 2", 0.7, 1.2)]
+    path = write_file(audio, RATE, tmp_path / f"book{suffix}", title="A book", chapters=marks)
+    decoded = decode_audio(path.read_bytes(), suffix[1:])
+    expected = np.concatenate([tone(0.7), tone(0.5, 440.0)])
+    lossy = FILE_FORMATS[suffix].codec in ("libmp3lame", "aac")
+    assert len(expected) <= len(decoded) <= len(expected) + (2 * 1152 if lossy else 0)
+    if not lossy:
+        np.testing.assert_array_equal(decoded, expected)
+    else:
+        head, tail = decoded[: int(0.6 * RATE)], decoded[-int(0.4 * RATE):]
+        assert strongest_hz(head) == pytest.approx(220, abs=3) and strongest_hz(tail) == pytest.approx(440, abs=3)
+        assert np.sqrt(np.mean(decoded.astype(np.float64) ** 2)) == pytest.approx(8000 / np.sqrt(2), rel=0.1)
+    probe = json.loads(subprocess.run(["ffprobe", "-v", "error", "-of", "json", "-show_chapters", "-show_entries",
+                                       "format=duration:format_tags=title", str(path)],
+                                      capture_output=True, text=True, check=True).stdout)
+    assert probe["format"]["tags"]["title"] == "A book"
+    if suffix in (".m4b", ".m4a", ".mp3"):
+        assert [(c["tags"]["title"], float(c["start_time"]), float(c["end_time"])) for c in probe["chapters"]] == \
+            [("One", 0.0, 0.7), ("Two = 2", 0.7, 1.2)]
+    assert not [p for p in tmp_path.iterdir() if p != path]  # written atomically: no temporary file left
+
+
+def test_export_refuses_other_suffixes_and_no_audio(tmp_path):
+    with pytest.raises(EncodeError, match="use one of"):
+        write_file(np.zeros(10, np.float32), RATE, tmp_path / "book.ogg")
+    with pytest.raises(EncodeError, match="no audio"):
+        write_file(np.zeros(0, np.float32), RATE, tmp_path / "book.wav")

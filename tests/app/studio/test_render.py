@@ -10,7 +10,7 @@ import pytest
 import soundfile as sf
 import srt
 
-from app.encode import measure_loudness
+from app.loudness import measure_loudness
 from app.library import LibraryError, VoiceLibrary
 from app.studio.export import assemble, export
 from app.studio.parse import parse_script
