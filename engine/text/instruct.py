@@ -83,20 +83,15 @@ def compose_instruct(values: Iterable[str | None]) -> str | None:
     return ", ".join(v for v in values if v) or None
 
 
-def _unknown_items_message(instruct: str, unknown: list[tuple[str, str]]) -> str:
-    lines = []
-    for raw, item in unknown:
-        close = difflib.get_close_matches(item, _CATEGORY_OF, n=1, cutoff=0.6)
-        hint = f"unsupported; did you mean '{close[0]}'?" if close else "unsupported"
-        lines.append(f"  '{raw}' -> '{item}' ({hint})")
-    return (
-        f"Unsupported instruct items found in {instruct}:\n" + "\n".join(lines)
-        + "\n\nValid English items: " + ", ".join(_VALID_ENGLISH)
-        + "\nValid Chinese items: " + "，".join(_VALID_CHINESE)
-        + "\n\nTip: Use only English or only Chinese instructs. English instructs should use comma + "
-        "space (e.g. 'male, indian accent'),\nChinese instructs should use full-width comma "
-        "(e.g. '男，河南话')."
-    )
+def _unknown_items_message(unknown: list[str]) -> str:
+    """One line (the CLI, the API and the page show it as is): each unknown item with its nearest valid
+    one, then the valid items. Upstream says the same over eight lines."""
+    named = []
+    for item in unknown:
+        close = difflib.get_close_matches(item.strip().lower(), _CATEGORY_OF, n=1, cutoff=0.6)
+        named.append(f"'{item.strip()}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+    return (f"Unknown instruct item{'s' if len(named) > 1 else ''}: {', '.join(named)}. Use English items joined "
+            f"by ', ' ({', '.join(_VALID_ENGLISH)}) or Chinese items joined by '，' ({'，'.join(_VALID_CHINESE)}).")
 
 
 def canonical_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
@@ -123,9 +118,9 @@ def canonical_instruct(instruct: str | None, use_zh: bool = False) -> str | None
     instruct = instruct.strip()
     raw_items = [raw for raw in _ITEM_SEPARATOR.split(instruct) if raw]
     items = [raw.strip().lower() for raw in raw_items]
-    unknown = [(raw, item) for raw, item in zip(raw_items, items) if item not in _CATEGORY_OF]
+    unknown = [raw for raw, item in zip(raw_items, items) if item not in _CATEGORY_OF]
     if unknown:
-        raise TextInputError(_unknown_items_message(instruct, unknown))
+        raise TextInputError(_unknown_items_message(unknown))
 
     categories = {_CATEGORY_OF[item] for item in items}
     if {"dialect", "accent"} <= categories:
