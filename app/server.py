@@ -80,6 +80,7 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     from .playback import probe
     from .security import LOOPBACK_HOSTS, guard_middleware
     from .ui.layout import build_app
+    from .upload_guard import UploadStorageGuard
     from .worker import GpuWorker
 
     if demo and model is None:
@@ -93,7 +94,8 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
                      upload_root=Path(gr.utils.get_upload_folder()),
                      notices=[f"Settings: {p}." for p in problems], api=access, bind_host=host)
     routes = api_routes(ctx, access)
-    middleware = [guard_middleware(host), Middleware(CancelOnDisconnect, abandon=_abandoner(worker))]
+    middleware = [guard_middleware(host), Middleware(CancelOnDisconnect, abandon=_abandoner(worker)),
+                  Middleware(UploadStorageGuard, upload_dir=ctx.upload_root)]
     try:
         if headless:
             _serve_headless(routes, middleware, host, port or DEFAULT_PORT)

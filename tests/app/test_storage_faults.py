@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
@@ -57,3 +58,32 @@ def test_a_data_folder_that_cannot_be_made_is_one_line_at_startup(tmp_path):
     assert lines[-1] == (f"error: The folder {data / 'voices'} is read-only: nothing can be saved there. Make it "
                          "writable (or set VOICEDESK_HOME to a folder you can write), then try again.")
     assert "Traceback" not in run.stderr
+
+
+def upload(url: str, name: str, data: bytes) -> httpx.Response:
+    return httpx.post(f"{url}/gradio_api/upload", files={"files": (name, data, "audio/wav")}, timeout=60)
+
+
+def test_an_upload_onto_a_full_disk_says_so_and_loses_nothing(tmp_path, app_launcher, reference_wav):
+    uploads = tmp_path / "cache" / "gradio"  # Gradio's upload folder lives in the app's cache
+    with app_launcher(tmp_path, prefix=on_tmpfs(tmp_path / "cache", "size=2m")) as app:
+        kept = upload(app.url, "reference.wav", reference_wav.read_bytes())
+        assert kept.status_code == 200, kept.text
+        kept_path = kept.json()[0]
+        seen_by_app = Path(f"/proc/{app.proc.pid}/root{uploads}")  # the tmpfs, as the app's namespace sees it
+        before = sorted(seen_by_app.rglob("*"))
+
+        refused = upload(app.url, "long.wav", os.urandom(3 * 2**20))  # more than the whole disk
+        assert refused.status_code == 507, (refused.status_code, refused.text)
+        assert refused.text.startswith("The disk is full: nothing more can be saved in") and str(uploads) in refused.text
+        assert "Errno" not in refused.text and "Internal Server Error" not in refused.text
+
+        client = Client(app.url, verbose=False)
+        assert client.predict(api_name="/model_status")["ready"]  # still serving
+        # Nothing lost, nothing left: the clip uploaded before is whole, the refused one left no part behind
+        # (the folder holds what it held before, and a new upload fits again).
+        assert sorted(seen_by_app.rglob("*")) == before
+        served = httpx.get(f"{app.url}/gradio_api/file={kept_path}", timeout=60)
+        assert served.status_code == 200 and served.content == reference_wav.read_bytes()
+        again = upload(app.url, "short.wav", os.urandom(2**20))
+        assert again.status_code == 200, again.text
