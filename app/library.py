@@ -5,7 +5,8 @@
                   meta.json                          display name, creation date, language, length
 
 A folder is written under a temporary name and renamed into place, so a crash never leaves half a
-voice; folders that cannot be read are skipped with a warning instead of breaking the list.
+voice. A folder that cannot be read (a file missing or corrupt) is listed apart as damaged, with what is
+wrong, so the person sees it and can delete it; it never breaks the list.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from engine.errors import VoiceDeskError
+from engine.errors import AudioInputError, VoiceDeskError
 from engine.fileio import saving_in
 from engine.voice import META_FILE, TOKENS_FILE, Voice
 
@@ -60,6 +61,16 @@ class VoiceEntry:
         return path if path.is_file() else None
 
 
+@dataclass(frozen=True)
+class DamagedVoice:
+    """A voice folder that cannot be used: shown in the library as damaged, so it can be deleted."""
+
+    slug: str
+    name: str  # its display name when meta.json still says it, else the folder name
+    folder: Path
+    problem: str  # what is wrong, for the person
+
+
 def clean_name(name: str) -> str:
     """A display name without control characters or runs of spaces; raises LibraryError when empty."""
     printable = "".join(ch for ch in str(name) if not unicodedata.category(ch).startswith("C"))
@@ -93,20 +104,18 @@ class VoiceLibrary:
 
     # -- reading --------------------------------------------------------------------------------
     def entries(self) -> list[VoiceEntry]:
-        """Every readable voice, sorted by name; unreadable folders are skipped with a warning."""
-        found = []
-        for folder in sorted(self.root.iterdir()):
-            if folder.is_dir() and not folder.name.startswith("."):
-                entry = self._read_entry(folder)
-                if entry is not None:
-                    found.append(entry)
-        return sorted(found, key=lambda e: e.name.casefold())
+        """Every usable voice, sorted by name (`damaged` lists the others)."""
+        return sorted((e for e in self._scan() if isinstance(e, VoiceEntry)), key=lambda e: e.name.casefold())
+
+    def damaged(self) -> list[DamagedVoice]:
+        """Voice folders that cannot be used (a file missing or corrupt), sorted by name."""
+        return sorted((e for e in self._scan() if isinstance(e, DamagedVoice)), key=lambda e: e.name.casefold())
 
     def get(self, slug: str) -> VoiceEntry:
-        folder = self.root / str(slug)
-        entry = self._read_entry(folder) if _is_plain_child(self.root, folder) and folder.is_dir() else None
-        if entry is None:
-            raise LibraryError(f"There is no saved voice '{slug}'.")
+        entry = self._read_entry(self._folder(slug))
+        if isinstance(entry, DamagedVoice):
+            raise LibraryError(f"The saved voice '{entry.name}' is damaged ({entry.problem}): delete it in the "
+                               "Voices tab.")
         return entry
 
     def load_voice(self, slug: str) -> Voice:
@@ -117,18 +126,38 @@ class VoiceLibrary:
         by_name = {e.name.casefold(): e.slug for e in self.entries()}
         return self.load_voice(by_name.get(name.casefold(), slugify(name)))
 
-    def _read_entry(self, folder: Path) -> VoiceEntry | None:
-        missing = [n for n in (TOKENS_FILE, META_FILE) if not (folder / n).is_file()]
+    def _scan(self) -> list[VoiceEntry | DamagedVoice]:
+        return [self._read_entry(folder) for folder in sorted(self.root.iterdir())
+                if folder.is_dir() and not folder.name.startswith(".")]
+
+    def _folder(self, slug: str) -> Path:
+        folder = self.root / str(slug)
+        if not (_is_plain_child(self.root, folder) and folder.is_dir()):
+            raise LibraryError(f"There is no saved voice '{slug}'.")
+        return folder
+
+    def _read_entry(self, folder: Path) -> VoiceEntry | DamagedVoice:
+        info = read_json(folder / INFO_FILE) if (folder / INFO_FILE).is_file() else None
+        named = info is not None and isinstance(info.get("name"), str)
+        name = info["name"] if named else folder.name
+
+        def damaged(problem: str) -> DamagedVoice:
+            log.warning("voice folder %s is damaged: %s", folder, problem)
+            return DamagedVoice(slug=folder.name, name=name, folder=folder, problem=problem)
+
+        missing = [n for n in (TOKENS_FILE, META_FILE, INFO_FILE) if not (folder / n).is_file()]
         if missing:
-            log.warning("skipping voice folder %s: %s missing", folder, ", ".join(missing))
-            return None
-        info = read_json(folder / INFO_FILE)
-        if info is None or not isinstance(info.get("name"), str):
-            return None
-        voice_meta = read_json(folder / META_FILE) or {}
-        return VoiceEntry(slug=folder.name, name=info["name"], folder=folder, created=str(info.get("created", "")),
+            return damaged(f"{', '.join(missing)} missing")
+        if not named:
+            return damaged(f"{INFO_FILE} cannot be read")
+        try:
+            voice = Voice.load(folder)  # a few kB: checks the tokens and their format, not just the names
+        except AudioInputError as err:
+            log.warning("%s", err)
+            return damaged(f"{TOKENS_FILE} or {META_FILE} is corrupt")
+        return VoiceEntry(slug=folder.name, name=name, folder=folder, created=str(info.get("created", "")),
                           seconds=float(info.get("seconds", 0.0)), language=info.get("language"),
-                          transcript=str(voice_meta.get("transcript", "")))
+                          transcript=voice.transcript)
 
     # -- writing --------------------------------------------------------------------------------
     def save(self, name: str, voice: Voice, reference: tuple[np.ndarray, int] | None = None,
@@ -155,8 +184,11 @@ class VoiceLibrary:
         entry.folder.rename(target)
         return self.get(target.name)
 
-    def delete(self, slug: str) -> None:
-        shutil.rmtree(self.get(slug).folder)
+    def delete(self, slug: str) -> str:
+        """Delete a voice, damaged or not; returns the name it had."""
+        entry = self._read_entry(self._folder(slug))
+        shutil.rmtree(entry.folder)
+        return entry.name
 
     def archive(self, slug: str) -> bytes:
         """A zip of the voice's folder, for sharing or backup, made in memory (no copy is kept);
@@ -252,10 +284,13 @@ def _now() -> str:
 def cli_list() -> int:
     """`voicedesk voices`: print the saved voices."""
     dirs = AppDirs.default()
-    entries = VoiceLibrary.open(dirs).entries()
-    if not entries:
+    library = VoiceLibrary.open(dirs)
+    entries, damaged = library.entries(), library.damaged()
+    if not entries and not damaged:
         print(f"No saved voices yet (folder: {dirs.voices}).")
         return 0
     for e in entries:
         print(f"{e.name:30s} {e.seconds:5.1f} s  {e.created[:10]}  {e.folder}")
+    for d in damaged:
+        print(f"{d.name:30s} damaged: {d.problem}  {d.folder}")
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 import gradio as gr
 
 from ..context import AppContext
+from ..library import DamagedVoice
 from .clone import NEW_CLIP, voice_choices
 from .common import describe_entry, export_link, reference_player
 from .messages import message_line, reported
@@ -12,9 +13,16 @@ COLUMNS = ["Name", "Length", "Saved", "Transcript"]
 
 
 def voice_rows(ctx: AppContext) -> tuple[list[list], list[str]]:
-    entries = ctx.library.entries()
+    """The table's rows and their slugs: the usable voices, then the damaged ones (so they can be deleted)."""
+    entries, damaged = ctx.library.entries(), ctx.library.damaged()
     rows = [[e.name, f"{e.seconds:.1f} s", e.created[:10], e.transcript[:80]] for e in entries]
-    return rows, [e.slug for e in entries]
+    rows += [[f"⚠ {d.name}", "damaged", "", d.problem] for d in damaged]
+    return rows, [e.slug for e in entries] + [d.slug for d in damaged]
+
+
+def _describe_damaged(voice: DamagedVoice) -> str:
+    return (f"**⚠ {voice.name} is damaged**: {voice.problem}, so it cannot be used. Delete it, or repair its "
+            f"folder by hand: `{voice.folder}`")
 
 
 def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr.Dropdown) -> None:
@@ -47,11 +55,16 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
         return rows, slugs, gr.Markdown(visible=not rows), gr.Dropdown(choices=voice_choices(ctx), value=keep)
 
     def list_voices() -> list[dict]:
-        return [{"slug": e.slug, "name": e.name, "seconds": e.seconds, "transcript": e.transcript}
-                for e in ctx.library.entries()]
+        return ([{"slug": e.slug, "name": e.name, "seconds": e.seconds, "transcript": e.transcript, "damaged": None}
+                 for e in ctx.library.entries()]
+                + [{"slug": d.slug, "name": d.name, "damaged": d.problem} for d in ctx.library.damaged()])
 
     def select(slugs, evt: gr.SelectData):
-        entry = ctx.library.get(slugs[evt.index[0]])
+        slug = slugs[evt.index[0]]
+        damaged = next((d for d in ctx.library.damaged() if d.slug == slug), None)
+        if damaged is not None:
+            return slug, gr.Group(visible=True), _describe_damaged(damaged), "", damaged.name, "", ""
+        entry = ctx.library.get(slug)
         return (entry.slug, gr.Group(visible=True), describe_entry(entry), reference_player(entry), entry.name,
                 export_link(entry), "")
 
@@ -63,8 +76,7 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
     def do_delete(slug, version):
         if not slug:
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
-        name = ctx.library.get(slug).name
-        ctx.library.delete(slug)
+        name = ctx.library.delete(slug)
         if ctx.settings.last_voice == slug:
             ctx.save_settings(last_voice=None)
         return None, gr.Group(visible=False), version + 1, f"✓ Deleted '{name}'."

@@ -76,14 +76,27 @@ def test_delete_and_unknown_slugs(library):
             library.get(bad)
 
 
-def test_unreadable_folders_are_skipped_with_a_warning(library, caplog):
+def test_a_damaged_voice_is_listed_as_damaged_and_can_be_deleted(library, caplog):
     good = library.save("Good", make_voice())
     (library.root / "no-files").mkdir()
-    broken = library.save("Broken meta", make_voice(seed=2))
-    (broken.folder / "meta.json").write_text("{oops")
+    broken_meta = library.save("Broken meta", make_voice(seed=2))
+    (broken_meta.folder / "meta.json").write_text("{oops")
+    torn = library.save("Torn tokens", make_voice(seed=3))
+    tokens = torn.folder / "voice.safetensors"
+    tokens.write_bytes(tokens.read_bytes()[:100])  # cut short, as by a failing disk
     with caplog.at_level(logging.WARNING, logger="voicedesk"):
         assert [e.slug for e in library.entries()] == [good.slug]
-    assert "no-files" in caplog.text and "broken-meta" in caplog.text
+        damaged = {d.slug: (d.name, d.problem) for d in library.damaged()}
+    assert damaged == {"no-files": ("no-files", "voice.safetensors, voice.json, meta.json missing"),
+                       "broken-meta": ("broken-meta", "meta.json cannot be read"),
+                       "torn-tokens": ("Torn tokens", "voice.safetensors or voice.json is corrupt")}
+    assert "no-files" in caplog.text and "broken-meta" in caplog.text and "torn-tokens" in caplog.text
+    with pytest.raises(LibraryError, match=r"The saved voice 'Torn tokens' is damaged \(voice.safetensors or "
+                                           r"voice.json is corrupt\): delete it in the Voices tab."):
+        library.load_voice("torn-tokens")
+    for slug in damaged:
+        library.delete(slug)
+    assert library.damaged() == [] and [e.slug for e in library.entries()] == [good.slug]
 
 
 def test_a_crash_mid_save_leaves_nothing_behind(library, monkeypatch):
