@@ -44,10 +44,11 @@ def api_routes(ctx: AppContext, access: ApiAccess) -> list[BaseRoute]:
             try:
                 access.check(ctx.settings, request.headers.get("authorization"))
                 return await handler(request)
-            except ApiError as err:
-                return err.response()
-            except Exception as err:  # never a traceback to the client: it goes to the log
-                return _as_api_error(err).response()
+            except Exception as err:  # never a traceback to the client: a bug's goes to the log
+                error = _as_api_error(err)
+                if isinstance(err, (ApiError, VoiceDeskError)):  # the client's mistake: one line in the log
+                    log.info("API %s refused (%s): %s", request.url.path, error.status, error.message)
+                return error.response()
         return route
 
     async def speech(request: Request) -> Response:
