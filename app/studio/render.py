@@ -20,12 +20,11 @@ import numpy as np
 from engine.config import GenerationConfig
 from engine.constants import SAMPLE_RATE
 from engine.errors import Cancelled, VoiceDeskError
-from engine.text.duration import text_weight, weight_per_second
 from engine.verify.policy import VerifyMode
 from engine.verify.takes import Checks, checked_take
 from engine.voice import Voice
 
-from .plan import Cue
+from .plan import Cue, Speaker, speech_seconds
 from .project import Project, Take
 
 log = logging.getLogger("voicedesk")
@@ -92,7 +91,7 @@ def estimate_seconds(cue: Cue) -> float:
     """The model's own length estimate for a line (its option duration when it has one)."""
     if cue.line.options.duration is not None:
         return cue.line.options.duration
-    return text_weight(cue.line.text) / weight_per_second() / (cue.line.options.speed or 1.0)
+    return speech_seconds(cue.line.text) / (cue.line.options.speed or 1.0)
 
 
 def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callable[[str], Voice],
@@ -113,6 +112,8 @@ def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callabl
                 voices[speaker.key] = saved_voice(speaker.saved) if speaker.saved else project.voice(speaker.key)
             voice = voices[speaker.key]
             options = cue.line.options
+            if speaker.needs_voice and voice is None and cue.line.text != speaker.reference:
+                voice = voices[speaker.key] = _made_voice(engine, project, speaker, options.language, cancel)
             seed = options.seed if options.seed is not None and not new_seed else random.randrange(2**31 - 1)
             config = GenerationConfig(num_step=settings.steps, speed=options.speed, duration=options.duration, seed=seed)
             start = time.perf_counter()
@@ -127,10 +128,8 @@ def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callabl
                 result = engine.synthesize(*args)
             take = project.add_take(cue.key, result.audio, result.sample_rate, result.seed,
                                     time.perf_counter() - start, verdict.to_json() if verdict else None)
-            if speaker.needs_voice and voice is None:  # this line's sound becomes the speaker's voice
-                voice = engine.voice_from_clip((result.audio, result.sample_rate), transcript=cue.line.text)
-                project.keep_voice(speaker.key, voice)
-                voices[speaker.key] = voice
+            if speaker.needs_voice and voice is None:  # the reference line: its sound becomes the speaker's voice
+                voices[speaker.key] = _keep_as_voice(engine, project, speaker, result)
         except Cancelled:
             raise
         except VoiceDeskError as err:
@@ -141,6 +140,24 @@ def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callabl
             yield RenderEvent("failed", cue, error=f"{type(err).__name__}: {err}")
             continue
         yield RenderEvent("done", cue, take, result.audio)
+
+
+def _made_voice(engine, project: Project, speaker: Speaker, language: str | None,
+                cancel: threading.Event | None) -> Voice:
+    """Render the speaker's reference line (a line of theirs still to come, or the start of this long one) and
+    keep it as their voice."""
+    settings = project.settings
+    config = GenerationConfig(num_step=settings.steps, seed=random.randrange(2**31 - 1))
+    result = engine.synthesize(speaker.reference, None, speaker.instruct, language or settings.language, config,
+                               cancel)
+    return _keep_as_voice(engine, project, speaker, result)
+
+
+def _keep_as_voice(engine, project: Project, speaker: Speaker, result) -> Voice:
+    """The speaker's reference line as rendered (`result`) becomes their voice, kept in the project."""
+    voice = engine.voice_from_clip((result.audio, result.sample_rate), transcript=speaker.reference)
+    project.keep_voice(speaker.key, voice)
+    return voice
 
 
 def pending(project: Project, cues: list[Cue]) -> list[Cue]:

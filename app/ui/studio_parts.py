@@ -28,7 +28,8 @@ HELP = """\
 **One line, one voice.** A line without a name is read by the narrator (pick it above).
 `Anna: Hello.` or `[Anna] Hello.` is spoken by your saved voice *Anna*.
 `[voice Bob = male, elderly, low pitch]` designs a voice called *Bob* (gender, age, pitch, whisper, accent);
-his first rendered line becomes his voice for the rest of the script.
+one short line of his (a few seconds, said without options) is rendered first and becomes his voice, so he
+sounds the same on every line; the automatic narrator is made the same way.
 
 **Chapters.** A line starting with `#` or `##` starts a chapter: the export puts a chapter mark there.
 

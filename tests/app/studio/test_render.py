@@ -14,10 +14,10 @@ from app.loudness import measure_loudness
 from app.library import LibraryError, VoiceLibrary
 from app.studio.export import assemble, export
 from app.studio.parse import parse_script
-from app.studio.plan import plan_cues
+from app.studio.plan import REFERENCE_S, plan_cues, speech_seconds
 from app.studio.project import Projects
 from app.studio.render import Progress, pending, render_lines
-from engine.constants import DEMO_MODEL, SAMPLE_RATE
+from engine.constants import DEMO_MODEL, FRAME_RATE, SAMPLE_RATE
 from engine.errors import Cancelled
 
 SCRIPT = """\
@@ -52,10 +52,11 @@ class Recorder:
     """The real engine, noting what each synthesize call was given."""
 
     def __init__(self, engine):
-        self.engine, self.calls = engine, []
+        self.engine, self.calls, self.voices = engine, [], []
 
     def synthesize(self, text, voice, instruct, language, config, cancel):
         self.calls.append((text, voice is not None, instruct, config.num_step))
+        self.voices.append(voice)
         return self.engine.synthesize(text, voice, instruct, language, config, cancel)
 
     def __getattr__(self, name):
@@ -96,6 +97,60 @@ def test_every_line_renders_in_order_with_its_voice(rendered):
     assert project.voice(cues[1].speaker.key) is not None and project.voice(cues[3].speaker.key) is not None
     assert pending(project, cues) == []
     assert progress.done == 4 and progress.rtf > 0 and progress.seconds_left == 0
+
+
+LONG = ("Bob starts with a long speech that goes on for quite a while, so that it would make a poor reference. "
+        "It has a second sentence that keeps going with many more words in it, and a third one after that.")
+MADE_VOICES = f"""\
+[voice Bob = male, low pitch]
+# One
+Bob: {LONG}
+Bob: Hi.
+Bob: Here is a plain line of a few seconds. {{seed 7}}
+Bob: A line in a whisper, of a few seconds too. {{instruct "whisper"}}
+
+## Two
+{LONG}
+The end.
+"""
+
+
+def test_made_voices_come_from_one_short_line_whatever_renders_first(engine, library, tmp_path):
+    """A designed voice and the automatic narrator: every line of theirs is spoken with one voice, made from a
+    short line said plainly (Bob's plain line of a few seconds, not his whisper; for the narrator, whose lines
+    are too long or too short, the first clause of the long one), in whichever order the lines render; that voice is kept in the project."""
+    project, script, cues = new_project(tmp_path, library, MADE_VOICES)
+    bob, narrator = cues[0].speaker.key, cues[4].speaker.key
+    first_sentence = "Bob starts with a long speech that goes on for quite a while,"  # the first clause of 2 s or more
+    assert [c.speaker.reference for c in cues] == ["Here is a plain line of a few seconds."] * 4 + [first_sentence] * 2
+    assert all(REFERENCE_S[0] <= speech_seconds(c.speaker.reference) <= REFERENCE_S[1] for c in cues)
+
+    recorder = Recorder(engine)
+    order = [cues[3], cues[0], cues[5], cues[1], cues[2], cues[4]]  # one chapter after the other, retakes, ...
+    assert [e.kind for e in render_lines(recorder, project, order, library.find_voice)] == ["start", "done"] * 6
+    assert [(text, has_voice) for text, has_voice, *_ in recorder.calls] == [
+        ("Here is a plain line of a few seconds.", False),  # Bob's reference, rendered before his first line
+        ("A line in a whisper, of a few seconds too.", True),
+        (LONG, True),
+        (first_sentence, False),  # the narrator's reference
+        ("The end.", True),
+        ("Hi.", True),
+        ("Here is a plain line of a few seconds.", True),
+        (LONG, True),
+    ]
+    kept = {key: project.voice(key) for key in (bob, narrator)}
+    assert kept[bob].transcript == "Here is a plain line of a few seconds." and kept[narrator].transcript == first_sentence
+    assert all(voice.tokens.shape[1] <= (REFERENCE_S[1] + 1) * FRAME_RATE for voice in kept.values())
+    lines_voices = [v for v in recorder.voices if v is not None]  # the voice each line of `order` was spoken with
+    for cue, voice in zip(order, lines_voices, strict=True):
+        assert voice.tokens.equal(kept[cue.speaker.key].tokens), cue  # one voice per speaker, the one kept
+
+    # A fresh render of the same project (the app reopened) uses the kept voices: no new reference.
+    again = Recorder(engine)
+    list(render_lines(again, Projects(tmp_path / "studio").open(project.slug), [cues[1], cues[4]],
+                      library.find_voice, new_seed=True))
+    assert [has_voice for _, has_voice, *_ in again.calls] == [True, True]
+    assert again.voices[0].tokens.equal(kept[bob].tokens) and again.voices[1].tokens.equal(kept[narrator].tokens)
 
 
 def test_timeline_and_srt_match_the_audio(rendered):
