@@ -34,7 +34,8 @@ class SpeechRequest(BaseModel):
     quality: Literal["hifi", "realtime"] | None = None  # must match the loaded mode
     steps: int | None = Field(None, ge=RANGES["steps"][0], le=RANGES["steps"][1])
     guidance: float | None = Field(None, ge=RANGES["guidance"][0], le=RANGES["guidance"][1])
-    normalize: bool | None = None  # tidy the output: loudness, long pauses, soft edges
+    normalize: bool | None = None  # speak numbers, dates and currency as words (upstream's normalize_text)
+    remove_pauses: bool | None = None  # shorten pauses over 0.5 s (upstream's postprocess_output)
 
     @property
     def voice_id(self) -> str:

@@ -64,9 +64,9 @@ class SpeechStream:
             num_step=s.steps if b.steps is None else b.steps,
             guidance_scale=s.guidance if b.guidance is None else b.guidance,
             denoise=s.denoise, preprocess_prompt=s.preprocess,
-            postprocess_output=s.postprocess if b.normalize is None else b.normalize,
+            postprocess_output=s.postprocess if b.remove_pauses is None else b.remove_pauses,
             speed=None if b.speed == 1.0 else b.speed, seed=self.seed, pad_duration=s.pad, fade_duration=s.fade,
-            normalize_text=s.speaks_numbers)
+            normalize_text=s.speaks_numbers if b.normalize is None else b.normalize)
 
     def pieces(self) -> Iterator[bytes]:
         """Encoded audio as the engine makes it (blocking: run it off the event loop). Engine errors are
