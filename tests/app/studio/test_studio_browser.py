@@ -1,6 +1,8 @@
 """The Studio tab in a real browser (Debian's Chromium, Playwright) on the launched demo app: import a script
 with two voices and a pause, render it and hear line 1 while later lines still render, retake one line and
-keep another take, export an M4B and check its chapter marks (ffprobe) and the SRT against the audio."""
+keep another take, export an M4B and check its chapter marks (ffprobe) and the SRT against the audio; bad
+imports (an empty script, an unknown voice, a broken EPUB) are reported on the page, and a 10,000-line script
+imports and lists."""
 import json
 import shutil
 import subprocess
@@ -137,3 +139,54 @@ def test_import_render_retake_export(page, running_app, tmp_path):
     pause = (cues[1].end.total_seconds() + 0.05, cues[2].start.total_seconds() - 0.05)
     assert rms(*pause) < 0.01 * rms(cues[1].start.total_seconds(), cues[1].end.total_seconds())
     assert float(probe["format"]["duration"]) == pytest.approx(cues[-1].end.total_seconds() + 2.0, abs=0.1)
+
+
+def import_into_new_project(page, name: str, path: Path) -> None:
+    """Create the project `name`, then import `path` into it through the page's file chooser."""
+    page.locator("#studio-new-name").get_by_role("textbox").fill(name)
+    page.locator("#studio-create").click()
+    page.wait_for_function(f"document.querySelector('#studio-project input').value === {json.dumps(name)}",
+                           timeout=60_000)
+    with page.expect_file_chooser() as chooser:
+        page.locator("#studio-import").click()
+    chooser.value.set_files(str(path))
+
+
+def shown(page, elem_id: str, words: str, timeout: int = 60_000) -> str:
+    """Wait until the element `elem_id` says `words`; returns its text."""
+    page.wait_for_function(f"(document.querySelector('#{elem_id}')?.innerText || '').includes({json.dumps(words)})",
+                           timeout=timeout)
+    return page.locator(f"#{elem_id}").inner_text()
+
+
+@pytest.mark.parametrize("name, content, where, words", [
+    ("empty.md", "\n<!-- nothing yet -->\n", "studio-problems", "The script is empty"),
+    ("cast.md", "Anna: Hi.\nZed: Who?\n", "studio-problems", "line 2: there is no saved voice 'Zed'"),
+    ("book.epub", "not a zip file", "studio-project-message", "is not a readable EPUB book"),
+])
+def test_bad_inputs_are_reported_before_anything_renders(page, running_app, tmp_path, name, content, where, words):
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    project = f"bad {Path(name).stem}"
+    import_into_new_project(page, project, path)
+    shown(page, where, words)
+    assert page.evaluate(f"{ROWS_JS}.length") == 0  # no line is listed, so none can render
+    shown(page, "studio-problems", "Fix the script first" if where == "studio-problems" else "The script is empty")
+    [folder] = [p.parent for p in (running_app.home / "data" / "studio").glob("*/project.json")
+                if json.loads(p.read_text())["name"] == project]
+    assert not list(folder.glob("takes/*"))
+
+
+def test_ten_thousand_lines_import_and_list(page, running_app, tmp_path):
+    path = tmp_path / "long.md"
+    path.write_text("# The long chapter\n" + "".join(f"Anna: Line number {i}.\n" for i in range(1, 10_001)),
+                    encoding="utf-8")
+    import_into_new_project(page, "ten thousand", path)
+    shown(page, "studio-project-message", "✓ Imported long.md", timeout=120_000)
+    page.wait_for_function(f"{ROWS_JS}.length > 0", timeout=120_000)
+    assert page.locator("#studio-problems").inner_text().strip() == ""
+    first = page.evaluate(f"{ROWS_JS}[0]")
+    assert first[:5] == ["2", "The long chapter", "Anna", "Line number 1.", "queued"]
+    [project_json] = [p for p in (running_app.home / "data" / "studio").glob("*/project.json")
+                      if json.loads(p.read_text())["name"] == "ten thousand"]
+    assert json.loads(project_json.read_text())["script"].count("\n") == 10_001
