@@ -4,6 +4,7 @@ keep another take, export an M4B and check its chapter marks (ffprobe) and the S
 imports (an empty script, an unknown voice, a broken EPUB) are reported on the page, and a 10,000-line script
 imports and lists."""
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -190,3 +191,35 @@ def test_ten_thousand_lines_import_and_list(page, running_app, tmp_path):
     [project_json] = [p for p in (running_app.home / "data" / "studio").glob("*/project.json")
                       if json.loads(p.read_text())["name"] == "ten thousand"]
     assert json.loads(project_json.read_text())["script"].count("\n") == 10_001
+
+
+def test_checked_render_shows_each_lines_badge(page, running_app, tmp_path):
+    """Take checks on (best of 2, set the way an API client does: gradio_client's /set_checks): each rendered
+    line's Checks cell shows its verdict, and its takes list the kept take's badge as stored in the project."""
+    from gradio_client import Client
+
+    client = Client(running_app.url, verbose=False)
+    assert client.predict("best_of_n", 2, api_name="/set_checks")["candidates"] == 2
+    try:
+        path = tmp_path / "checked.md"
+        path.write_text("Anna: A checked line for the Studio.\nBob: And a second one.\n", encoding="utf-8")
+        import_into_new_project(page, "checked", path)
+        page.wait_for_function(f"{ROWS_JS}.length === 2", timeout=60_000)
+        steps = page.locator("#studio-steps input[type=number]")
+        steps.fill("4")
+        steps.press("Enter")
+        page.locator("#studio-render").click()
+        page.wait_for_function(f"{ROWS_JS}.every(cells => cells[4] === 'done')", timeout=300_000)
+    finally:
+        client.predict("off", api_name="/set_checks")  # leave the checks off for whatever runs next
+    cells = page.evaluate(f"{ROWS_JS}.map(cells => cells[7])")
+    assert all(c == "ok" or re.fullmatch(r"\d+/\d+ failed: .+", c) for c in cells), cells
+
+    [project_json] = [p for p in (running_app.home / "data" / "studio").glob("*/project.json")
+                      if json.loads(p.read_text())["name"] == "checked"]
+    line = next(v for v in json.loads(project_json.read_text())["lines"].values())
+    kept = next(t for t in line["takes"] if t["id"] == line["chosen"])
+    assert kept["checks"]["attempts"] == 2
+    page.locator("#studio-lines [role=gridcell]", has_text="A checked line for the Studio.").first.click()
+    page.wait_for_selector("#studio-takes label", timeout=30_000)
+    assert kept["checks"]["badge"] in page.locator("#studio-takes label").first.inner_text()
