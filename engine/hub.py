@@ -21,15 +21,22 @@ class HubModel:
     purpose: str  # what it is for, in the user's words
 
     def local_folder(self) -> str | None:
-        """Its folder on this computer, or None (never touches the network)."""
+        """Its folder on this computer, or None (never touches the network). A download fetches only the
+        files of `download_plan`, so the cached copy is judged by those: its config and weights (the hub
+        client's own offline lookup calls a copy without the model card or other formats incomplete)."""
         if os.path.isdir(self.repo_id):
             return self.repo_id
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import try_to_load_from_cache
 
         try:
-            return snapshot_download(self.repo_id, local_files_only=True)
-        except Exception:  # not in the cache, or a broken cache entry: not available
+            config = try_to_load_from_cache(self.repo_id, "config.json")
+        except ValueError:  # not a hub id either (a folder that does not exist)
             return None
+        if not isinstance(config, str):  # never fetched (None), or known not to exist
+            return None
+        folder = os.path.dirname(config)
+        weights = [name for name in select_files(os.listdir(folder)) if not name.endswith(SMALL_SUFFIXES)]
+        return folder if weights else None
 
     def download_plan(self) -> tuple[list[str], int]:
         """The files a download fetches and their total size in bytes (asks the hub)."""
