@@ -218,12 +218,13 @@ def test_a_client_that_goes_away_leaves_no_job_running(running_app, client):
 def test_stop_keeps_what_was_made(running_app, client, reference_wav):
     job = clone(client, reference_wav, LONG_TEXT)
     for outputs in job:
-        if "Generating" in str(outputs[STATUS]):
+        if "part 2 is playing" in str(outputs[STATUS]):  # two parts made: keeping only one would show
             client.predict(api_name="/clone_stop")
             break
     final = job.result()
     assert "Stopped after" in final[STATUS] and "saved in the history" in final[STATUS], final[STATUS]
     made = final[METRICS]["audio_s"]
+    assert final[METRICS]["chunks"] >= 2, final[METRICS]
     entry = client.predict(api_name="/list_history")[0]
     assert entry["text"] == LONG_TEXT and entry["stopped"] is True and entry["audio_s"] == pytest.approx(made)
     stored = running_app.home / "data" / "history" / "audio" / entry["file"]  # the one stored copy
