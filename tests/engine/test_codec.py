@@ -134,9 +134,12 @@ def test_mismatched_tensors_name_file_and_tensor(tmp_path, edit, message):
     assert str(folder / "model.safetensors") in str(err.value)
 
 
-def test_unused_training_tensors_are_accepted(tmp_path):
-    folder = copy_codec(tmp_path, lambda t: t.update({"semantic_model.masked_spec_embed": torch.zeros(32)}))
-    AudioCodec.load(folder)
+def test_unused_training_tensors_are_accepted_and_change_nothing(tmp_path, codec, internals):
+    folder = copy_codec(tmp_path, lambda t: t.update({"semantic_model.masked_spec_embed": torch.ones(32)}))
+    loaded = AudioCodec.load(folder)
+    wave, codes = internals["encode.input_values"][0, 0], internals["encode.audio_codes"][0]
+    assert torch.equal(loaded.encode(wave), codes)  # upstream's tokens for upstream's input
+    assert torch.equal(loaded.decode(codes), codec.decode(codes))
 
 
 def test_broken_folders(tmp_path):
