@@ -151,3 +151,17 @@ def test_import_rejects_bad_archives(library, tmp_path, content, error):
     with pytest.raises(error):
         library.import_archive(archive)
     assert library.entries() == [] and not any(library.root.iterdir())
+
+
+def test_the_voices_command_lists_damaged_voices_too(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("VOICEDESK_HOME", str(tmp_path))
+    from app.library import cli_list
+    from app.storage import AppDirs
+
+    library = VoiceLibrary.open(AppDirs.default().create())
+    library.save("Fine", make_voice())
+    (library.save("Hurt", make_voice(seed=1)).folder / "voice.json").write_text("{")
+    assert cli_list() == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("Fine ") and out[1].startswith("Hurt ") and len(out) == 2
+    assert "damaged: voice.safetensors or voice.json is corrupt" in out[1]
