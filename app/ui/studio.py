@@ -36,7 +36,8 @@ def build_studio_tab(ctx: AppContext, library_version: gr.State) -> gr.Button:
     with gr.Row(equal_height=False, elem_classes="vd-main"):
         with gr.Column(scale=3, elem_classes="vd-inputs"):
             with gr.Row(equal_height=True):
-                project = gr.Dropdown([], label="Project", scale=3, elem_id="studio-project")  # set on page load
+                # set on page load; any name is taken (the API names a project made since), projects.open checks it
+                project = gr.Dropdown([], label="Project", scale=3, allow_custom_value=True, elem_id="studio-project")
                 new_name = gr.Textbox(label="New project", placeholder="Name", scale=2, elem_id="studio-new-name")
                 create = gr.Button("Create", scale=1, min_width=80, elem_id="studio-create")
             project_message = message_line("studio-project-message")
