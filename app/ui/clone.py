@@ -8,24 +8,17 @@ import gradio as gr
 from engine.audio.asr import asr_available
 from engine.audio.io import SAMPLE_RATE, load_clip
 from engine.errors import TextInputError
-from engine.text.limits import MAX_TEXT_CHARS, MAX_TRANSCRIPT_CHARS, check_request
+from engine.text.limits import MAX_TRANSCRIPT_CHARS, check_request
 
 from .. import generation
 from ..clip_check import check_file
 from ..context import AppContext, checked_upload
-from .advanced import AdvancedSettings, build_advanced, make_config
-from .checks import build_checks
-from .common import (
-    describe_entry,
-    describe_text,
-    languages,
-    reference_player,
-    sample_texts,
-)
+from .advanced import make_config
+from .common import describe_entry, reference_player
 from .components import refuse_urls
 from .messages import message_line, reported
-from .output import OutputPanel, build_output_panel
-from .state import SettingsView, output_device, shown
+from .request_form import RequestForm, build_request_form
+from .state import SettingsView, output_device
 
 NEW_CLIP = "__clip__"  # the voice dropdown's value for "make a voice from the clip below"
 
@@ -33,9 +26,7 @@ NEW_CLIP = "__clip__"  # the voice dropdown's value for "make a voice from the c
 @dataclass
 class CloneTab:
     voice: gr.Dropdown
-    generate: gr.Button
-    panel: OutputPanel
-    advanced: AdvancedSettings
+    form: RequestForm
 
 
 def voice_choices(ctx: AppContext) -> list[tuple[str, str]]:
@@ -53,7 +44,7 @@ def build_clone_tab(ctx: AppContext, view: SettingsView, library_version: gr.Sta
     start_voice = saved_voice(ctx)
     start_entry = ctx.library.get(start_voice) if start_voice != NEW_CLIP else None
     with gr.Row(equal_height=False, elem_classes="vd-main"):
-        with gr.Column(scale=3, elem_classes="vd-inputs"):
+        with gr.Column(scale=4, elem_classes="vd-inputs"):
             gr.Markdown("### 1 · Voice", elem_classes="vd-step")
             # Custom values: a voice saved after this page (or API session) opened is still usable; the
             # library says when a slug names no voice.
@@ -73,45 +64,28 @@ def build_clone_tab(ctx: AppContext, view: SettingsView, library_version: gr.Sta
                                         placeholder=_transcript_hint())
                 with gr.Row(equal_height=True, elem_classes="vd-save-row"):
                     voice_name = gr.Textbox(show_label=False, container=False, scale=3, max_length=60,
-                                            placeholder="Name this voice to keep it, e.g. Grandpa reading",
+                                            placeholder="Name it to keep it, e.g. Grandpa",
                                             elem_id="clone-voice-name")
                     save = gr.Button("Save voice", scale=1, min_width=120, elem_id="clone-save")
                 save_message = message_line("clone-save-message")
-            gr.Markdown("### 2 · Text", elem_classes="vd-step")
-            text = gr.Textbox(label="Text to speak", lines=5, max_length=MAX_TEXT_CHARS, elem_id="clone-text",
-                              placeholder="Type or paste what the voice should say.")
-            text_info = gr.Markdown(describe_text(""), elem_classes="vd-hint")
-            with gr.Row():
-                sample = gr.Dropdown(list(sample_texts()), value=None, label="Or pick a sample text")
-                language = view.bind("language", gr.Dropdown(languages(), label="Language", filterable=True,
-                                                             value=shown(ctx, "language"), elem_id="clone-language"))
-            advanced = build_advanced(ctx, view)
-            build_checks(ctx, view, "clone")
-            generate = gr.Button("Generate", variant="primary", interactive=False, elem_id="clone-generate",
-                                 size="lg")
-            message = message_line("clone-message")
-        with gr.Column(scale=2, elem_classes="vd-output"):
-            gr.Markdown("### 3 · Listen", elem_classes="vd-step")
-            panel = build_output_panel(ctx, view, "clone")
+        form = build_request_form(ctx, view, "clone")
 
     # -- events -----------------------------------------------------------------------------------
     reference.change(check_file, reference, clip_hint, api_visibility="private", queue=False)
     voice.change(_show_voice(ctx), voice, [saved_box, clip_box, saved_info, saved_preview],
                  api_visibility="private")
-    text.change(describe_text, [text, advanced.speed], text_info, api_visibility="private", queue=False)
-    advanced.speed.change(describe_text, [text, advanced.speed], text_info, api_visibility="private", queue=False)
-    sample.change(lambda name: sample_texts().get(name, gr.skip()) if name else gr.skip(), sample, text,
-                  api_visibility="private")
     save_outputs = [voice, voice_name, transcript, library_version, save_message]
     save.click(reported(_save_voice(ctx), save_outputs),
-               [voice_name, reference, transcript, language, advanced.preprocess, library_version], save_outputs,
-               api_name="save_voice", show_progress="hidden")
+               [voice_name, reference, transcript, form.language, form.advanced.preprocess, library_version],
+               save_outputs, api_name="save_voice", show_progress="hidden")
 
-    inputs = [voice, reference, transcript, text, language, *advanced.inputs, panel.speakers, panel.device]
-    outputs = [*panel.outputs, transcript, advanced.seed, advanced.last_seed, history_version, message]
-    generate.click(reported(_generate(ctx), outputs, reset={panel.status: ""}), inputs + [history_version], outputs,
-                   api_name="clone", concurrency_limit=8, concurrency_id="generate", show_progress="hidden")
-    return CloneTab(voice, generate, panel, advanced)
+    panel, advanced = form.panel, form.advanced
+    inputs = [voice, reference, transcript, form.text, form.language, *advanced.inputs, panel.speakers, panel.device]
+    outputs = [*panel.outputs, transcript, advanced.seed, advanced.last_seed, history_version, form.message]
+    form.generate.click(reported(_generate(ctx), outputs, reset={panel.status: ""}), inputs + [history_version],
+                        outputs, api_name="clone", concurrency_limit=8, concurrency_id="generate",
+                        show_progress="hidden")
+    return CloneTab(voice, form)
 
 
 def _transcript_hint() -> str:

@@ -34,7 +34,7 @@ def build_app(ctx: AppContext) -> gr.Blocks:
                 build_history_tab(ctx, history_version)
             with gr.Tab("API", id="api", elem_id="tab-api"):
                 show_api, api_outputs = build_api_tab(ctx)
-        wire_header(ctx, header, [clone.generate, design.generate, studio_render])
+        wire_header(ctx, header, [clone.form.generate, design.generate, studio_render])
         register_checks_api(ctx)
         # A page shows what is saved now, not what was saved when the app started.
         view.wire(blocks)
