@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from engine.config import GenerationConfig, Mode
 from engine.errors import VoiceDeskError
+from engine.lm.modes import pick_device, runs_as
 
 from .worker import GpuWorker
 
@@ -64,10 +65,22 @@ class EngineHost:
         with self._lock:
             return self._state
 
-    def start(self, mode: Mode | str) -> None:
-        """Load (or reload) the model in `mode` on the worker; returns at once."""
+    def modes_differ(self) -> bool:
+        """Whether the quality modes run different paths here (not on a CPU: every mode is the eager path)."""
+        device = pick_device(self.device)
+        return runs_as(Mode.HIFI, device) is not runs_as(Mode.REALTIME, device)
+
+    def start(self, mode: Mode | str) -> bool:
+        """Load (or reload) the model in `mode` on the worker; returns at once. Returns False, loading
+        nothing, when the loaded model already runs the path `mode` takes on this device."""
+        with self._lock:
+            loaded = self._engine if self._state.ready else None
+        if loaded is not None and mode in set(Mode):
+            if runs_as(Mode(mode), loaded.device) is runs_as(loaded.mode, loaded.device):
+                return False
         self._set("load", 0.0, "Waiting for the GPU")
         self.worker.submit(lambda cancel: self._load(mode))
+        return True
 
     def wait_ready(self, timeout: float) -> HostState:
         deadline = time.monotonic() + timeout

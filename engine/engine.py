@@ -24,6 +24,7 @@ from engine.constants import SAMPLE_RATE
 from engine.errors import Cancelled, TranscriptRequiredError
 from engine.lm.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
 from engine.lm.decode import generate_tokens
+from engine.lm.modes import pick_device
 from engine.lm.plan import Plan, plan_request
 from engine.lm.prompt import PromptItem, build_prompt
 from engine.text.chunk import stream_chunks
@@ -82,12 +83,6 @@ class AudioChunk:
     verdict: Verdict | None = None  # the checks of this chunk's take, when checks were asked for
 
 
-def _pick_device(device: str | torch.device) -> torch.device:
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
 class Engine:
     def __init__(self, folder: Path, lm, tokenizer, codec: AudioCodec, device: torch.device, mode: Mode,
                  backend: str, runner=None):
@@ -118,7 +113,7 @@ class Engine:
         """
         report = progress or (lambda p: None)
         mode = Mode(mode)
-        dev = _pick_device(device)
+        dev = pick_device(device)
         dtype = dtype or (torch.float16 if dev.type == "cuda" else torch.float32)
         folder = resolve_checkpoint(model, lambda f, m: report(LoadProgress("download", f, m)))
         report(LoadProgress("load", 0.0, "Loading the language model"))

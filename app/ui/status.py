@@ -14,6 +14,9 @@ from ..engine_host import HostState
 from .state import SettingsView, shown
 
 MODES = [("High fidelity (FP16)", "hifi"), ("Realtime (quantized + CUDA Graph)", "realtime")]
+SAME_PATH_MODES = [("High fidelity", "hifi"), ("Realtime", "realtime")]  # where every mode runs the eager path
+SAME_PATH_NOTE = ("No NVIDIA GPU here: both run the same eager FP32 path on the CPU, so switching changes nothing "
+                  "and loads nothing")
 EAGER = ("Reference (eager FP32/FP16)", "eager")
 POLL_S = 0.5
 
@@ -41,16 +44,18 @@ def status_html(state: HostState, demo: bool) -> str:
 
 
 def build_header(ctx: AppContext, view: SettingsView) -> Header:
-    choices = MODES + ([EAGER] if ctx.settings.mode == "eager" else [])
+    differ = ctx.host.modes_differ()
+    choices = (MODES if differ else SAME_PATH_MODES) + ([EAGER] if ctx.settings.mode == "eager" else [])
     with gr.Row(elem_classes="vd-header", equal_height=True):
         with gr.Column(scale=3, min_width=280):
             gr.HTML('<div class="vd-title">VoiceDesk<span>voice cloning on your own GPU</span></div>')
         with gr.Column(scale=4, min_width=320):
             status = gr.HTML(status_html(ctx.host.state(), ctx.demo), elem_id="vd-status-box")
         with gr.Column(scale=3, min_width=300):
-            mode = view.bind("mode", gr.Radio(choices, value=shown(ctx, "mode"),
-                                              label="Quality (switching reloads the model)", elem_id="vd-mode"),
-                             save=False)  # saved by `switch`, which also reloads the model
+            label = "Quality (switching reloads the model)" if differ else "Quality"
+            mode = view.bind("mode", gr.Radio(choices, value=shown(ctx, "mode"), label=label, elem_id="vd-mode",
+                                              info=None if differ else SAME_PATH_NOTE),
+                             save=False)  # saved by `switch`, which also reloads the model when that changes the path
     timer = gr.Timer(POLL_S, active=True)
     view.wake.append(timer)
     return Header(status, mode, timer)
@@ -64,11 +69,13 @@ def wire_header(ctx: AppContext, header: Header, generate_buttons: list[gr.Butto
         return (status_html(state, ctx.demo), *buttons, gr.Timer(active=not done))
 
     def switch(mode):
-        ctx.host.start(mode)
+        reloading = ctx.host.start(mode)
         try:
             ctx.save_settings(mode=mode)
         except StorageError as err:  # the switch still happens, only not remembered
             gr.Warning(f"This mode is used now but cannot be remembered for the next start: {err}")
+        if not reloading:  # the same path runs: Generate stays as it is
+            return (gr.skip(),) * (len(generate_buttons) + 2)
         return (status_html(ctx.host.state(), ctx.demo), *[gr.Button(interactive=False) for _ in generate_buttons],
                 gr.Timer(active=True))
 

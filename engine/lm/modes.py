@@ -14,6 +14,17 @@ log = logging.getLogger(__name__)
 Report = Callable[[str, float, str], None]  # (stage, fraction, message)
 
 
+def pick_device(device: str | torch.device) -> torch.device:
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def runs_as(mode: Mode, device: torch.device) -> Mode:
+    """The path `mode` takes on `device`: without CUDA every mode runs the eager reference path."""
+    return mode if device.type == "cuda" else Mode.EAGER
+
+
 def device_label(device: torch.device) -> str:
     if device.type != "cuda":
         return "CPU"
@@ -25,7 +36,7 @@ def prepare_mode(lm, mode: Mode, device: torch.device, folder: Path, report: Rep
     """Set up `mode` for `lm` in place; return (runner or None, backend description)."""
     dtype = str(next(lm.parameters()).dtype).removeprefix("torch.").upper().replace("FLOAT", "FP")
     where = device_label(device)
-    if device.type != "cuda" or mode is Mode.EAGER:
+    if runs_as(mode, device) is Mode.EAGER:
         if mode is not Mode.EAGER:
             log.warning("%s mode needs an NVIDIA GPU; running the eager path on the %s", mode.value, where)
         return None, f"{dtype} eager ({where})"
