@@ -12,6 +12,7 @@ import numpy as np
 import soundfile as sf
 import torch
 
+from engine.audio.ffmpeg_read import decode_with_ffmpeg, ffmpeg_available
 from engine.audio.resample import resample
 from engine.constants import SAMPLE_RATE
 from engine.errors import AudioInputError
@@ -107,11 +108,18 @@ def _from_file(source: str | os.PathLike, max_seconds: float | None) -> tuple[np
             _check_rate(rate)
             limit = _frames_to_read(max_seconds, rate)
             data = f.read(-1 if limit is None else limit, dtype="float32", always_2d=True)  # (n, C)
+        return data.T, rate, max(frames, len(data))
     except (sf.LibsndfileError, RuntimeError, OSError) as err:
         reason = str(err).replace(str(path), path.name)  # the folder may be the app's private upload cache
+    decoded = decode_with_ffmpeg(path, max_seconds)  # M4A, WebM and the rest of what ffmpeg reads
+    if decoded is None:
+        more = "anything ffmpeg decodes (M4A, WebM, ...)" if ffmpeg_available() else (
+            "M4A, WebM and more once ffmpeg is installed")
         raise AudioInputError(f"{path.name} could not be read as audio ({reason}). The file is damaged or "
-                              f"in a format we cannot decode; supported: {_SUPPORTED}.") from None
-    return data.T, rate, max(frames, len(data))
+                              f"in a format we cannot decode; supported: {_SUPPORTED}, {more}.")
+    data, rate = decoded
+    _check_rate(rate)
+    return data[:, : _frames_to_read(max_seconds, rate)], rate, data.shape[-1]
 
 
 def _from_array(wave, rate, max_seconds: float | None) -> tuple[np.ndarray, int, int]:
