@@ -163,7 +163,7 @@ class VoiceLibrary:
     def save(self, name: str, voice: Voice, reference: tuple[np.ndarray, int] | None = None,
              language: str | None = None) -> VoiceEntry:
         """Add a voice under a new name. `reference` is (samples, sample_rate) of the source clip."""
-        name = self._unused_name(name)
+        name = self.unused_name(name)
         with saving_in(self.root), self._staging() as tmp:
             voice.save(tmp)
             if reference is not None:
@@ -175,7 +175,7 @@ class VoiceLibrary:
 
     def rename(self, slug: str, new_name: str) -> VoiceEntry:
         entry = self.get(slug)
-        new_name = self._unused_name(new_name, allow=entry.slug)
+        new_name = self.unused_name(new_name, allow=entry.slug)
         info = read_json(entry.folder / INFO_FILE) or {}
         atomic_write_json(entry.folder / INFO_FILE, {**info, "name": new_name})
         if slugify(new_name) == slugify(entry.name):
@@ -219,14 +219,15 @@ class VoiceLibrary:
             voice = Voice.load(tmp)  # validates the tokens; raises a readable AudioInputError
             _drop_unreadable_reference(tmp / REFERENCE_FILE)
             info = (read_json(tmp / INFO_FILE) if (tmp / INFO_FILE).is_file() else None) or {}
-            name = self._unused_name(name or str(info.get("name") or Path(path).name.split(".")[0]))
+            name = self.unused_name(name or str(info.get("name") or Path(path).name.split(".")[0]))
             language = info.get("language") if isinstance(info.get("language"), str) else None
             atomic_write_json(tmp / INFO_FILE, {"name": name, "created": _now(), "seconds": round(voice.seconds, 2),
                                                 "language": language})
             return self._commit(tmp, name)
 
     # -- helpers --------------------------------------------------------------------------------
-    def _unused_name(self, name: str, allow: str | None = None) -> str:
+    def unused_name(self, name: str, allow: str | None = None) -> str:
+        """`name` cleaned; raises LibraryError when it is empty or another voice has it."""
         name = clean_name(name)
         for entry in self.entries():
             if entry.name.casefold() == name.casefold() and entry.slug != allow:

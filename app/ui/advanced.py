@@ -56,23 +56,24 @@ def build_advanced(ctx: AppContext, view: SettingsView) -> AdvancedSettings:
             seed = gr.Number(0, label="Seed", precision=0, minimum=0, maximum=MAX_SEED, scale=2)
             randomize = gr.Checkbox(True, label="New random seed each time", scale=2)
             use_last = gr.Button("Use last seed", size="sm", scale=1, min_width=110)
-        with gr.Row():
+        with gr.Row():  # two a row: the column is narrow
             denoise = view.bind("denoise", gr.Checkbox(shown(ctx, "denoise"), label="Denoise",
                                                        info="ask the model for clean speech"))
             preprocess = view.bind("preprocess", gr.Checkbox(shown(ctx, "preprocess"), label="Clean up the reference",
                                                              info="trim silences and overlong clips"))
+        with gr.Row():
             postprocess = view.bind("postprocess", gr.Checkbox(shown(ctx, "postprocess"), label="Tidy the output",
                                                                info="shorten long silences"))
-        with gr.Row():
-            pad = view.bind("pad", gr.Slider(*RANGES["pad"], value=shown(ctx, "pad"), step=0.05,
-                                             label="Silence around (s)", info="before and after the audio"))
-            fade = view.bind("fade", gr.Slider(*RANGES["fade"], value=shown(ctx, "fade"), step=0.01, label="Fade (s)",
-                                               info="soft start and end; 0 = none"))
             installed = normalize_available()
             normalize = view.bind("normalize_text", gr.Checkbox(
                 shown(ctx, "normalize_text"), label="Speak numbers and dates", interactive=installed,
                 info="'$5 on 3/14' is read as 'five dollars on March fourteenth'" if installed
                 else f"needs the text normalisation package: {INSTALL_HINT}"))
+        with gr.Row():
+            pad = view.bind("pad", gr.Slider(*RANGES["pad"], value=shown(ctx, "pad"), step=0.05,
+                                             label="Silence around (s)", info="before and after the audio"))
+            fade = view.bind("fade", gr.Slider(*RANGES["fade"], value=shown(ctx, "fade"), step=0.01, label="Fade (s)",
+                                               info="soft start and end; 0 = none"))
     last_seed = gr.State(None)
 
     use_last.click(lambda last, current: (gr.skip() if last is None else last, False), [last_seed, seed],

@@ -56,6 +56,7 @@ def build_clone_tab(ctx: AppContext, view: SettingsView, library_version: gr.Sta
             with gr.Group(visible=start_voice == NEW_CLIP, elem_classes="vd-clip") as clip_box:
                 reference = refuse_urls(gr.Audio(
                     sources=["microphone", "upload"], type="filepath", editable=True, elem_id="clone-reference",
+                    buttons=["download"],  # no Share: it posts to Hugging Face Spaces, which a local app is not
                     label="Reference clip: record or upload 3–10 s of clear speech",
                     waveform_options=gr.WaveformOptions(sample_rate=24000, show_recording_waveform=True)))
                 clip_hint = gr.Markdown(elem_classes="vd-hint", elem_id="clone-clip-hint")
@@ -107,6 +108,8 @@ def _show_voice(ctx: AppContext):
 
 def _save_voice(ctx: AppContext):
     def save(name, reference, transcript, language, preprocess, version, request: gr.Request):
+        # the quick checks first, in the order of the form: a name (not taken), then a clip
+        ctx.library.unused_name(name)
         clip = checked_upload(reference, ctx.upload_root)
         yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), "Saving the voice…"
         voice = ctx.voice_from_clip(str(clip), transcript, preprocess, owner=request.session_hash)

@@ -21,9 +21,16 @@ def sample_texts() -> dict[str, str]:
     return json.loads((ASSETS / "sample_texts.json").read_text(encoding="utf-8"))
 
 
+COMMON_LANGUAGES = ("en", "zh", "es", "fr", "de", "ja", "ko", "pt", "ru", "it", "arb", "hi")  # listed first
+
+
 @functools.lru_cache(maxsize=1)
 def languages() -> list[tuple[str, str]]:
-    return language_choices()
+    """Auto, the common languages, then every other one by name (each once)."""
+    auto, *rest = language_choices()
+    by_id = {value: label for label, value in rest}
+    common = [(by_id[i], i) for i in COMMON_LANGUAGES]
+    return [auto, *common, *(choice for choice in rest if choice[1] not in COMMON_LANGUAGES)]
 
 
 def describe_text(text: str, speed: float = 1.0) -> str:
@@ -31,6 +38,9 @@ def describe_text(text: str, speed: float = 1.0) -> str:
     text = text or ""
     if not text.strip():
         return f"0 / {MAX_TEXT_CHARS:,} characters"
+    if len(text) > MAX_TEXT_CHARS:
+        return (f"⚠ {len(text):,} / {MAX_TEXT_CHARS:,} characters: {len(text) - MAX_TEXT_CHARS:,} over the limit. "
+                "Shorten the text or split it (the Studio tab reads long scripts).")
     seconds = text_weight(text) / weight_per_second() / max(float(speed or 1.0), 0.1)
     return f"{len(text):,} / {MAX_TEXT_CHARS:,} characters · about {seconds:.0f} s of speech"
 

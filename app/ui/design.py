@@ -15,6 +15,7 @@ from .request_form import RequestForm, build_request_form
 from .state import SettingsView, output_device
 
 ANY = ""  # a category left to the model
+DESIGNED = "designed: "  # how a designed voice's results are labelled (the History's "Use this text" reads it)
 _TITLES = {"gender": "Gender", "age": "Age", "pitch": "Pitch", "style": "Style", "accent": "English accent",
            "dialect": "Chinese dialect"}
 
@@ -58,7 +59,7 @@ def _generate(ctx: AppContext):
         config = make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess,
                              pad, fade, normalize)
         request_ = generation.GenerationRequest(text, None, instruct, language, config,
-                                                f"designed: {instruct or 'automatic'}", bool(speakers),
+                                                f"{DESIGNED}{instruct or 'automatic'}", bool(speakers),
                                                 output_device(device))
         first = True
         for outputs, saved in generation.run(ctx, request_, request.session_hash):

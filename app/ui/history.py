@@ -2,12 +2,15 @@
 delete."""
 from __future__ import annotations
 
+import datetime as dt
+
 import gradio as gr
 
 from ..checks import badge_html, summary
 from ..context import AppContext
 from ..history import HistoryEntry
 from ..metrics import milliseconds
+from .design import DESIGNED
 from .messages import message_line, reported
 from .output import download_links
 
@@ -19,10 +22,20 @@ def history_rows(ctx: AppContext) -> tuple[list[list], list[str]]:
     return [_row(e) for e in entries], [e.id for e in entries]
 
 
+def local_time(created: str) -> str:
+    """A stored time (ISO 8601, UTC) as this computer's local time, to the minute."""
+    return dt.datetime.fromisoformat(created).astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def _mode(meta: dict) -> str:
+    """The mode, marked when the demo model made the result (noise, not a voice)."""
+    return meta.get("mode", "") + (" · demo model" if meta.get("demo") else "")
+
+
 def _row(e: HistoryEntry) -> list:
     rtf = e.meta.get("rtf")
     text = e.text if len(e.text) <= 70 else e.text[:69] + "…"
-    return [e.created[:16].replace("T", " "), text, _voice(e.meta), e.meta.get("mode", ""),
+    return [local_time(e.created), text, _voice(e.meta), _mode(e.meta),
             "—" if rtf is None else f"{rtf:.3f}",
             f"{e.meta.get('audio_s', 0):.1f} s" + (" (stopped)" if e.meta.get("stopped") else ""),
             summary(e.meta.get("checks"))]
@@ -33,10 +46,12 @@ def _voice(meta: dict) -> str:
     return meta.get("voice", "") + (" · via API" if meta.get("source") == "api" else "")
 
 
-def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
+def build_history_tab(ctx: AppContext, history_version: gr.State, tabs: gr.Tabs, clone_text: gr.Textbox,
+                      design_text: gr.Textbox) -> None:
+    """`tabs` and the two text boxes: where "Use this text" puts a result's text."""
     rows, ids = history_rows(ctx)
-    gr.Markdown(f"The last {ctx.history.max_entries} results are kept (oldest removed first). Times are UTC.",
-                elem_classes="vd-hint")
+    gr.Markdown(f"The last {ctx.history.max_entries} results are kept (oldest removed first). Times are this "
+                "computer's local time.", elem_classes="vd-hint")
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
             table = gr.Dataframe(rows, headers=COLUMNS, interactive=False, elem_id="history-table", wrap=True,
@@ -51,6 +66,7 @@ def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
                                   elem_id="history-player")
                 with gr.Row():
                     downloads = gr.HTML(download_links(None), elem_id="history-downloads")
+                    reuse = gr.Button("Use this text", size="sm", min_width=110, elem_id="history-reuse")
                     delete = gr.Button("Delete", variant="stop", size="sm", min_width=90, elem_id="history-delete")
             message = message_line("history-message")
     ids_state = gr.State(ids)
@@ -66,7 +82,7 @@ def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
         rtf = "—" if meta.get("rtf") is None else f"{meta['rtf']:.3f}"
         ttfa = (f"first sound heard after {milliseconds(meta.get('heard_first_audio_s'))}, "
                 f"engine first audio {milliseconds(meta.get('first_audio_s'))}")
-        details = [_voice(meta), meta.get("mode", ""), f"RTF {rtf}", ttfa,
+        details = [local_time(entry.created), _voice(meta), _mode(meta), f"RTF {rtf}", ttfa,
                    f"seed {meta.get('seed', '—')}", meta.get("backend", "")]
         text = f"{entry.text}\n\n*{' · '.join(details)}*"
         verdicts = meta.get("checks") or {}
@@ -80,6 +96,15 @@ def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
         ctx.history.delete(entry_id)
         return None, gr.Group(visible=False), version + 1, "✓ Deleted."
 
+    def use_text(entry_id):
+        """The entry's text in the tab that made it (Voice design for a designed voice, else Clone)."""
+        if not entry_id:
+            return gr.skip(), gr.skip(), gr.skip()
+        entry = ctx.history.get(entry_id)
+        if entry.meta.get("voice", "").startswith(DESIGNED):
+            return gr.Tabs(selected="design"), gr.skip(), entry.text
+        return gr.Tabs(selected="clone"), entry.text, gr.skip()
+
     def list_history() -> list[dict]:
         """Every stored result, newest first, with its metadata."""
         return [{**e.to_json(), "file": e.audio.name} for e in reversed(ctx.history.entries())]
@@ -92,4 +117,5 @@ def build_history_tab(ctx: AppContext, history_version: gr.State) -> None:
     delete.click(reported(do_delete, delete_outputs), [selected, history_version], delete_outputs,
                  api_name="delete_history", show_progress="hidden",
                  js="(id, v) => confirm('Delete this result?') ? [id, v] : [null, v]")
+    reuse.click(use_text, selected, [tabs, clone_text, design_text], api_visibility="private")
     gr.api(list_history, api_name="list_history")

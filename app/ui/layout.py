@@ -21,7 +21,7 @@ def build_app(ctx: AppContext) -> gr.Blocks:
         library_version, history_version = gr.State(0), gr.State(0)
         view = SettingsView(ctx)
         header = build_header(ctx, view)
-        with gr.Tabs(elem_id="vd-tabs"):
+        with gr.Tabs(elem_id="vd-tabs") as tabs:
             with gr.Tab("Clone", id="clone", elem_id="tab-clone"):
                 clone = build_clone_tab(ctx, view, library_version, history_version)
             with gr.Tab("Voice design", id="design", elem_id="tab-design"):
@@ -31,10 +31,11 @@ def build_app(ctx: AppContext) -> gr.Blocks:
             with gr.Tab("Voices", id="voices", elem_id="tab-voices"):
                 build_voices_tab(ctx, library_version, clone.voice)
             with gr.Tab("History", id="history", elem_id="tab-history"):
-                build_history_tab(ctx, history_version)
+                build_history_tab(ctx, history_version, tabs, clone.form.text, design.text)
             with gr.Tab("API", id="api", elem_id="tab-api"):
                 show_api, api_outputs = build_api_tab(ctx)
-        wire_header(ctx, header, [clone.form.generate, design.generate, studio_render])
+        wire_header(ctx, header, [(clone.form.generate, clone.form.text), (design.generate, design.text),
+                              (studio_render, None)])
         register_checks_api(ctx)
         # A page shows what is saved now, not what was saved when the app started.
         view.wire(blocks)

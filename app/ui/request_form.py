@@ -11,8 +11,6 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from engine.text.limits import MAX_TEXT_CHARS
-
 from ..context import AppContext
 from .advanced import AdvancedSettings, build_advanced
 from .checks import build_checks
@@ -36,7 +34,8 @@ def build_request_form(ctx: AppContext, view: SettingsView, prefix: str) -> Requ
     """The Text and Listen columns of tab `prefix` ("clone", "design"), whose elem_ids start with it."""
     with gr.Column(scale=4, elem_classes="vd-text-column"):
         gr.Markdown("### 2 · Text", elem_classes="vd-step")
-        text = gr.Textbox(label="Text to speak", lines=5, max_length=MAX_TEXT_CHARS, elem_id=f"{prefix}-text",
+        # no max_length: the browser would cut a long paste silently; the counter below says what is over
+        text = gr.Textbox(label="Text to speak", lines=5, elem_id=f"{prefix}-text",
                           placeholder="Type or paste what the voice should say.")
         text_info = gr.Markdown(describe_text(""), elem_classes="vd-hint")
         with gr.Row():

@@ -61,12 +61,21 @@ def build_header(ctx: AppContext, view: SettingsView) -> Header:
     return Header(status, mode, timer)
 
 
-def wire_header(ctx: AppContext, header: Header, generate_buttons: list[gr.Button]) -> None:
-    def poll():
+def wire_header(ctx: AppContext, header: Header, generate_buttons: list[tuple[gr.Button, gr.Textbox | None]]) -> None:
+    """`generate_buttons`: each Generate button with the text box it speaks (None: it needs none); a button
+    works once the model is ready and its text box has something to say."""
+    buttons = [button for button, _ in generate_buttons]
+    texts = [text for _, text in generate_buttons if text is not None]
+
+    def usable(*values) -> list[gr.Button]:
+        ready, given = ctx.host.state().ready, iter(values)
+        return [gr.Button(interactive=ready and (text is None or bool((next(given) or "").strip())))
+                for _, text in generate_buttons]
+
+    def poll(*values):
         state = ctx.host.state()
         done = state.ready or state.failed
-        buttons = [gr.Button(interactive=state.ready) for _ in generate_buttons]
-        return (status_html(state, ctx.demo), *buttons, gr.Timer(active=not done))
+        return (status_html(state, ctx.demo), *usable(*values), gr.Timer(active=not done))
 
     def switch(mode):
         reloading = ctx.host.start(mode)
@@ -75,8 +84,8 @@ def wire_header(ctx: AppContext, header: Header, generate_buttons: list[gr.Butto
         except StorageError as err:  # the switch still happens, only not remembered
             gr.Warning(f"This mode is used now but cannot be remembered for the next start: {err}")
         if not reloading:  # the same path runs: Generate stays as it is
-            return (gr.skip(),) * (len(generate_buttons) + 2)
-        return (status_html(ctx.host.state(), ctx.demo), *[gr.Button(interactive=False) for _ in generate_buttons],
+            return (gr.skip(),) * (len(buttons) + 2)
+        return (status_html(ctx.host.state(), ctx.demo), *[gr.Button(interactive=False) for _ in buttons],
                 gr.Timer(active=True))
 
     def model_status() -> dict:
@@ -85,7 +94,9 @@ def wire_header(ctx: AppContext, header: Header, generate_buttons: list[gr.Butto
         return {"stage": state.stage, "fraction": state.fraction, "message": state.message, "ready": state.ready,
                 "mode": ctx.settings.mode, "demo": ctx.demo}
 
-    outputs = [header.status, *generate_buttons, header.timer]
-    header.timer.tick(poll, None, outputs, api_visibility="private", queue=False)
+    outputs = [header.status, *buttons, header.timer]
+    header.timer.tick(poll, texts, outputs, api_visibility="private", queue=False)
+    for text in texts:
+        text.change(usable, texts, buttons, api_visibility="private", queue=False)
     header.mode.input(switch, header.mode, outputs, api_name="set_mode")
     gr.api(model_status, api_name="model_status")

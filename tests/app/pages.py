@@ -15,3 +15,12 @@ def open_page(context, url: str):
     page.goto(url)
     page.wait_for_selector("#vd-model-status[data-stage=ready]", timeout=120_000)
     return page
+
+
+def open_new_clip_form(context, url: str):
+    """`open_page`, with the Clone tab's voice set to a new clip (a voice saved by another test may be the
+    last one chosen)."""
+    page = open_page(context, url)
+    page.locator("#clone-voice input").click()
+    page.get_by_role("option", name="New voice from a clip", exact=True).click()
+    return page

@@ -1,7 +1,7 @@
 """A failed action says why in one place, the line under its button: the fields keep what the user typed,
 no "Error" badge or pop-up covers them, and the output panel returns to idle."""
 import pytest
-from pages import needs_chromium, open_page
+from pages import needs_chromium, open_new_clip_form
 
 pytestmark = needs_chromium
 
@@ -9,10 +9,7 @@ pytestmark = needs_chromium
 @pytest.fixture
 def page(running_app, browser):
     context = browser.new_context(viewport={"width": 1440, "height": 1000})
-    page = open_page(context, running_app.url)
-    page.locator("#clone-voice input").click()  # a voice saved by another test may be the last one chosen
-    page.get_by_role("option", name="New voice from a clip", exact=True).click()
-    yield page
+    yield open_new_clip_form(context, running_app.url)
     context.close()
 
 
