@@ -44,9 +44,9 @@ _TOP_TENSORS = {
 }
 
 def _how_to_fix(repo_id: str = HUB_ID) -> str:
-    return (f"Fix it in one of three ways: pass --model DIR with a downloaded OmniVoice folder; set the "
-            f"environment variable {ENV_VAR}=DIR; or connect to the internet once so that {repo_id} "
-            f"can be downloaded into the Hugging Face cache.")
+    return (f"Three ways forward: connect to the internet once, so that {repo_id} is downloaded into the Hugging "
+            f"Face cache; or pass --model DIR (or set {ENV_VAR}=DIR) with a downloaded OmniVoice folder; or start "
+            f"with --demo to try everything on a tiny built-in model (its voices are noise).")
 
 
 def resolve_checkpoint(model: str | os.PathLike | None = None, progress: Progress | None = None) -> Path:
