@@ -87,10 +87,13 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
         model = str(DEMO_MODEL)
     worker = GpuWorker()
     host_engine = EngineHost(worker, model)
+    # Before the model loads: importing sounddevice points the terminal (fd 2) at /dev/null for a moment, and
+    # a load that fails meanwhile would say so to nobody.
+    speakers = probe()
     host_engine.start(settings.mode)
     ctx = AppContext(dirs=dirs, settings=settings, library=VoiceLibrary.open(dirs),
                      history=History(dirs.history, settings.history_max_entries, settings.history_max_mb * 2**20),
-                     worker=worker, host=host_engine, speakers=probe(), demo=demo,
+                     worker=worker, host=host_engine, speakers=speakers, demo=demo,
                      upload_root=Path(gr.utils.get_upload_folder()),
                      notices=[f"Settings: {p}." for p in problems], api=access, bind_host=host)
     routes = api_routes(ctx, access)
