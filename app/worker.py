@@ -8,10 +8,13 @@ never share the GPU, whatever the browser or API client does.
 
 Waiting jobs take turns by lane (a browser session, or all API requests together): the next job is
 the oldest one of the lane that started a job longest ago, so a burst of API requests cannot push
-the person at the app to the back of the line, and the reverse.
+the person at the app to the back of the line, and the reverse. A request made of several jobs (make
+the voice from a clip, then speak) keeps its turn between them (`turn`): those who asked after it
+do not slip in between.
 """
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections import deque
@@ -57,6 +60,8 @@ class GpuWorker:
         self._running: Job | None = None
         self._last_start: dict[str | None, int] = {}  # lane -> number of the last job it started
         self._starts = 0
+        self._holding: set[str] = set()  # owners inside `turn`
+        self._kept: str | None = None  # the owner whose turn goes on after its job: only its jobs may start
         self._wake = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
@@ -78,6 +83,21 @@ class GpuWorker:
         for kind, value in job.follow(self):
             if kind == "result":
                 return value
+
+    @contextlib.contextmanager
+    def turn(self, owner: str) -> Iterator[None]:
+        """Within this block, once a job of `owner` has run, only `owner`'s next job may start (it is
+        waited for), until the block ends. Submit the last job inside the block."""
+        with self._wake:
+            self._holding.add(owner)
+        try:
+            yield
+        finally:
+            with self._wake:
+                self._holding.discard(owner)
+                if self._kept == owner:
+                    self._kept = None
+                self._wake.notify()
 
     def place(self, job: Job) -> int:
         """0 while `job` runs (or is done), else its place in line counting the running job: 1 = next."""
@@ -118,11 +138,11 @@ class GpuWorker:
     def _loop(self) -> None:
         while True:
             with self._wake:
-                while not self._pending and not self._closed:
+                while (job := self._next_job()) is None and not self._closed:
                     self._wake.wait()
                 if self._closed:
                     return
-                job = self._running = self._start_order()[0]
+                self._running = job
                 self._pending.remove(job)
                 self._starts += 1
                 waiting_lanes = {j.lane for j in self._pending}  # forget lanes with nothing waiting
@@ -133,6 +153,12 @@ class GpuWorker:
             finally:
                 with self._wake:
                     self._running = None
+                    self._kept = job.owner if job.owner in self._holding else None
+
+    def _next_job(self) -> Job | None:
+        """The job to start now, or None: nothing waits, or a kept turn waits for its owner's next job."""
+        order = self._start_order()
+        return order[0] if order and self._kept in (None, order[0].owner) else None
 
     def _start_order(self) -> list[Job]:
         """The waiting jobs in the order they will start (call with the lock held)."""
@@ -142,6 +168,8 @@ class GpuWorker:
             waiting.remove(job)
             order.append(job)
             last[job.lane] = turn
+        if self._kept is not None:
+            order.sort(key=lambda job: job.owner != self._kept)  # a kept turn goes first (stable sort)
         return order
 
     @staticmethod

@@ -1,6 +1,7 @@
 """The Clone tab: a voice (saved, or from a recorded/uploaded clip) + text -> streamed speech."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import gradio as gr
@@ -131,19 +132,22 @@ def _generate(ctx: AppContext):
         owner = request.session_hash
         yield (*generation.idle_outputs("Preparing the voice…"), gr.skip(), gr.skip(), gr.skip(), gr.skip(), "")
         from_clip = not voice_slug or voice_slug == NEW_CLIP
-        if from_clip:
-            voice = ctx.voice_from_clip(reference, transcript, preprocess, owner=owner)
-            label = "reference clip"
-        else:
-            voice, label = ctx.library.load_voice(voice_slug), ctx.library.get(voice_slug).name
-        config = make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess,
-                             pad, fade, normalize)
+        with ctx.worker.turn(owner):  # making the voice, then speaking: nobody who asked later slips in between
+            if from_clip:
+                voice = ctx.voice_from_clip(reference, transcript, preprocess, owner=owner)
+                label = "reference clip"
+            else:
+                voice, label = ctx.library.load_voice(voice_slug), ctx.library.get(voice_slug).name
+            config = make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess,
+                                 postprocess, pad, fade, normalize)
+            request_ = generation.GenerationRequest(text, voice, None, language, config, label, bool(speakers),
+                                                    output_device(device))
+            runs = generation.run(ctx, request_, owner)
+            started = next(runs)  # the job is in line (no yield inside the turn: it always ends)
         # a transcript made by speech recognition goes back into the box, to be checked and corrected
         filled = voice.transcript if from_clip and not (transcript or "").strip() else gr.skip()
-        request_ = generation.GenerationRequest(text, voice, None, language, config, label, bool(speakers),
-                                                output_device(device))
         first = True
-        for outputs, saved in generation.run(ctx, request_, owner):
+        for outputs, saved in itertools.chain([started], runs):
             extras = (filled, config.seed, config.seed) if first else (gr.skip(),) * 3
             first = False
             yield (*outputs, *extras, history_version + 1 if saved else gr.skip(), gr.skip())

@@ -98,3 +98,44 @@ def test_lanes_take_turns(worker):
     for j in [blocker, *api, *ui]:
         list(j.follow(worker, poll_s=0.01))
     assert order == ["api0", "ui0", "api1", "ui1", "api2"]
+
+
+def test_a_request_of_two_jobs_keeps_its_turn_between_them(worker):
+    """Making a voice from a clip, then speaking with it: whoever asked later does not slip in between,
+    however long the first request takes to hand over its second job."""
+    release, handed_over, order = threading.Event(), threading.Event(), []
+
+    def job(name):
+        return lambda cancel: order.append(name)
+
+    blocker = worker.submit(lambda cancel: release.wait(5), owner="someone")
+
+    def first_request():
+        with worker.turn("a"):
+            worker.call(job("a-voice"), owner="a")
+            handed_over.wait(5)  # a slow handler between its two jobs
+            list(worker.submit(job("a-speech"), owner="a").follow(worker, poll_s=0.01))
+
+    asking = threading.Thread(target=first_request)
+    asking.start()
+    deadline = time.monotonic() + 5
+    while worker.waiting("a") == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    later = worker.submit(job("b"), owner="b")  # asked after a
+    release.set()
+    while order != ["a-voice"]:
+        assert time.monotonic() < deadline + 5, order
+        time.sleep(0.01)
+    assert worker.place(later) >= 1  # b waits for a's second job
+    handed_over.set()
+    asking.join(5)
+    list(later.follow(worker, poll_s=0.01))
+    list(blocker.follow(worker, poll_s=0.01))
+    assert order == ["a-voice", "a-speech", "b"]
+
+
+def test_a_turn_left_without_a_second_job_frees_the_line(worker):
+    with worker.turn("a"):
+        worker.call(lambda cancel: "voice", owner="a")
+    assert worker.call(lambda cancel: "next", owner="b") == "next"

@@ -1,8 +1,8 @@
 """Requests that wait for the GPU start in the order they were made (issue: under load they finished out
 of order). Lanes are the one deliberate exception (a burst of API requests takes turns with the page, see
 test_curl); here every request is the first of its lane, so the order must be the order of asking.
-Known gap, not covered here: a clone from a new clip is two jobs on the GPU (make the voice, then
-speak), and the second joins the back of the line."""
+A request of two GPU jobs (a clone from a new clip: make the voice, then speak) keeps its turn
+between them: test_worker shows it without the race of asking from outside."""
 import time
 
 from busy_worker import BusyWorker
