@@ -112,6 +112,7 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
         # Results are served from where they are stored, never copied into Gradio's cache: deleting deletes.
         gr.set_static_paths([ctx.history.audio_dir])
         blocks = build_app(ctx)
+        _range_checks_in_one_line(gr, blocks)
         _, url, _ = blocks.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE).launch(
             server_name=host, server_port=port, inbrowser=open_browser, share=False, quiet=True,
             prevent_thread_lock=True,
@@ -138,6 +139,25 @@ def _serve_headless(routes, middleware, host: str, port: int) -> None:
                                     openapi_url=None), host=host, port=port, log_level="warning")
     print(f"VoiceDesk API is running at http://{host}:{port}/v1 (Ctrl+C to quit)", flush=True)
     uvicorn.Server(config).run()
+
+
+def _range_checks_in_one_line(gr, blocks) -> None:
+    """Gradio checks a slider's or number's range itself and prints a traceback when an API client sends a
+    value outside it: that is the client's mistake, so it gets one line in the terminal, like the others."""
+    for block in blocks.blocks.values():
+        if isinstance(block, (gr.Slider, gr.Number)):
+            block.preprocess = _quiet(gr, block.preprocess, block.label)
+
+
+def _quiet(gr, preprocess, label):
+    def checked(payload):
+        try:
+            return preprocess(payload)
+        except gr.Error as err:
+            log.info("refused %s: %s", label, err.message)
+            raise gr.Error(err.message, print_exception=False) from None
+
+    return checked
 
 
 def _abandoner(worker):
