@@ -25,7 +25,7 @@ def build_app(ctx: AppContext) -> gr.Blocks:
             with gr.Tab("Clone", id="clone", elem_id="tab-clone"):
                 clone = build_clone_tab(ctx, view, library_version, history_version)
             with gr.Tab("Voice design", id="design", elem_id="tab-design"):
-                design = build_design_tab(ctx, view, history_version)
+                design = build_design_tab(ctx, view, history_version, library_version)
             with gr.Tab("Studio", id="studio", elem_id="tab-studio"):
                 studio_render = build_studio_tab(ctx, library_version)
             with gr.Tab("Voices", id="voices", elem_id="tab-voices"):
