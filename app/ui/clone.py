@@ -60,6 +60,7 @@ def build_clone_tab(ctx: AppContext, view: SettingsView, library_version: gr.Sta
                     buttons=["download"],  # no Share: it posts to Hugging Face Spaces, which a local app is not
                     label="Reference clip: record or upload 3–10 s of clear speech",
                     waveform_options=gr.WaveformOptions(sample_rate=24000, show_recording_waveform=True)))
+                gr.HTML('<div class="vd-hint vd-warning" id="vd-mic-note" hidden></div>')  # microphone.js
                 clip_hint = gr.Markdown(elem_classes="vd-hint", elem_id="clone-clip-hint")
                 transcript = gr.Textbox(label="What is said in the clip", lines=2, elem_id="clone-transcript",
                                         max_length=MAX_TRANSCRIPT_CHARS,
