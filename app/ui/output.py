@@ -11,6 +11,7 @@ from ..context import AppContext
 from ..downloads import result_url
 from ..metrics import empty_html
 from .state import SettingsView, device_names, shown
+from .whole_chunks import whole_chunks
 
 
 @dataclass
@@ -35,9 +36,10 @@ class OutputPanel:
 
 def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> OutputPanel:
     streaming_note = "" if ctx.streaming else " (plays when complete: ffmpeg is not installed)"
-    audio = gr.Audio(label=f"Result{streaming_note}", streaming=ctx.streaming, autoplay=True, interactive=False,
-                     type="numpy", elem_id=f"{prefix}-result", elem_classes="vd-result",
-                     buttons=[], waveform_options=gr.WaveformOptions(show_recording_waveform=False))
+    audio = whole_chunks(gr.Audio(
+        label=f"Result{streaming_note}", streaming=ctx.streaming, autoplay=True, interactive=False, type="numpy",
+        elem_id=f"{prefix}-result", elem_classes="vd-result", buttons=[],
+        waveform_options=gr.WaveformOptions(show_recording_waveform=False)))
     status = gr.Markdown("", elem_classes="vd-status", elem_id=f"{prefix}-status")
     metrics_html = gr.HTML(empty_html(), elem_classes="vd-metrics-box")
     metrics_json = gr.JSON(visible=False, label="metrics")

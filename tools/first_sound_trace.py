@@ -1,0 +1,152 @@
+"""Where the time to the first sound goes: launches the app on the demo model with a timestamp at each
+hand-off (handler, GPU worker, engine chunk, Gradio's encoder and HLS segments), generates in the Voice
+design tab of Debian's Chromium, and prints every step in ms from the click on Generate.
+
+    .venv/bin/python tools/first_sound_trace.py [runs]
+
+(docs/latency.md holds a measurement. Needs the test extras: playwright, gradio_client.)
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = "Measuring the first sound. A second sentence follows it."
+WATCH = """() => { window.tl = {};
+  const mark = (k) => { if (window.tl[k] === undefined) window.tl[k] = Date.now(); };
+  document.querySelector('#design-generate').addEventListener('click', () => mark('click'), true);
+  for (const ev of ['loadstart', 'loadedmetadata', 'canplay', 'play', 'playing'])
+    document.addEventListener(ev, (e) => {
+      if (e.target.closest && e.target.closest('#design-result')) mark(ev);
+    }, true);
+  new MutationObserver(() => { if (document.querySelector('#design-result audio')) mark('audio element'); })
+    .observe(document.body, {subtree: true, childList: true});
+}"""
+
+
+def serve(trace: Path, argv: list[str]) -> int:
+    """Run the launcher with timestamps appended to `trace` (one JSON line each)."""
+    import gradio.blocks
+    import gradio.components.audio
+    import gradio.route_utils
+
+    import app.generation
+    import launcher
+    from app.worker import GpuWorker
+    from engine.constants import SAMPLE_RATE
+    from engine.engine import Engine
+
+    out, lock = trace.open("a", buffering=1), threading.Lock()
+
+    def mark(event: str, **extra) -> None:
+        with lock:
+            out.write(json.dumps({"t": time.time(), "event": event, **extra}) + "\n")
+
+    def wrap_generator(owner, name, before, each):
+        original = getattr(owner, name)
+
+        def wrapped(*args, **kwargs):
+            mark(before)
+            for item in original(*args, **kwargs):
+                event, extra = each(item)
+                mark(event, **extra)
+                yield item
+        setattr(owner, name, wrapped)
+
+    wrap_generator(app.generation, "run", "handler starts", lambda item: ("handler yields", {}))
+    wrap_generator(Engine, "stream", "engine starts",
+                   lambda chunk: ("engine chunk ready", {"s": len(chunk.audio) / SAMPLE_RATE}))
+    execute = GpuWorker._execute
+    GpuWorker._execute = staticmethod(lambda job: (mark("worker starts job"), execute(job))[1])
+    audio_cls = gradio.components.audio.Audio
+    encode = audio_cls.stream_output
+
+    async def stream_output(self, *args, **kwargs):
+        mark("gradio encodes chunk")
+        return await encode(self, *args, **kwargs)
+    audio_cls.stream_output = stream_output
+    add = gradio.route_utils.MediaStream.add_segment
+
+    async def add_segment(self, data):
+        await add(self, data)
+        if data:
+            mark("HLS segment added", s=round(data["duration"], 3))
+    gradio.route_utils.MediaStream.add_segment = add_segment
+    return launcher.main(argv)
+
+
+def measure(runs: int) -> None:
+    from gradio_client import Client
+    from playwright.sync_api import sync_playwright
+
+    home = Path(tempfile.mkdtemp(prefix="first_sound_"))
+    trace, port = home / "trace.jsonl", 7800 + os.getpid() % 100
+    with (home / "app.log").open("w") as log:
+        proc = subprocess.Popen([sys.executable, __file__, "--serve", str(trace), "--demo", "--no-browser", "--port",
+                                 str(port)], cwd=ROOT, env={**os.environ, "VOICEDESK_HOME": str(home)},
+                                stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while not _ready(Client, url):
+            if proc.poll() is not None:
+                sys.exit(f"the app exited: see {home / 'app.log'}")
+            time.sleep(1)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
+                "--no-sandbox", "--disable-gpu", "--autoplay-policy=no-user-gesture-required"])
+            for run in range(runs):
+                print(f"--- run {run + 1}")
+                for at, event in _one_run(browser, url, trace):
+                    print(f"{at * 1000:7.0f} ms  {event}")
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def _ready(client_cls, url: str) -> bool:
+    try:
+        return client_cls(url, verbose=False).predict(api_name="/model_status")["ready"]
+    except Exception:  # not listening yet
+        return False
+
+
+def _one_run(browser, url: str, trace: Path) -> list[tuple[float, str]]:
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    page, fetched = context.new_page(), []
+    page.on("request", lambda r: fetched.append((time.time(), "browser asks " + r.url.split("?")[0].rsplit("/")[-1]))
+            if "/stream/" in r.url else None)
+    page.goto(url)
+    page.wait_for_selector("#vd-model-status[data-stage=ready]", timeout=120_000)
+    page.get_by_role("tab", name="Voice design").click()
+    page.locator("#design-text textarea").fill(TEXT)
+    page.locator("#tab-design").get_by_text("Advanced settings").click()
+    steps = page.locator("#tab-design").get_by_label("number input for Steps")
+    steps.fill("8")
+    steps.press("Enter")
+    page.evaluate(WATCH)
+    seen = len(trace.read_text().splitlines()) if trace.exists() else 0
+    page.locator("#design-generate").click()
+    page.wait_for_function("document.querySelector('#design-status').innerText.includes('Done')", timeout=180_000)
+    page.wait_for_function("window.tl.playing !== undefined", timeout=60_000)
+    marks = page.evaluate("window.tl")
+    context.close()
+    events = [(e.pop("t"), " ".join([e.pop("event"), *(f"{k}={v}" for k, v in e.items())]))
+              for e in map(json.loads, trace.read_text().splitlines()[seen:])]
+    events += [(ms / 1000, f"browser: {name}") for name, ms in marks.items()] + fetched
+    click = marks["click"] / 1000
+    return [(t - click, event) for t, event in sorted(events) if t <= marks["playing"] / 1000 + 0.01]
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--serve"]:
+        sys.path.insert(0, str(ROOT))
+        sys.exit(serve(Path(sys.argv[2]), sys.argv[3:]))
+    measure(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
