@@ -77,6 +77,7 @@ class EngineHost:
             loaded = self._engine if self._state.ready else None
         if loaded is not None and mode in set(Mode):
             if runs_as(Mode(mode), loaded.device) is runs_as(loaded.mode, loaded.device):
+                loaded.mode = Mode(mode)  # the chosen mode, on the path the loaded model already runs
                 return False
         self._set("load", 0.0, "Waiting for the GPU")
         self.worker.submit(lambda cancel: self._load(mode))
