@@ -103,16 +103,23 @@ class VoiceLibrary:
         return cls(dirs.voices)
 
     # -- reading --------------------------------------------------------------------------------
-    def entries(self) -> list[VoiceEntry]:
-        """Every usable voice, sorted by name (`damaged` lists the others)."""
-        return sorted((e for e in self._scan() if isinstance(e, VoiceEntry)), key=lambda e: e.name.casefold())
+    def scan(self) -> tuple[list[VoiceEntry], list[DamagedVoice]]:
+        """The usable voices and the voice folders that cannot be used (a file missing or corrupt), each
+        sorted by name, from one pass over the folder."""
+        found = sorted((self._read_entry(folder) for folder in sorted(self.root.iterdir())
+                        if folder.is_dir() and not folder.name.startswith(".")), key=lambda e: e.name.casefold())
+        return ([e for e in found if isinstance(e, VoiceEntry)], [e for e in found if isinstance(e, DamagedVoice)])
 
-    def damaged(self) -> list[DamagedVoice]:
-        """Voice folders that cannot be used (a file missing or corrupt), sorted by name."""
-        return sorted((e for e in self._scan() if isinstance(e, DamagedVoice)), key=lambda e: e.name.casefold())
+    def entries(self) -> list[VoiceEntry]:
+        """Every usable voice, sorted by name."""
+        return self.scan()[0]
+
+    def read(self, slug: str) -> VoiceEntry | DamagedVoice:
+        """The voice saved as `slug`, or what is wrong with its folder; LibraryError when there is none."""
+        return self._read_entry(self._folder(slug))
 
     def get(self, slug: str) -> VoiceEntry:
-        entry = self._read_entry(self._folder(slug))
+        entry = self.read(slug)
         if isinstance(entry, DamagedVoice):
             raise LibraryError(f"The saved voice '{entry.name}' is damaged ({entry.problem}): delete it in the "
                                "Voices tab.")
@@ -125,10 +132,6 @@ class VoiceLibrary:
         """The saved voice called `name` (any case; its folder name works too)."""
         by_name = {e.name.casefold(): e.slug for e in self.entries()}
         return self.load_voice(by_name.get(name.casefold(), slugify(name)))
-
-    def _scan(self) -> list[VoiceEntry | DamagedVoice]:
-        return [self._read_entry(folder) for folder in sorted(self.root.iterdir())
-                if folder.is_dir() and not folder.name.startswith(".")]
 
     def _folder(self, slug: str) -> Path:
         folder = self.root / str(slug)
@@ -186,7 +189,7 @@ class VoiceLibrary:
 
     def delete(self, slug: str) -> str:
         """Delete a voice, damaged or not; returns the name it had."""
-        entry = self._read_entry(self._folder(slug))
+        entry = self.read(slug)
         shutil.rmtree(entry.folder)
         return entry.name
 
@@ -286,7 +289,7 @@ def cli_list() -> int:
     """`voicedesk voices`: print the saved voices."""
     dirs = AppDirs.default()
     library = VoiceLibrary.open(dirs)
-    entries, damaged = library.entries(), library.damaged()
+    entries, damaged = library.scan()
     if not entries and not damaged:
         print(f"No saved voices yet (folder: {dirs.voices}).")
         return 0

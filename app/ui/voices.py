@@ -14,7 +14,7 @@ COLUMNS = ["Name", "Length", "Saved", "Transcript"]
 
 def voice_rows(ctx: AppContext) -> tuple[list[list], list[str]]:
     """The table's rows and their slugs: the usable voices, then the damaged ones (so they can be deleted)."""
-    entries, damaged = ctx.library.entries(), ctx.library.damaged()
+    entries, damaged = ctx.library.scan()
     rows = [[e.name, f"{e.seconds:.1f} s", e.created[:10], e.transcript[:80]] for e in entries]
     rows += [[f"⚠ {d.name}", "damaged", "", d.problem] for d in damaged]
     return rows, [e.slug for e in entries] + [d.slug for d in damaged]
@@ -55,16 +55,15 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
         return rows, slugs, gr.Markdown(visible=not rows), gr.Dropdown(choices=voice_choices(ctx), value=keep)
 
     def list_voices() -> list[dict]:
+        entries, damaged = ctx.library.scan()
         return ([{"slug": e.slug, "name": e.name, "seconds": e.seconds, "transcript": e.transcript, "damaged": None}
-                 for e in ctx.library.entries()]
-                + [{"slug": d.slug, "name": d.name, "damaged": d.problem} for d in ctx.library.damaged()])
+                 for e in entries] + [{"slug": d.slug, "name": d.name, "damaged": d.problem} for d in damaged])
 
     def select(slugs, evt: gr.SelectData):
         slug = slugs[evt.index[0]]
-        damaged = next((d for d in ctx.library.damaged() if d.slug == slug), None)
-        if damaged is not None:
-            return slug, gr.Group(visible=True), _describe_damaged(damaged), "", damaged.name, "", ""
-        entry = ctx.library.get(slug)
+        entry = ctx.library.read(slug)
+        if isinstance(entry, DamagedVoice):
+            return slug, gr.Group(visible=True), _describe_damaged(entry), "", entry.name, "", ""
         return (entry.slug, gr.Group(visible=True), describe_entry(entry), reference_player(entry), entry.name,
                 export_link(entry), "")
 

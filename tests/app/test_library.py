@@ -86,7 +86,7 @@ def test_a_damaged_voice_is_listed_as_damaged_and_can_be_deleted(library, caplog
     tokens.write_bytes(tokens.read_bytes()[:100])  # cut short, as by a failing disk
     with caplog.at_level(logging.WARNING, logger="voicedesk"):
         assert [e.slug for e in library.entries()] == [good.slug]
-        damaged = {d.slug: (d.name, d.problem) for d in library.damaged()}
+        damaged = {d.slug: (d.name, d.problem) for d in library.scan()[1]}
     assert damaged == {"no-files": ("no-files", "voice.safetensors, voice.json, meta.json missing"),
                        "broken-meta": ("broken-meta", "meta.json cannot be read"),
                        "torn-tokens": ("Torn tokens", "voice.safetensors or voice.json is corrupt")}
@@ -96,7 +96,7 @@ def test_a_damaged_voice_is_listed_as_damaged_and_can_be_deleted(library, caplog
         library.load_voice("torn-tokens")
     for slug in damaged:
         library.delete(slug)
-    assert library.damaged() == [] and [e.slug for e in library.entries()] == [good.slug]
+    assert library.scan()[1] == [] and [e.slug for e in library.entries()] == [good.slug]
 
 
 def test_a_crash_mid_save_leaves_nothing_behind(library, monkeypatch):
