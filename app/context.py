@@ -46,6 +46,7 @@ class AppContext:
     _voices: OrderedDict = field(default_factory=OrderedDict)
     _voices_lock: threading.Lock = field(default_factory=threading.Lock)
     _notices_lock: threading.Lock = field(default_factory=threading.Lock)
+    _settings_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def take_notices(self) -> list[str]:
         """The startup notices not yet shown, emptied: each is shown on one page only."""
@@ -62,8 +63,11 @@ class AppContext:
         return Projects(self.dirs.studio)
 
     def save_settings(self, **changes) -> None:
-        self.settings.updated(self.dirs.settings_file, **changes)
-        self.settings_revision += 1
+        """Pages save concurrently (a mode switch and a Steps edit arrive together): one save at a time, so the
+        file holds every change and each save gets its own revision for the other pages to notice."""
+        with self._settings_lock:
+            self.settings.updated(self.dirs.settings_file, **changes)
+            self.settings_revision += 1
 
     def voice_from_clip(self, path: str, transcript: str | None, preprocess: bool, owner: str | None) -> Voice:
         """The Voice for a reference clip, made on the GPU worker once per (clip, transcript, preprocess)."""

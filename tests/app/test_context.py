@@ -40,3 +40,23 @@ def test_nothing_or_a_missing_file_is_a_clear_error(uploads):
         checked_upload(None, uploads)
     with pytest.raises(AudioInputError, match="did not arrive"):
         checked_upload(str(uploads / "abc123" / "gone.wav"), uploads)
+
+
+def test_concurrent_settings_saves_keep_every_change_and_revision(tmp_path):
+    """Two pages save at once (a quality switch and a Steps edit): the file ends with both changes and each save
+    counts, or another open page would never be shown the second one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app.context import AppContext
+    from app.settings import Settings
+    from app.storage import AppDirs
+
+    dirs = AppDirs(config=tmp_path / "config", data=tmp_path / "data", cache=tmp_path / "cache").create()
+    ctx = AppContext(dirs=dirs, settings=Settings(), library=None, history=None, worker=None, host=None,
+                     speakers=None, demo=True, upload_root=dirs.uploads)
+    saves = [{"steps": 4 + i % 60} if i % 3 == 0 else {"guidance": i % 40 / 10} if i % 3 == 1
+             else {"pad": i % 10 / 10} for i in range(1200)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda change: ctx.save_settings(**change), saves))
+    assert ctx.settings_revision == len(saves)
+    assert Settings.load(dirs.settings_file) == ctx.settings

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import srt
 import torch
+from playwright.sync_api import expect
 
 from app.library import VoiceLibrary
 from engine.voice import Voice
@@ -221,5 +222,5 @@ def test_checked_render_shows_each_lines_badge(page, running_app, tmp_path):
     kept = next(t for t in line["takes"] if t["id"] == line["chosen"])
     assert kept["checks"]["attempts"] == 2
     page.locator("#studio-lines [role=gridcell]", has_text="A checked line for the Studio.").first.click()
-    page.wait_for_selector("#studio-takes label", timeout=30_000)
-    assert kept["checks"]["badge"] in page.locator("#studio-takes label").first.inner_text()
+    # the takes radio still shows the line an earlier test selected until this selection arrives: wait for it
+    expect(page.locator("#studio-takes label").first).to_contain_text(kept["checks"]["badge"], timeout=30_000)
