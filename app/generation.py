@@ -138,8 +138,10 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
 
 
 def idle_outputs(status: str = "") -> tuple:
-    """The output panel reset for a new request."""
-    return None, status, gr.skip(), None, download_links(None), "", None
+    """The output panel reset for a new request. The player is emptied by a property update: a plain None
+    would open its stream now, and a player handed a stream with no audio yet waits a whole playlist
+    reload (1 s) before it looks again (docs/latency.md)."""
+    return gr.update(value=None), status, gr.skip(), None, download_links(None), "", None
 
 
 def _update(metrics: LiveMetrics, audio=None, status=None, downloads=None, checks=UNCHANGED) -> tuple:

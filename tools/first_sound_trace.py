@@ -1,8 +1,9 @@
 """Where the time to the first sound goes: launches the app on the demo model with a timestamp at each
 hand-off (handler, GPU worker, engine chunk, Gradio's encoder and HLS segments), generates in the Voice
-design tab of Debian's Chromium, and prints every step in ms from the click on Generate.
+design tab (or the Clone tab, from an uploaded clip) of Debian's Chromium, and prints every step in ms from
+the click on Generate.
 
-    .venv/bin/python tools/first_sound_trace.py [runs]
+    .venv/bin/python tools/first_sound_trace.py [runs] [design|clone]
 
 (docs/latency.md holds a measurement. Needs the test extras: playwright, gradio_client.)
 """
@@ -19,16 +20,35 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = "Measuring the first sound. A second sentence follows it."
-WATCH = """() => { window.tl = {};
+WATCH = """(tab) => { window.tl = {};
   const mark = (k) => { if (window.tl[k] === undefined) window.tl[k] = Date.now(); };
-  document.querySelector('#design-generate').addEventListener('click', () => mark('click'), true);
+  document.querySelector(`#${tab}-generate`).addEventListener('click', () => mark('click'), true);
   for (const ev of ['loadstart', 'loadedmetadata', 'canplay', 'play', 'playing'])
     document.addEventListener(ev, (e) => {
-      if (e.target.closest && e.target.closest('#design-result')) mark(ev);
+      if (e.target.closest && e.target.closest(`#${tab}-result`)) mark(ev);
     }, true);
-  new MutationObserver(() => { if (document.querySelector('#design-result audio')) mark('audio element'); })
+  new MutationObserver(() => { if (document.querySelector(`#${tab}-result audio`)) mark('audio element'); })
     .observe(document.body, {subtree: true, childList: true});
 }"""
+
+
+def fill_form(page, tab: str, clip: Path | None = None, text: str = TEXT, steps: int = 8) -> None:
+    """Fill the `tab` ("design" or "clone": a new voice from `clip`, a WAV file) of an open page, ready for
+    Generate: `text`, and `steps` (few: the demo model's sound does not improve with more)."""
+    page.get_by_role("tab", name="Voice design" if tab == "design" else "Clone").click()
+    if tab == "clone":
+        page.locator("#clone-voice input").click()
+        page.get_by_role("option", name="New voice from a clip", exact=True).click()
+        page.locator("#clone-reference").get_by_label("Upload file").click()
+        page.locator("#clone-reference input[type=file]").set_input_files(str(clip))
+        page.wait_for_function("document.querySelector('#clone-clip-hint').innerText.includes(' s ·')",
+                               timeout=60_000)
+        page.locator("#clone-transcript textarea").fill("What the clip says.")
+    page.locator(f"#{tab}-text textarea").fill(text)
+    page.locator(f"#tab-{tab}").get_by_text("Advanced settings").click()
+    box = page.locator(f"#tab-{tab}").get_by_label("number input for Steps")
+    box.fill(str(steps))
+    box.press("Enter")
 
 
 def serve(trace: Path, argv: list[str]) -> int:
@@ -82,11 +102,16 @@ def serve(trace: Path, argv: list[str]) -> int:
     return launcher.main(argv)
 
 
-def measure(runs: int) -> None:
+def measure(runs: int, tab: str) -> None:
+    import soundfile as sf
     from gradio_client import Client
     from playwright.sync_api import sync_playwright
 
+    from tools.workloads import synthetic_voice
+
     home = Path(tempfile.mkdtemp(prefix="first_sound_"))
+    clip = home / "clip.wav"
+    sf.write(clip, synthetic_voice(4.0), 24000)
     trace, port = home / "trace.jsonl", 7800 + os.getpid() % 100
     with (home / "app.log").open("w") as log:
         proc = subprocess.Popen([sys.executable, __file__, "--serve", str(trace), "--demo", "--no-browser", "--port",
@@ -103,7 +128,7 @@ def measure(runs: int) -> None:
                 "--no-sandbox", "--disable-gpu", "--autoplay-policy=no-user-gesture-required"])
             for run in range(runs):
                 print(f"--- run {run + 1}")
-                for at, event in _one_run(browser, url, trace):
+                for at, event in _one_run(browser, url, trace, tab, clip):
                     print(f"{at * 1000:7.0f} ms  {event}")
             browser.close()
     finally:
@@ -118,23 +143,18 @@ def _ready(client_cls, url: str) -> bool:
         return False
 
 
-def _one_run(browser, url: str, trace: Path) -> list[tuple[float, str]]:
+def _one_run(browser, url: str, trace: Path, tab: str, clip: Path) -> list[tuple[float, str]]:
     context = browser.new_context(viewport={"width": 1440, "height": 1000})
     page, fetched = context.new_page(), []
     page.on("request", lambda r: fetched.append((time.time(), "browser asks " + r.url.split("?")[0].rsplit("/")[-1]))
             if "/stream/" in r.url else None)
     page.goto(url)
     page.wait_for_selector("#vd-model-status[data-stage=ready]", timeout=120_000)
-    page.get_by_role("tab", name="Voice design").click()
-    page.locator("#design-text textarea").fill(TEXT)
-    page.locator("#tab-design").get_by_text("Advanced settings").click()
-    steps = page.locator("#tab-design").get_by_label("number input for Steps")
-    steps.fill("8")
-    steps.press("Enter")
-    page.evaluate(WATCH)
+    fill_form(page, tab, clip)
+    page.evaluate(WATCH, tab)
     seen = len(trace.read_text().splitlines()) if trace.exists() else 0
-    page.locator("#design-generate").click()
-    page.wait_for_function("document.querySelector('#design-status').innerText.includes('Done')", timeout=180_000)
+    page.locator(f"#{tab}-generate").click()
+    page.wait_for_function(f"document.querySelector('#{tab}-status').innerText.includes('Done')", timeout=180_000)
     page.wait_for_function("window.tl.playing !== undefined", timeout=60_000)
     marks = page.evaluate("window.tl")
     context.close()
@@ -146,7 +166,7 @@ def _one_run(browser, url: str, trace: Path) -> list[tuple[float, str]]:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
     if sys.argv[1:2] == ["--serve"]:
-        sys.path.insert(0, str(ROOT))
         sys.exit(serve(Path(sys.argv[2]), sys.argv[3:]))
-    measure(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    measure(int(sys.argv[1]) if len(sys.argv) > 1 else 3, sys.argv[2] if len(sys.argv) > 2 else "design")

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from engine.constants import SAMPLE_RATE
+
 from ..context import AppContext
 from ..downloads import result_url
 from ..metrics import empty_html
@@ -39,7 +41,7 @@ def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> Outp
     audio = whole_chunks(gr.Audio(
         label=f"Result{streaming_note}", streaming=ctx.streaming, autoplay=True, interactive=False, type="numpy",
         elem_id=f"{prefix}-result", elem_classes="vd-result", buttons=[],
-        waveform_options=gr.WaveformOptions(show_recording_waveform=False)))
+        waveform_options=gr.WaveformOptions(show_recording_waveform=False)), SAMPLE_RATE)
     status = gr.Markdown("", elem_classes="vd-status", elem_id=f"{prefix}-status")
     metrics_html = gr.HTML(empty_html(), elem_classes="vd-metrics-box")
     metrics_json = gr.JSON(visible=False, label="metrics")

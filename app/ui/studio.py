@@ -27,6 +27,7 @@ from ..studio.script import ScriptError
 from . import studio_parts as parts
 from .messages import message_line, reported
 from .output import stop_handler
+from .whole_chunks import whole_chunks
 
 TABLE_EVERY_S = 1.0  # while rendering, a long script's table is redrawn at most this often
 
@@ -61,9 +62,10 @@ def build_studio_tab(ctx: AppContext, library_version: gr.State) -> gr.Button:
             steps = gr.Slider(4, 64, value=32, step=1, label="Diffusion steps per line (fewer: faster, rougher)",
                               elem_id="studio-steps")
         with gr.Column(scale=2, elem_classes="vd-output"):
-            player = gr.Audio(label="Listen as it renders", streaming=ctx.streaming, autoplay=True, interactive=False,
-                              type="numpy", buttons=[], elem_id="studio-player",
-                              waveform_options=gr.WaveformOptions(show_recording_waveform=False))
+            player = whole_chunks(gr.Audio(
+                label="Listen as it renders", streaming=ctx.streaming, autoplay=True, interactive=False, type="numpy",
+                buttons=[], elem_id="studio-player", waveform_options=gr.WaveformOptions(show_recording_waveform=False)),
+                SAMPLE_RATE)
             progress = gr.HTML(parts.progress_html(None), elem_id="studio-progress")
             with gr.Group(visible=False, elem_classes="vd-details") as line_box:
                 line_info = gr.Markdown(elem_id="studio-line-info")

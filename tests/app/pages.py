@@ -17,10 +17,12 @@ def open_page(context, url: str):
     return page
 
 
-def open_new_clip_form(context, url: str):
-    """`open_page`, with the Clone tab's voice set to a new clip (a voice saved by another test may be the
-    last one chosen)."""
+def clip_form_page(browser, url: str, width: int, height: int):
+    """(A fixture's body) a page of its own at this window size showing the app, with the Clone tab's voice set
+    to a new clip (a voice saved by another test may be the last one chosen)."""
+    context = browser.new_context(viewport={"width": width, "height": height})
     page = open_page(context, url)
     page.locator("#clone-voice input").click()
     page.get_by_role("option", name="New voice from a clip", exact=True).click()
-    return page
+    yield page
+    context.close()

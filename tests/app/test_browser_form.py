@@ -2,7 +2,7 @@
 when there is text to speak, text over the limit kept whole and named, the language list with the common
 languages first and typing that replaces "Auto", Save voice checking the name before the clip."""
 import pytest
-from pages import needs_chromium, open_new_clip_form
+from pages import clip_form_page, needs_chromium
 
 from engine.text.limits import MAX_TEXT_CHARS
 
@@ -11,9 +11,7 @@ pytestmark = needs_chromium
 
 @pytest.fixture
 def page(running_app, browser):
-    context = browser.new_context(viewport={"width": 1366, "height": 768})
-    yield open_new_clip_form(context, running_app.url)
-    context.close()
+    yield from clip_form_page(browser, running_app.url, 1366, 768)
 
 
 def test_a_clip_has_no_share_button(page, reference_wav):

@@ -1,16 +1,14 @@
 """A failed action says why in one place, the line under its button: the fields keep what the user typed,
 no "Error" badge or pop-up covers them, and the output panel returns to idle."""
 import pytest
-from pages import needs_chromium, open_new_clip_form
+from pages import clip_form_page, needs_chromium
 
 pytestmark = needs_chromium
 
 
 @pytest.fixture
 def page(running_app, browser):
-    context = browser.new_context(viewport={"width": 1440, "height": 1000})
-    yield open_new_clip_form(context, running_app.url)
-    context.close()
+    yield from clip_form_page(browser, running_app.url, 1440, 1000)
 
 
 def wait_for_message(page, elem_id, text):
