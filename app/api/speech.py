@@ -24,6 +24,7 @@ from .. import generation
 from ..checks import policy_from
 from ..context import AppContext
 from ..encoder import AudioEncoder
+from ..settings import Settings
 from .errors import ApiError
 from .schemas import MAX_SEED, SpeechRequest
 from .voices import choose_voice
@@ -31,11 +32,24 @@ from .voices import choose_voice
 LANE = "api"  # all API requests share one lane of the GPU worker: they take turns with the app's users
 
 
+def generation_config(settings: Settings, body: SpeechRequest, seed: int) -> GenerationConfig:
+    """What the engine is asked for: each of VoiceDesk's request fields where the request gives it, else the
+    app's saved setting; OpenAI's speed 1.0 means the model's own pace."""
+    return GenerationConfig(
+        num_step=settings.steps if body.steps is None else body.steps,
+        guidance_scale=settings.guidance if body.guidance is None else body.guidance,
+        denoise=settings.denoise, preprocess_prompt=settings.preprocess,
+        postprocess_output=settings.postprocess if body.remove_pauses is None else body.remove_pauses,
+        speed=None if body.speed == 1.0 else body.speed, seed=seed, pad_duration=settings.pad,
+        fade_duration=settings.fade,
+        normalize_text=settings.speaks_numbers if body.normalize is None else body.normalize)
+
+
 class SpeechStream:
     """Checks `body` (raising ApiError) and queues the generation; `pieces()` yields the encoded audio."""
 
     def __init__(self, ctx: AppContext, body: SpeechRequest, max_waiting: int):
-        self.ctx, self.body = ctx, body
+        self.ctx = ctx
         engine = _ready_engine(ctx)
         if body.quality is not None and body.quality != engine.mode.value:
             raise ApiError(400, f"The app runs in '{engine.mode.value}' quality; switch it in the app to use "
@@ -48,25 +62,15 @@ class SpeechStream:
             raise ApiError(429, f"{max_waiting} API requests are already waiting for the GPU: try again shortly.",
                            code="queue_full", headers={"Retry-After": "1"})
         self.seed = secrets.randbelow(MAX_SEED) if body.seed is None else body.seed
-        self.request = generation.GenerationRequest(
-            body.input, chosen.voice, instruct, language, self._config(), chosen.label, play_on_speakers=False,
-            output_device=None)
+        config = generation_config(ctx.settings, body, self.seed)
+        self.request = generation.GenerationRequest(body.input, chosen.voice, instruct, language, config, chosen.label,
+                                                    play_on_speakers=False, output_device=None)
         self.encoder = AudioEncoder(body.response_format, SAMPLE_RATE)
         self.owner = f"api-{secrets.token_hex(4)}"
         self.policy = policy_from(ctx.settings)  # the app's take checks apply to API requests too
         self.verdicts: list[dict] = []
         self.job, self.metrics = generation.submit(ctx, self.request, owner=self.owner, lane=LANE,
                                                    policy=self.policy)
-
-    def _config(self) -> GenerationConfig:
-        s, b = self.ctx.settings, self.body
-        return GenerationConfig(
-            num_step=s.steps if b.steps is None else b.steps,
-            guidance_scale=s.guidance if b.guidance is None else b.guidance,
-            denoise=s.denoise, preprocess_prompt=s.preprocess,
-            postprocess_output=s.postprocess if b.remove_pauses is None else b.remove_pauses,
-            speed=None if b.speed == 1.0 else b.speed, seed=self.seed, pad_duration=s.pad, fade_duration=s.fade,
-            normalize_text=s.speaks_numbers if b.normalize is None else b.normalize)
 
     def pieces(self) -> Iterator[bytes]:
         """Encoded audio as the engine makes it (blocking: run it off the event loop). Engine errors are
