@@ -5,6 +5,7 @@ import hashlib
 import shutil
 import threading
 from collections import OrderedDict
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,8 +70,10 @@ class AppContext:
             self.settings.updated(self.dirs.settings_file, **changes)
             self.settings_revision += 1
 
-    def voice_from_clip(self, path: str, transcript: str | None, preprocess: bool, owner: str | None) -> Voice:
-        """The Voice for a reference clip, made on the GPU worker once per (clip, transcript, preprocess)."""
+    def voice_from_clip(self, path: str, transcript: str | None, preprocess: bool,
+                        owner: str | None) -> Generator[int, None, Voice]:
+        """The Voice for a reference clip, made on the GPU worker once per (clip, transcript, preprocess):
+        yields the job's place in line while it waits (GpuWorker.result)."""
         clip = checked_upload(path, self.upload_root)
         key = (hashlib.sha1(clip.read_bytes()).hexdigest(), transcript or "", preprocess)
         with self._voices_lock:
@@ -78,8 +81,9 @@ class AppContext:
                 self._voices.move_to_end(key)
                 return self._voices[key]
         engine = self.host.engine
-        voice = self.worker.call(lambda cancel: engine.voice_from_clip(str(clip), transcript or None, preprocess),
+        job = self.worker.submit(lambda cancel: engine.voice_from_clip(str(clip), transcript or None, preprocess),
                                  owner=owner)
+        voice = yield from self.worker.result(job)
         with self._voices_lock:
             self._voices[key] = voice
             while len(self._voices) > VOICE_CACHE_SIZE:

@@ -27,6 +27,7 @@ from .metrics import LiveMetrics
 from .playback import SpeakerPlayer, SpeakersUnavailable
 from .storage import audio_bytes
 from .ui.output import download_links
+from .ui.waiting import in_line
 from .worker import Job
 
 OUTPUTS = ("audio", "status", "metrics_html", "metrics_json", "downloads", "checks_html", "checks_json")
@@ -96,8 +97,7 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
     try:
         for kind, value in job.follow(ctx.worker):
             if kind == "waiting":
-                waiting = f"Waiting in line: {_ordinal(value)} (one generation runs at a time)."
-                yield _update(metrics, status=waiting), False
+                yield _update(metrics, status=in_line(value)), False
             elif kind == "item":
                 elapsed, chunk = value
                 pieces.append(to_int16(chunk.audio))  # int16 halves what a long text holds in memory
@@ -184,11 +184,6 @@ def _feed(player: SpeakerPlayer | None, audio: np.ndarray, notices: list[str]) -
 
 def _status(message: str, notices: list[str]) -> str:
     return "\n\n".join([message, *(f"ⓘ {n}" for n in notices)])
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
 
 
 def _mode_label(mode: str) -> str:

@@ -18,11 +18,23 @@ import contextlib
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.errors import Cancelled
+
+
+T = TypeVar("T")
+
+
+def outcome(steps: Generator[Any, None, T]) -> T:
+    """Run a generator such as GpuWorker.result to its end, passing over what it yields; what it returns."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
 
 
 @dataclass(eq=False)
@@ -79,10 +91,19 @@ class GpuWorker:
 
     def call(self, fn: Callable[[threading.Event], Any], owner: str | None = None) -> Any:
         """Submit and wait for the result (for short jobs such as making a voice)."""
-        job = self.submit(fn, owner)
-        for kind, value in job.follow(self):
-            if kind == "result":
-                return value
+        return outcome(self.result(self.submit(fn, owner)))
+
+    def result(self, job: Job) -> Generator[int, None, Any]:
+        """Follow a job that returns one value: yields its place in line while it waits, returns the value.
+        Closed before that (the page went away), it drops the job."""
+        try:
+            for kind, value in job.follow(self):
+                if kind == "waiting":
+                    yield value
+                elif kind == "result":
+                    return value
+        finally:
+            job.cancel.set()  # nothing to stop once it has returned
 
     @contextlib.contextmanager
     def turn(self, owner: str) -> Iterator[None]:

@@ -20,6 +20,7 @@ from .components import refuse_urls
 from .messages import message_line, reported
 from .request_form import RequestForm, build_request_form
 from .state import SettingsView, output_device
+from .waiting import relay
 
 NEW_CLIP = "__clip__"  # the voice dropdown's value for "make a voice from the clip below"
 
@@ -114,13 +115,25 @@ def _save_voice(ctx: AppContext):
         ctx.library.unused_name(name)
         clip = checked_upload(reference, ctx.upload_root)
         yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), "Saving the voice…"
-        voice = ctx.voice_from_clip(str(clip), transcript, preprocess, owner=request.session_hash)
+        voice = yield from relay(ctx.voice_from_clip(str(clip), transcript, preprocess, owner=request.session_hash),
+                                 lambda waiting: (gr.skip(), gr.skip(), gr.skip(), gr.skip(),
+                                                  f"Saving the voice… {waiting}"))
         decoded = load_clip(clip)  # mono 24 kHz, what the voice was made from
         entry = ctx.library.save(name, voice, reference=(decoded.samples, SAMPLE_RATE), language=language)
         yield (gr.Dropdown(choices=voice_choices(ctx), value=entry.slug), "", voice.transcript or gr.skip(),
                version + 1, f"✓ Saved the voice '{entry.name}'.")
 
     return save
+
+
+EXTRAS = 5  # the outputs after the output panel: transcript, two seed boxes, history version, message
+
+
+def _status_only(status: str) -> tuple:
+    """An update of Generate's outputs that changes only the panel's status line."""
+    panel = [gr.skip()] * len(generation.OUTPUTS)
+    panel[generation.OUTPUTS.index("status")] = status
+    return (*panel, *[gr.skip()] * EXTRAS)
 
 
 def _generate(ctx: AppContext):
@@ -131,11 +144,15 @@ def _generate(ctx: AppContext):
             raise TextInputError("Type the text to speak first.")
         check_request(text, transcript)  # before the voice is made
         owner = request.session_hash
-        yield (*generation.idle_outputs("Preparing the voice…"), gr.skip(), gr.skip(), gr.skip(), gr.skip(), "")
+        yield (*generation.idle_outputs("Preparing the voice…"), *[gr.skip()] * (EXTRAS - 1), "")
         from_clip = not voice_slug or voice_slug == NEW_CLIP
-        with ctx.worker.turn(owner):  # making the voice, then speaking: nobody who asked later slips in between
+        # Making the voice, then speaking: nobody who asked later slips in between. While the voice waits in
+        # line its place is shown; if the page goes away then, Gradio closes this generator, which drops the
+        # voice's job and ends the turn.
+        with ctx.worker.turn(owner):
             if from_clip:
-                voice = ctx.voice_from_clip(reference, transcript, preprocess, owner=owner)
+                voice = yield from relay(ctx.voice_from_clip(reference, transcript, preprocess, owner=owner),
+                                         lambda line: _status_only(f"Preparing the voice… {line}"))
                 label = "reference clip"
             else:
                 voice, label = ctx.library.load_voice(voice_slug), ctx.library.get(voice_slug).name
@@ -144,7 +161,7 @@ def _generate(ctx: AppContext):
             request_ = generation.GenerationRequest(text, voice, None, language, config, label, bool(speakers),
                                                     output_device(device))
             runs = generation.run(ctx, request_, owner)
-            started = next(runs)  # the job is in line (no yield inside the turn: it always ends)
+            started = next(runs)  # the job is in line
         # a transcript made by speech recognition goes back into the box, to be checked and corrected
         filled = voice.transcript if from_clip and not (transcript or "").strip() else gr.skip()
         first = True

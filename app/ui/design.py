@@ -14,6 +14,7 @@ from .advanced import make_config
 from .messages import message_line, reported
 from .request_form import RequestForm, build_request_form
 from .state import SettingsView, output_device
+from .waiting import relay
 
 ANY = ""  # a category left to the model
 DESIGNED = "designed: "  # how a designed voice's results are labelled (the History's "Use this text" reads it)
@@ -77,8 +78,10 @@ def _save_voice(ctx: AppContext):
                                  f"most {MAX_KEPT_S:.0f} s: generate a sentence or two, then save.")
         yield gr.skip(), gr.skip(), "Saving the voice…"
         engine = ctx.host.engine
-        voice = ctx.worker.call(lambda cancel: engine.voice_from_clip(str(entry.audio), entry.text, True),
+        job = ctx.worker.submit(lambda cancel: engine.voice_from_clip(str(entry.audio), entry.text, True),
                                 owner=request.session_hash)
+        voice = yield from relay(ctx.worker.result(job),
+                                 lambda waiting: (gr.skip(), gr.skip(), f"Saving the voice… {waiting}"))
         decoded = load_clip(entry.audio)
         saved = ctx.library.save(name, voice, reference=(decoded.samples, SAMPLE_RATE),
                                  language=entry.meta.get("language"))

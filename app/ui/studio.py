@@ -64,8 +64,8 @@ def build_studio_tab(ctx: AppContext, library_version: gr.State) -> gr.Button:
         with gr.Column(scale=2, elem_classes="vd-output"):
             player = whole_chunks(gr.Audio(
                 label="Listen as it renders", streaming=ctx.streaming, autoplay=True, interactive=False, type="numpy",
-                buttons=[], elem_id="studio-player", waveform_options=gr.WaveformOptions(show_recording_waveform=False)),
-                SAMPLE_RATE)
+                buttons=[], elem_id="studio-player",
+                waveform_options=gr.WaveformOptions(show_recording_waveform=False)), SAMPLE_RATE)
             progress = gr.HTML(parts.progress_html(None), elem_id="studio-progress")
             with gr.Group(visible=False, elem_classes="vd-details") as line_box:
                 line_info = gr.Markdown(elem_id="studio-line-info")

@@ -16,7 +16,7 @@ from app.library import VoiceLibrary
 from app.playback import SpeakerStatus, SpeakersUnavailable
 from app.settings import Settings
 from app.storage import AppDirs
-from app.worker import GpuWorker
+from app.worker import GpuWorker, outcome
 from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL
 from tools.workloads import synthetic_voice
@@ -85,7 +85,7 @@ def test_missing_speakers_are_a_notice_not_a_failure(ctx, monkeypatch):
 def test_a_reference_cut_to_60_s_is_said_in_the_status(ctx, tmp_path):
     clip = ctx.dirs.uploads / "long_talk.wav"
     sf.write(clip, synthetic_voice(65.0, seed=4), 24000)
-    voice = ctx.voice_from_clip(str(clip), "A long talk, typed in full.", True, owner="tester")
+    voice = outcome(ctx.voice_from_clip(str(clip), "A long talk, typed in full.", True, owner="tester"))
     assert voice.notes == ("Only the first 60 s of this 65 s recording are used (a longer reference makes "
                            "generation slow and memory-hungry; 3-10 s works best).",)
     cloned = generation.GenerationRequest("Hello.", voice, None, None, GenerationConfig(num_step=2, seed=1),

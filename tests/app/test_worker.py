@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from app.worker import GpuWorker
+from app.worker import GpuWorker, outcome
 from engine.errors import Cancelled
 
 
@@ -139,3 +139,34 @@ def test_a_turn_left_without_a_second_job_frees_the_line(worker):
     with worker.turn("a"):
         worker.call(lambda cancel: "voice", owner="a")
     assert worker.call(lambda cancel: "next", owner="b") == "next"
+
+
+def test_a_waiting_job_says_its_place_then_gives_its_result(worker):
+    release = threading.Event()
+    blocker = worker.submit(lambda cancel: release.wait(5), owner="someone")
+    places = worker.result(worker.submit(lambda cancel: "voice", owner="a"))
+    assert next(places) == 2  # the running job is 1st in line
+    release.set()
+    assert outcome(places) == "voice"
+    list(blocker.follow(worker, poll_s=0.01))
+
+
+def test_a_waiting_job_left_by_its_page_never_runs_and_frees_the_turn(worker):
+    """The page goes away while its voice waits in line inside a turn: Gradio closes the handler, which
+    closes the result; the job is dropped and whoever asked next is not held behind the turn."""
+    release, ran = threading.Event(), []
+    blocker = worker.submit(lambda cancel: release.wait(5), owner="someone")
+
+    def handler():
+        with worker.turn("a"):
+            yield from worker.result(worker.submit(lambda cancel: ran.append("a-voice"), owner="a"))
+            yield "speaking"
+
+    page = handler()
+    assert next(page) == 2  # its voice waits, behind the running job
+    later = worker.submit(lambda cancel: ran.append("b"), owner="b")
+    page.close()
+    release.set()
+    list(later.follow(worker, poll_s=0.01))
+    list(blocker.follow(worker, poll_s=0.01))
+    assert ran == ["b"]

@@ -2,7 +2,8 @@
 of order). Lanes are the one deliberate exception (a burst of API requests takes turns with the page, see
 test_curl); here every request is the first of its lane, so the order must be the order of asking.
 A request of two GPU jobs (a clone from a new clip: make the voice, then speak) keeps its turn
-between them: test_worker shows it without the race of asking from outside."""
+between them: test_worker shows it without the race of asking from outside. While its voice waits, the clone says
+where it stands in line."""
 import time
 
 from busy_worker import BusyWorker
@@ -39,3 +40,19 @@ def test_waiting_requests_start_in_the_order_they_were_made(running_app, referen
         job.result(timeout=600)
     stored = [e["text"] for e in clients[0].predict(api_name="/list_history") if e["text"] in texts]
     assert stored[::-1] == texts  # the history lists the newest first
+
+
+def test_a_voice_waiting_in_line_shows_its_place(running_app, reference_wav):
+    """A clone from a new clip first makes its voice on the GPU: while that waits, the page says where it
+    stands in line, not only "Preparing the voice…" (and with a transcript no other test uses, the voice is
+    not in the app's cache)."""
+    client = Client(running_app.url, verbose=False)
+    with BusyWorker(running_app.url) as busy:
+        job = client.submit(reference=handle_file(str(reference_wav)), transcript="A buzzing clip that waits in line.",
+                            text="Spoken once the voice is made.", **FAST, api_name="/clone")
+        deadline = time.monotonic() + 120
+        while not any("Preparing the voice… Waiting in line: 2nd" in str(outputs) for outputs in job.outputs()):
+            assert time.monotonic() < deadline and not job.done(), job.outputs()
+            time.sleep(0.1)
+        assert busy.running, "the long request ended early: no line formed"
+    assert "Done" in job.result(timeout=600)[1]

@@ -4,7 +4,6 @@ import logging
 import time
 
 import httpx
-import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
