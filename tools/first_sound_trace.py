@@ -147,7 +147,7 @@ def _one_run(browser, url: str, trace: Path, tab: str, clip: Path) -> list[tuple
     context = browser.new_context(viewport={"width": 1440, "height": 1000})
     page, fetched = context.new_page(), []
     page.on("request", lambda r: fetched.append((time.time(), "browser asks " + r.url.split("?")[0].rsplit("/")[-1]))
-            if "/stream/" in r.url else None)
+            if "/stream/" in r.url or "/queue/join" in r.url else None)
     page.goto(url)
     page.wait_for_selector("#vd-model-status[data-stage=ready]", timeout=120_000)
     fill_form(page, tab, clip)
