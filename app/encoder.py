@@ -1,6 +1,7 @@
 """Audio file formats for what leaves the app, the one place audio is encoded: the API's responses
-(mp3 / opus / aac / flac / wav / pcm, chunk by chunk) and the Studio's exports (WAV, FLAC, MP3 and M4B
-with chapter marks), through FFmpeg's own libraries (PyAV).
+(mp3 / opus / aac / flac / wav / pcm, chunk by chunk), the page's streamed player (AAC segments,
+app/ui/player_stream.py) and the Studio's exports (WAV, FLAC, MP3 and M4B with chapter marks), through
+FFmpeg's own libraries (PyAV).
 
 Streaming-safe: `encode` returns every complete frame of the chunk at once (Ogg pages are closed
 every 20 ms instead of every second), so a client can play one sentence while the next is made;
@@ -106,10 +107,16 @@ class AudioEncoder:
                  "time_base": Fraction(1, 1000), "metadata": {"title": mark.title}}
                 for i, mark in enumerate(chapters)])
         self._samples = 0
+        self.packets = 0  # codec frames written so far (for AAC each decodes to `frame_size` samples)
 
     @property
     def content_type(self) -> str:
         return self.format.content_type
+
+    @property
+    def frame_size(self) -> int:
+        """Samples in one codec frame (AAC: 1024; 0 for PCM, which has no frames)."""
+        return self._stream.codec_context.frame_size
 
     def encode(self, pcm: np.ndarray) -> bytes:
         """Add samples [n]; returns the bytes made so far (b"" when writing to a file)."""
@@ -132,6 +139,7 @@ class AudioEncoder:
     def _mux(self, frame: av.AudioFrame | None) -> None:
         for packet in self._stream.encode(frame):
             self._container.mux(packet)
+            self.packets += 1
 
     def _take(self) -> bytes:
         return self._buffer.take() if self._buffer is not None else b""

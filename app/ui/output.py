@@ -13,7 +13,7 @@ from ..context import AppContext
 from ..downloads import result_url
 from ..metrics import empty_html
 from .state import SettingsView, device_names, shown
-from .whole_chunks import whole_chunks
+from .player_stream import in_process_stream
 
 
 @dataclass
@@ -38,7 +38,7 @@ class OutputPanel:
 
 def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> OutputPanel:
     streaming_note = "" if ctx.streaming else " (plays when complete: ffmpeg is not installed)"
-    audio = whole_chunks(gr.Audio(
+    audio = in_process_stream(gr.Audio(
         label=f"Result{streaming_note}", streaming=ctx.streaming, autoplay=True, interactive=False, type="numpy",
         elem_id=f"{prefix}-result", elem_classes="vd-result", buttons=[],
         waveform_options=gr.WaveformOptions(show_recording_waveform=False)), SAMPLE_RATE)

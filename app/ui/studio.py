@@ -16,6 +16,7 @@ from engine.verify.takes import Checks
 from ..checks import policy_from
 from ..context import AppContext
 from ..generation import to_int16
+from ..storage import audio_bytes
 from ..studio.export import SUFFIXES as EXPORT_SUFFIXES
 from ..studio.export import export
 from ..studio.importers import SUFFIXES as IMPORT_SUFFIXES
@@ -27,7 +28,7 @@ from ..studio.script import ScriptError
 from . import studio_parts as parts
 from .messages import message_line, reported
 from .output import stop_handler
-from .whole_chunks import whole_chunks
+from .player_stream import in_process_stream
 
 TABLE_EVERY_S = 1.0  # while rendering, a long script's table is redrawn at most this often
 
@@ -62,7 +63,7 @@ def build_studio_tab(ctx: AppContext, library_version: gr.State) -> gr.Button:
             steps = gr.Slider(4, 64, value=32, step=1, label="Diffusion steps per line (fewer: faster, rougher)",
                               elem_id="studio-steps")
         with gr.Column(scale=2, elem_classes="vd-output"):
-            player = whole_chunks(gr.Audio(
+            player = in_process_stream(gr.Audio(
                 label="Listen as it renders", streaming=ctx.streaming, autoplay=True, interactive=False, type="numpy",
                 buttons=[], elem_id="studio-player",
                 waveform_options=gr.WaveformOptions(show_recording_waveform=False)), SAMPLE_RATE)
@@ -169,7 +170,8 @@ def build_studio_tab(ctx: AppContext, library_version: gr.State) -> gr.Button:
                     audio = gr.skip()
                     if value.kind == "done" and ctx.streaming:
                         gap = np.zeros(round(project_.settings.line_gap_s * SAMPLE_RATE), np.float32)
-                        audio = (SAMPLE_RATE, to_int16(np.concatenate([value.audio, gap])))
+                        # WAV bytes, not an array: Gradio would keep a copy of each line in its cache
+                        audio = audio_bytes(to_int16(np.concatenate([value.audio, gap])), SAMPLE_RATE, "WAV")
                     elif value.kind == "failed":
                         failed_lines = {**failed_lines, value.cue.key: value.error}
                     table_update = [gr.skip()] * 4
