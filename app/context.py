@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
 import threading
 from collections import OrderedDict
 from collections.abc import Generator
@@ -39,7 +38,6 @@ class AppContext:
     upload_root: Path  # Gradio's upload folder: the only place reference clips may come from
     api: ApiAccess = field(default_factory=lambda: ApiAccess(key=None, forced_on=False))
     bind_host: str = "127.0.0.1"  # the address the server listens on
-    streaming: bool = field(default_factory=lambda: shutil.which("ffmpeg") is not None)  # Gradio streams via ffmpeg
     notices: list[str] = field(default_factory=list)  # said once, on the next page that opens
     live: dict = field(default_factory=dict)  # session -> LiveMetrics of the generation its page runs last
     settings_revision: int = 0  # counts saves, so open pages can tell they show old settings

@@ -72,7 +72,8 @@ def check_driver() -> Check:
 def check_ffmpeg() -> Check:
     ffmpeg = shutil.which("ffmpeg")
     if ffmpeg is None:
-        return Check("ffmpeg", WARN, "not found: the browser plays each result whole instead of streaming it",
+        return Check("ffmpeg", WARN, "not found: reference clips from phones and browsers (.m4a, .webm) cannot "
+                     "be read, and Studio exports cannot be set to a loudness",
                      "Install ffmpeg (Debian/Ubuntu: sudo apt-get install ffmpeg; macOS: brew install ffmpeg; "
                      "Windows: winget install ffmpeg) and restart.")
     try:

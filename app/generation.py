@@ -82,10 +82,7 @@ def record(ctx: AppContext, request: GenerationRequest, metrics: LiveMetrics, au
 
 def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tuple[tuple, bool]]:
     rate = SAMPLE_RATE
-    notices = [] if ctx.streaming else [("ffmpeg is not installed, so the result plays when it is complete "
-                                         "(install ffmpeg for live streaming).")]
-    if request.voice is not None:
-        notices += request.voice.notes  # e.g. only the start of a long reference clip was used
+    notices = list(request.voice.notes) if request.voice is not None else []  # e.g. only the start of a long clip
     player = _open_speakers(request, rate, notices)
     policy = policy_from(ctx.settings)
     checked = policy.mode != VerifyMode.OFF
@@ -105,7 +102,7 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
                 player = _feed(player, chunk.audio, notices)
                 status = _status(f"Generating… part {chunk.index + 1} is playing", notices)
                 # WAV bytes, not an array: Gradio would store every chunk as a file in its cache
-                audio = audio_bytes(pieces[-1], rate, "WAV") if ctx.streaming else gr.skip()
+                audio = audio_bytes(pieces[-1], rate, "WAV")
                 if chunk.verdict is not None:
                     parts.append(chunk.verdict.to_json())
                 yield _update(metrics, audio=audio, status=status,
@@ -132,8 +129,7 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
         done = f"Stopped after {metrics.audio_s:.1f} s of audio: what was made is saved in the history."
     else:
         done = f"Done: {metrics.audio_s:.1f} s of audio in {metrics.elapsed_s:.2f} s. Saved in the history."
-    yield _update(metrics, audio=gr.skip() if ctx.streaming else str(entry.audio),  # served in place, no copy
-                  status=_status(done, notices), downloads=download_links(entry.id),
+    yield _update(metrics, status=_status(done, notices), downloads=download_links(entry.id),
                   checks=checks_summary(policy, parts) if checked else None), True
 
 

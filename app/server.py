@@ -103,8 +103,6 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
         if headless:
             _serve_headless(routes, middleware, host, port or DEFAULT_PORT)
             return 0
-        if not ctx.streaming:
-            log.warning("ffmpeg not found: results play when complete instead of streaming (install ffmpeg)")
         if host not in LOOPBACK_HOSTS:
             print(f"WARNING: listening on {host}: anyone who can reach this address can use this app, your GPU "
                   "and your saved voices (there is no login). The browser microphone only works on "

@@ -37,9 +37,8 @@ class OutputPanel:
 
 
 def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> OutputPanel:
-    streaming_note = "" if ctx.streaming else " (plays when complete: ffmpeg is not installed)"
     audio = in_process_stream(gr.Audio(
-        label=f"Result{streaming_note}", streaming=ctx.streaming, autoplay=True, interactive=False, type="numpy",
+        label="Result", streaming=True, autoplay=True, interactive=False, type="numpy",
         elem_id=f"{prefix}-result", elem_classes="vd-result", buttons=[],
         waveform_options=gr.WaveformOptions(show_recording_waveform=False)), SAMPLE_RATE)
     status = gr.Markdown("", elem_classes="vd-status", elem_id=f"{prefix}-status")

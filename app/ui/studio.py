@@ -64,7 +64,7 @@ def build_studio_tab(ctx: AppContext, library_version: gr.State) -> gr.Button:
                               elem_id="studio-steps")
         with gr.Column(scale=2, elem_classes="vd-output"):
             player = in_process_stream(gr.Audio(
-                label="Listen as it renders", streaming=ctx.streaming, autoplay=True, interactive=False, type="numpy",
+                label="Listen as it renders", streaming=True, autoplay=True, interactive=False, type="numpy",
                 buttons=[], elem_id="studio-player",
                 waveform_options=gr.WaveformOptions(show_recording_waveform=False)), SAMPLE_RATE)
             progress = gr.HTML(parts.progress_html(None), elem_id="studio-progress")
@@ -168,7 +168,7 @@ def build_studio_tab(ctx: AppContext, library_version: gr.State) -> gr.Button:
                 elif kind == "item":
                     counter.add(value)
                     audio = gr.skip()
-                    if value.kind == "done" and ctx.streaming:
+                    if value.kind == "done":
                         gap = np.zeros(round(project_.settings.line_gap_s * SAMPLE_RATE), np.float32)
                         # WAV bytes, not an array: Gradio would keep a copy of each line in its cache
                         audio = audio_bytes(to_int16(np.concatenate([value.audio, gap])), SAMPLE_RATE, "WAV")

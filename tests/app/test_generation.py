@@ -1,5 +1,5 @@
 """The generation pipeline of the UI, in-process on the real Engine (tiny checkpoint), for what the
-launched app cannot show: the whole-clip fallback without ffmpeg and speakers that are missing."""
+launched app cannot show: the streamed chunks against the saved file, and speakers that are missing."""
 import io
 from pathlib import Path
 
@@ -49,16 +49,6 @@ def saved_wav(ctx, final) -> Path:
     newest = ctx.history.entries()[-1]
     assert final[METRICS]["history_id"] == newest.id
     return newest.audio
-
-
-def test_without_ffmpeg_the_whole_clip_arrives_at_the_end(ctx, monkeypatch):
-    monkeypatch.setattr(ctx, "streaming", False)
-    updates = list(generation.run(ctx, request(), "tester"))
-    *during, (final, saved) = updates
-    assert saved and not any(s for _, s in during)
-    assert all(out[0] == {"__type__": "update"} for out, _ in during)  # nothing streamed
-    assert final[0] == str(saved_wav(ctx, final))  # the stored file itself, not a copy
-    assert "ffmpeg" in final[STATUS] and "Done" in final[STATUS]
 
 
 def test_streaming_sends_int16_chunks_that_add_up_to_the_saved_wav(ctx):

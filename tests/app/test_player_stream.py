@@ -67,3 +67,10 @@ def test_the_playlist_durations_are_what_the_segments_decode_to():
 def test_a_chunk_of_an_ended_stream_is_dropped():
     *during, flushed = stream(in_process_stream(gr.Audio(streaming=True), RATE), [tone(1.0), tone(1.0)], end_after=1)
     assert during[0] is not None and during[1] is None and flushed is None
+
+
+def test_no_ffmpeg_program_is_needed(monkeypatch, tmp_path):
+    """The result streams on a computer without the ffmpeg command line (Gradio's own path needs it)."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no program is found
+    first, last = stream(in_process_stream(gr.Audio(streaming=True), RATE), [tone(1.0)])
+    assert first["duration"] >= 1.0 - LOOKAHEAD_S and last is not None
