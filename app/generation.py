@@ -6,6 +6,7 @@ whether this update is the finished result, now stored in the history.
 """
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -70,11 +71,15 @@ def submit(ctx: AppContext, request: GenerationRequest, owner: str, lane: str | 
     return ctx.worker.submit(produce, owner=owner, lane=lane), metrics
 
 
-def record(ctx: AppContext, request: GenerationRequest, metrics: LiveMetrics, audio: np.ndarray,
+def record(ctx: AppContext, request: GenerationRequest, job: Job, metrics: LiveMetrics, audio: np.ndarray,
            **extra) -> HistoryEntry:
-    """Store a finished generation in the history: `audio` is exactly the int16 samples that were sent."""
-    return ctx.history.add(audio, SAMPLE_RATE, request.text, voice=request.voice_label, mode=metrics.mode,
-                           backend=metrics.backend, rtf=metrics.to_json()["rtf"],
+    """Store a finished generation in the history: `audio` is exactly the int16 samples that were sent; `started`
+    says when the GPU began it (entries are stored as their handlers finish, which under load is not quite the
+    order the GPU ran them)."""
+    started = None if job.started_at is None else \
+        dt.datetime.fromtimestamp(job.started_at, dt.timezone.utc).isoformat(timespec="milliseconds")
+    return ctx.history.add(audio, SAMPLE_RATE, request.text, started=started, voice=request.voice_label,
+                           mode=metrics.mode, backend=metrics.backend, rtf=metrics.to_json()["rtf"],
                            first_audio_s=metrics.first_audio_s, audio_s=metrics.audio_s,
                            seed=request.config.seed, language=request.language, demo=metrics.demo,
                            heard_first_audio_s=metrics.heard_first_audio_s, **extra)
@@ -122,7 +127,7 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
     # the files hold exactly the samples that were streamed
     audio = np.concatenate(pieces) if pieces else np.zeros(0, np.int16)
     with metrics.lock:  # a first-sound figure arriving now goes into this entry, or is added to it after
-        entry = record(ctx, request, metrics, audio, checks=checks_summary(policy, parts) if checked else None,
+        entry = record(ctx, request, job, metrics, audio, checks=checks_summary(policy, parts) if checked else None,
                        **({"stopped": True} if stopped else {}))
         metrics.history_id = entry.id
     if stopped:

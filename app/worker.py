@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ class Job:
     lane: str | None  # jobs of one lane take turns with those of other lanes
     cancel: threading.Event = field(default_factory=threading.Event)
     abandoned: bool = False  # cancelled because its owner went away, not by Stop
+    started_at: float | None = None  # when the worker began it (time.time()); None while it waits
     _events: queue.Queue = field(default_factory=queue.Queue)
 
     def follow(self, worker: GpuWorker, poll_s: float = 0.25) -> Iterator[tuple[str, Any]]:
@@ -164,6 +166,7 @@ class GpuWorker:
                 if self._closed:
                     return
                 self._running = job
+                job.started_at = time.time()
                 self._pending.remove(job)
                 self._starts += 1
                 waiting_lanes = {j.lane for j in self._pending}  # forget lanes with nothing waiting

@@ -90,7 +90,7 @@ class SpeechStream:
         finally:
             self.job.cancel.set()  # the client went away or the request ended: free the GPU either way
         audio = np.concatenate(sent) if sent else np.zeros(0, np.int16)
-        generation.record(self.ctx, self.request, self.metrics, audio, source="api", checks=self.checks())
+        generation.record(self.ctx, self.request, self.job, self.metrics, audio, source="api", checks=self.checks())
 
     def checks(self) -> dict | None:
         """The take checks of the parts made so far (docs/verify.md), or None when checks are off."""
