@@ -61,12 +61,14 @@ class AppContext:
         """The Studio's projects (read from disk on each use: the command line may add some)."""
         return Projects(self.dirs.studio)
 
-    def save_settings(self, **changes) -> None:
+    def save_settings(self, **changes) -> int:
         """Pages save concurrently (a mode switch and a Steps edit arrive together): one save at a time, so the
-        file holds every change and each save gets its own revision for the other pages to notice."""
+        file holds every change and each save gets its own revision for the other pages to notice. Returns the
+        revision this save made."""
         with self._settings_lock:
             self.settings.updated(self.dirs.settings_file, **changes)
             self.settings_revision += 1
+            return self.settings_revision
 
     def voice_from_clip(self, path: str, transcript: str | None, preprocess: bool,
                         owner: str | None) -> Generator[int, None, Voice]:

@@ -73,7 +73,7 @@ def check_ffmpeg() -> Check:
     ffmpeg = shutil.which("ffmpeg")
     if ffmpeg is None:
         return Check("ffmpeg", WARN, "not found: reference clips from phones and browsers (.m4a, .webm) cannot "
-                     "be read, and Studio exports cannot be set to a loudness",
+                     "be read, and Studio exports fail (their loudness is set with ffmpeg)",
                      "Install ffmpeg (Debian/Ubuntu: sudo apt-get install ffmpeg; macOS: brew install ffmpeg; "
                      "Windows: winget install ffmpeg) and restart.")
     try:

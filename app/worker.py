@@ -105,7 +105,8 @@ class GpuWorker:
                 elif kind == "result":
                     return value
         finally:
-            job.cancel.set()  # nothing to stop once it has returned
+            with self._wake:
+                self._stop(job)  # nothing to stop once it has returned
 
     @contextlib.contextmanager
     def turn(self, owner: str) -> Iterator[None]:
@@ -141,11 +142,16 @@ class GpuWorker:
             jobs = [j for j in [self._running, *self._pending] if j is not None and j.owner == owner]
             for job in jobs:
                 job.abandoned = job.abandoned or abandoned
-                job.cancel.set()
-                if job in self._pending:
-                    self._pending.remove(job)
-                    job._events.put(("error", Cancelled("Stopped before it started.")))
+                self._stop(job)
         return len(jobs)
+
+    def _stop(self, job: Job) -> None:
+        """Stop `job`: a running one at its next step, a waiting one at once (it leaves the line). Call with the
+        lock held."""
+        job.cancel.set()
+        if job in self._pending:
+            self._pending.remove(job)
+            job._events.put(("error", Cancelled("Stopped before it started.")))
 
     def shutdown(self) -> None:
         with self._wake:

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System packages: ffmpeg (phone clips, Studio loudness), chromium (browser tests), pulseaudio (a null
+# System packages: ffmpeg (phone clips, Studio exports), chromium (browser tests), pulseaudio (a null
 # sink for speaker playback tests), libportaudio2 (sounddevice).
 SYSTEM_PACKAGES="ffmpeg chromium pulseaudio pulseaudio-utils libportaudio2"
 missing=""

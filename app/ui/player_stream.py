@@ -10,12 +10,13 @@ waited for the second chunk (docs/latency.md). Here a chunk's segment holds ever
 
 What of Gradio's is replaced, per component: `_encode_chunk(stream_id, data)` (run in a worker thread for each
 chunk; returns the segment), `flush_stream_output` and `end_stream_output` (a stream's end), and the registry
-of open streams tells a chunk whose stream has ended. With a Gradio that has none of these, the player is left
-as it is.
+of open streams tells a chunk whose stream has ended (Gradio 6.31; pyproject.toml keeps to that line of
+releases). With a Gradio that has none of these, the player is left to Gradio, with a warning.
 """
 from __future__ import annotations
 
 import io
+import logging
 import threading
 import wave
 
@@ -26,6 +27,7 @@ from gradio.components import audio as gradio_audio
 
 from ..encoder import AudioEncoder
 
+log = logging.getLogger(__name__)
 CODEC = "aac"  # an ADTS stream: what Gradio's playlists name and browsers play
 
 
@@ -35,12 +37,12 @@ def in_process_stream(audio: gr.Audio, sample_rate: int) -> gr.Audio:
     flush, end = getattr(audio, "flush_stream_output", None), getattr(audio, "end_stream_output", None)
     open_streams = getattr(gradio_audio, "_stream_encoders", None)
     if not hasattr(audio, "_encode_chunk") or flush is None or end is None or open_streams is None:
+        log.warning("Gradio %s streams audio its own way: results stream through its ffmpeg process (install "
+                    "ffmpeg) and the first sound comes later", gr.__version__)
         return audio
-    streams = _Streams(sample_rate)
+    streams = _Streams(sample_rate, is_open=lambda stream_id: stream_id in open_streams)
 
     def encode_chunk(stream_id: str, data: bytes):
-        if stream_id not in open_streams:  # it ended (a disconnect or a cancel) while this chunk was in flight
-            return None
         return streams.encode(stream_id, data)
 
     async def flush_stream_output(stream_id: str):
@@ -58,19 +60,30 @@ def in_process_stream(audio: gr.Audio, sample_rate: int) -> gr.Audio:
 
 
 class _Streams:
-    """One AudioEncoder per open stream, made with its first chunk."""
+    """One AudioEncoder per open stream, made with its first chunk; `is_open(stream_id)` says whether Gradio
+    still has the stream (a disconnect or a cancel ends it while a chunk may be in flight)."""
 
-    def __init__(self, sample_rate: int):
+    def __init__(self, sample_rate: int, is_open):
         self.sample_rate = sample_rate
+        self._is_open = is_open
         self._encoders: dict[str, AudioEncoder] = {}
-        self._lock = threading.Lock()
+        # reentrant: a stream ended by the garbage collector (Gradio ends a dropped stream from a finalizer) may
+        # call `drop` on a thread that holds the lock
+        self._lock = threading.RLock()
 
     def encode(self, stream_id: str, data: bytes) -> dict | None:
+        """The chunk's segment; None for a stream that has ended (its chunk is dropped, no encoder is made)."""
         pcm = self._samples(data)
         with self._lock:
             encoder = self._encoders.get(stream_id)
-            if encoder is None:
-                encoder = self._encoders[stream_id] = AudioEncoder(CODEC, self.sample_rate)
+        if encoder is None:
+            made = AudioEncoder(CODEC, self.sample_rate)  # outside the lock: making it may run a finalizer
+            with self._lock:
+                if not self._is_open(stream_id):
+                    return None
+                encoder = self._encoders.setdefault(stream_id, made)
+        elif not self._is_open(stream_id):
+            return None
         return self._segment(encoder, lambda: encoder.encode(pcm))
 
     def finish(self, stream_id: str) -> dict | None:

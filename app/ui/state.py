@@ -66,7 +66,8 @@ class SettingsView:
         """Show setting `name` in `widget`, saved when the user changes it unless `save` is False."""
         self.bound.append((name, widget))
         if save:
-            widget.input(self._saver(name), widget, self.revision, api_visibility="private", queue=False)
+            widget.input(self._saver(name), [widget, self.revision], self.revision, api_visibility="private",
+                         queue=False)
         return widget
 
     def wire(self, blocks: gr.Blocks) -> None:
@@ -85,8 +86,10 @@ class SettingsView:
     def _saver(self, name: str):
         store = _STORED[name]
 
-        def save(value) -> int:
-            self.ctx.save_settings(**{name: store(value)})
-            return self.ctx.settings_revision
+        def save(value, seen: int):
+            """The page now shows the revision its save made, unless another page saved something after what
+            this page last showed: then it keeps its revision, and the next sync shows it that change."""
+            revision = self.ctx.save_settings(**{name: store(value)})
+            return revision if revision == seen + 1 else gr.skip()
 
         return save

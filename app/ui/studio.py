@@ -29,6 +29,7 @@ from . import studio_parts as parts
 from .messages import message_line, reported
 from .output import stop_handler
 from .player_stream import in_process_stream
+from .waiting import in_line
 
 TABLE_EVERY_S = 1.0  # while rendering, a long script's table is redrawn at most this often
 
@@ -163,7 +164,7 @@ def build_studio_tab(ctx: AppContext, library_version: gr.State) -> gr.Button:
         try:
             for kind, value in job.follow(ctx.worker):
                 if kind == "waiting":
-                    yield gr.skip(), parts.progress_html(counter, f"waiting for the GPU ({value} in line)"), \
+                    yield gr.skip(), parts.progress_html(counter, in_line(value)), \
                         failed_lines, *[gr.skip()] * 4
                 elif kind == "item":
                     counter.add(value)

@@ -42,21 +42,46 @@ def test_nothing_or_a_missing_file_is_a_clear_error(uploads):
         checked_upload(str(uploads / "abc123" / "gone.wav"), uploads)
 
 
-def test_concurrent_settings_saves_keep_every_change_and_revision(tmp_path):
-    """Two pages save at once (a quality switch and a Steps edit): the file ends with both changes and each save
-    counts, or another open page would never be shown the second one."""
-    from concurrent.futures import ThreadPoolExecutor
-
+@pytest.fixture
+def settings_ctx(tmp_path):
+    """An AppContext with settings and nothing else (no engine, no worker)."""
     from app.context import AppContext
     from app.settings import Settings
     from app.storage import AppDirs
 
     dirs = AppDirs(config=tmp_path / "config", data=tmp_path / "data", cache=tmp_path / "cache").create()
-    ctx = AppContext(dirs=dirs, settings=Settings(), library=None, history=None, worker=None, host=None,
-                     speakers=None, demo=True, upload_root=dirs.uploads)
+    return AppContext(dirs=dirs, settings=Settings(), library=None, history=None, worker=None, host=None,
+                      speakers=None, demo=True, upload_root=dirs.uploads)
+
+
+def test_concurrent_settings_saves_keep_every_change_and_revision(settings_ctx):
+    """Two pages save at once (a quality switch and a Steps edit): the file ends with both changes and each save
+    counts, or another open page would never be shown the second one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app.settings import Settings
+
+    ctx = settings_ctx
     saves = [{"steps": 4 + i % 60} if i % 3 == 0 else {"guidance": i % 40 / 10} if i % 3 == 1
              else {"pad": i % 10 / 10} for i in range(1200)]
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda change: ctx.save_settings(**change), saves))
     assert ctx.settings_revision == len(saves)
-    assert Settings.load(dirs.settings_file) == ctx.settings
+    assert Settings.load(ctx.dirs.settings_file) == ctx.settings
+
+
+def test_a_page_that_saves_is_still_shown_what_another_page_saved_first(settings_ctx):
+    """A page's own save must not mark as seen a change another page made since this page last synced."""
+    from gradio.utils import is_prop_update
+
+    from app.ui.state import SettingsView
+
+    ctx, view = settings_ctx, SettingsView(settings_ctx)
+    view.bind("guidance", object(), save=False)
+    save_steps = view._saver("steps")
+    seen = ctx.settings_revision  # what this page shows
+    ctx.save_settings(guidance=2.0)  # another page
+    assert is_prop_update(save_steps(12, seen))  # this page keeps its revision...
+    guidance_shown, revision, *_ = view._sync(seen)
+    assert guidance_shown == 2.0 and revision == ctx.settings_revision  # ...and the next sync shows the change
+    assert save_steps(20, revision) == revision + 1  # up to date: its own save is all there is to see

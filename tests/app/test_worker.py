@@ -165,7 +165,9 @@ def test_a_waiting_job_left_by_its_page_never_runs_and_frees_the_turn(worker):
     page = handler()
     assert next(page) == 2  # its voice waits, behind the running job
     later = worker.submit(lambda cancel: ran.append("b"), owner="b")
+    assert worker.place(later) == 3
     page.close()
+    assert worker.place(later) == 2  # the dropped job left the line at once
     release.set()
     list(later.follow(worker, poll_s=0.01))
     list(blocker.follow(worker, poll_s=0.01))
