@@ -4,9 +4,10 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from engine.errors import AudioInputError
 from engine.voice import Voice
@@ -70,10 +71,10 @@ class AppContext:
             self.settings_revision += 1
             return self.settings_revision
 
-    def voice_from_clip(self, path: str, transcript: str | None, preprocess: bool,
-                        owner: str | None) -> Generator[int, None, Voice]:
+    def voice_from_clip(self, path: str, transcript: str | None, preprocess: bool, owner: str | None,
+                        show: Callable[[int], Any] = lambda place: place) -> Generator[Any, None, Voice]:
         """The Voice for a reference clip, made on the GPU worker once per (clip, transcript, preprocess):
-        yields the job's place in line while it waits (GpuWorker.result)."""
+        yields `show(place in line)` while the job waits (GpuWorker.result)."""
         clip = checked_upload(path, self.upload_root)
         key = (hashlib.sha1(clip.read_bytes()).hexdigest(), transcript or "", preprocess)
         with self._voices_lock:
@@ -83,7 +84,7 @@ class AppContext:
         engine = self.host.engine
         job = self.worker.submit(lambda cancel: engine.voice_from_clip(str(clip), transcript or None, preprocess),
                                  owner=owner)
-        voice = yield from self.worker.result(job)
+        voice = yield from self.worker.result(job, show)
         with self._voices_lock:
             self._voices[key] = voice
             while len(self._voices) > VOICE_CACHE_SIZE:

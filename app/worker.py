@@ -95,13 +95,13 @@ class GpuWorker:
         """Submit and wait for the result (for short jobs such as making a voice)."""
         return outcome(self.result(self.submit(fn, owner)))
 
-    def result(self, job: Job) -> Generator[int, None, Any]:
-        """Follow a job that returns one value: yields its place in line while it waits, returns the value.
-        Closed before that (the page went away), it drops the job."""
+    def result(self, job: Job, show: Callable[[int], Any] = lambda place: place) -> Generator[Any, None, Any]:
+        """Follow a job that returns one value: yields `show(place in line)` while it waits, returns the value.
+        Closed before that (the page went away; `yield from` passes a close on), it drops the job."""
         try:
             for kind, value in job.follow(self):
                 if kind == "waiting":
-                    yield value
+                    yield show(value)
                 elif kind == "result":
                     return value
         finally:

@@ -20,7 +20,7 @@ from .components import refuse_urls
 from .messages import message_line, reported
 from .request_form import RequestForm, build_request_form
 from .state import SettingsView, output_device
-from .waiting import relay
+from .waiting import in_line
 
 NEW_CLIP = "__clip__"  # the voice dropdown's value for "make a voice from the clip below"
 
@@ -115,9 +115,9 @@ def _save_voice(ctx: AppContext):
         ctx.library.unused_name(name)
         clip = checked_upload(reference, ctx.upload_root)
         yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), "Saving the voice…"
-        voice = yield from relay(ctx.voice_from_clip(str(clip), transcript, preprocess, owner=request.session_hash),
-                                 lambda waiting: (gr.skip(), gr.skip(), gr.skip(), gr.skip(),
-                                                  f"Saving the voice… {waiting}"))
+        voice = yield from ctx.voice_from_clip(
+            str(clip), transcript, preprocess, owner=request.session_hash,
+            show=lambda place: (gr.skip(), gr.skip(), gr.skip(), gr.skip(), f"Saving the voice… {in_line(place)}"))
         decoded = load_clip(clip)  # mono 24 kHz, what the voice was made from
         entry = ctx.library.save(name, voice, reference=(decoded.samples, SAMPLE_RATE), language=language)
         yield (gr.Dropdown(choices=voice_choices(ctx), value=entry.slug), "", voice.transcript or gr.skip(),
@@ -151,8 +151,9 @@ def _generate(ctx: AppContext):
         # voice's job and ends the turn.
         with ctx.worker.turn(owner):
             if from_clip:
-                voice = yield from relay(ctx.voice_from_clip(reference, transcript, preprocess, owner=owner),
-                                         lambda line: _status_only(f"Preparing the voice… {line}"))
+                voice = yield from ctx.voice_from_clip(
+                    reference, transcript, preprocess, owner=owner,
+                    show=lambda place: _status_only(f"Preparing the voice… {in_line(place)}"))
                 label = "reference clip"
             else:
                 voice, label = ctx.library.load_voice(voice_slug), ctx.library.get(voice_slug).name

@@ -14,7 +14,7 @@ from .advanced import make_config
 from .messages import message_line, reported
 from .request_form import RequestForm, build_request_form
 from .state import SettingsView, output_device
-from .waiting import relay
+from .waiting import in_line
 
 ANY = ""  # a category left to the model
 DESIGNED = "designed: "  # how a designed voice's results are labelled (the History's "Use this text" reads it)
@@ -80,8 +80,8 @@ def _save_voice(ctx: AppContext):
         engine = ctx.host.engine
         job = ctx.worker.submit(lambda cancel: engine.voice_from_clip(str(entry.audio), entry.text, True),
                                 owner=request.session_hash)
-        voice = yield from relay(ctx.worker.result(job),
-                                 lambda waiting: (gr.skip(), gr.skip(), f"Saving the voice… {waiting}"))
+        voice = yield from ctx.worker.result(
+            job, show=lambda place: (gr.skip(), gr.skip(), f"Saving the voice… {in_line(place)}"))
         decoded = load_clip(entry.audio)
         saved = ctx.library.save(name, voice, reference=(decoded.samples, SAMPLE_RATE),
                                  language=entry.meta.get("language"))

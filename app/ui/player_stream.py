@@ -42,9 +42,6 @@ def in_process_stream(audio: gr.Audio, sample_rate: int) -> gr.Audio:
         return audio
     streams = _Streams(sample_rate, is_open=lambda stream_id: stream_id in open_streams)
 
-    def encode_chunk(stream_id: str, data: bytes):
-        return streams.encode(stream_id, data)
-
     async def flush_stream_output(stream_id: str):
         await flush(stream_id)  # Gradio forgets the stream (it made no encoder for it)
         return await anyio.to_thread.run_sync(streams.finish, stream_id)
@@ -53,7 +50,7 @@ def in_process_stream(audio: gr.Audio, sample_rate: int) -> gr.Audio:
         end(stream_id)
         streams.drop(stream_id)
 
-    audio._encode_chunk = encode_chunk
+    audio._encode_chunk = streams.encode
     audio.flush_stream_output = flush_stream_output
     audio.end_stream_output = end_stream_output
     return audio
