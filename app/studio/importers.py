@@ -26,6 +26,8 @@ from .script import (
 from .write import format_script
 
 MAX_IMPORT_BYTES = 50 * 2**20
+MAX_SUBTITLES_S = 10 * 3600.0  # a film or an episode runs far shorter; a longer file's times are wrong
+MAX_CUE_GAP_S = 30 * 60.0  # silence between two subtitles
 SUFFIXES = (".txt", ".md", ".markdown", ".srt", ".epub")
 _CHAPTER_LINE = re.compile(r"^(?:chapter|part|book|prologue|epilogue|preface|introduction)\b.{0,60}$", re.IGNORECASE)
 _BLANK_LINES = re.compile(r"\n\s*\n")
@@ -108,6 +110,7 @@ def import_srt(text: str) -> str:
             continue
         start, end = cue.start.total_seconds(), cue.end.total_seconds()
         gap = start - clock
+        _check_cue_time(cue, start=start, gap=gap)
         while gap > 1e-3:  # long gaps become several pauses
             items.append(Pause(0, min(gap, MAX_PAUSE_S)))
             gap -= MAX_PAUSE_S
@@ -117,6 +120,20 @@ def import_srt(text: str) -> str:
     if not items:
         raise ImportFailed("The SRT file has no subtitles with text.")
     return format_script(Script((Chapter(None, items=tuple(items)),)))
+
+
+def _check_cue_time(cue, *, start: float, gap: float) -> None:
+    """Refuse a cue whose time would make hours of silence (a typo such as 99:59:59 would need 32 GB)."""
+    import srt
+
+    when = srt.timedelta_to_srt_timestamp(cue.start)
+    if start > MAX_SUBTITLES_S:
+        raise ImportFailed(f"Subtitle {cue.index} starts at {when}; the Studio imports subtitles up to "
+                           f"{MAX_SUBTITLES_S / 3600:.0f} hours long. Check its time.")
+    if gap > MAX_CUE_GAP_S:
+        raise ImportFailed(f"Subtitle {cue.index} starts at {when}, {gap / 60:.0f} minutes after the one before it; "
+                           f"the Studio keeps at most {MAX_CUE_GAP_S / 60:.0f} minutes of silence between "
+                           "subtitles. Check its time.")
 
 
 def import_epub(path: Path) -> str:

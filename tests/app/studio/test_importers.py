@@ -83,6 +83,26 @@ def test_bad_srt():
         import_srt("")
 
 
+def cues(*times: str) -> str:
+    return "".join(f"{i}\n{start} --> {end}\nLine {i}.\n\n" for i, (start, end) in enumerate(times, 1))
+
+
+def test_srt_times_that_would_make_hours_of_silence_are_refused():
+    """A cue at 99:59:59 once made the export allocate 32 GiB after every line had been rendered."""
+    with pytest.raises(ImportFailed, match=r"Subtitle 2 starts at 99:59:59,000; the Studio imports subtitles up "
+                                           r"to 10 hours long"):
+        import_srt(cues(("00:00:01,000", "00:00:02,000"), ("99:59:59,000", "99:59:59,500")))
+    with pytest.raises(ImportFailed, match=r"Subtitle 2 starts at 01:00:02,000, 60 minutes after the one before "
+                                           r"it; the Studio keeps at most 30 minutes of silence"):
+        import_srt(cues(("00:00:01,000", "00:00:02,000"), ("01:00:02,000", "01:00:03,000")))
+
+
+def test_srt_silence_up_to_the_limits_is_kept():
+    script = parse_script(import_srt(cues(("00:00:01,000", "00:00:02,000"), ("00:30:02,000", "00:30:03,000"))))
+    pauses = [item.seconds for item in script.chapters[0].items if type(item).__name__ == "Pause"]
+    assert sum(pauses) == pytest.approx(1 + 30 * 60)
+
+
 def make_epub(path, with_opening=True):
     book = epub.EpubBook()
     book.set_identifier("test-book")

@@ -80,6 +80,8 @@ def test_render_resumes_after_the_process_is_killed(home, tmp_path):
     ("bad.md", "Hi {speed 7}\n", "line 1: speed must be a number from 0.25 to 4"),
     ("book.epub", "not a zip", "is not a readable EPUB book"),
     ("notes.pdf", "%PDF", "the Studio imports"),
+    ("cues.srt", "1\n00:00:01,000 --> 00:00:02,000\nHi.\n\n2\n99:59:59,000 --> 99:59:59,900\nBye.\n",
+     "Subtitle 2 starts at 99:59:59,000"),
 ])
 def test_bad_inputs_are_reported_before_anything_renders(home, tmp_path, name, content, message):
     script = tmp_path / name
