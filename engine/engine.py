@@ -16,12 +16,12 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
-from engine.audio.io import load_clip
+from engine.audio.io import Clip, load_clip
 from engine.audio.process import cross_fade_chunks, finish_output, prepare_reference
 from engine.codec import AudioCodec
 from engine.config import GenerationConfig, Mode
 from engine.constants import SAMPLE_RATE
-from engine.errors import Cancelled, TranscriptRequiredError
+from engine.errors import AudioInputError, Cancelled, TranscriptRequiredError
 from engine.lm.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
 from engine.lm.decode import generate_tokens
 from engine.lm.modes import pick_device
@@ -131,32 +131,44 @@ class Engine:
     def voice_from_clip(self, audio, transcript: str | None = None, preprocess: bool = True) -> Voice:
         """Make a Voice from a clip: a path to any audio file, or (samples, sample_rate).
 
-        Raises AudioInputError for an unusable clip, TextInputError for a transcript over
-        MAX_TRANSCRIPT_CHARS and TranscriptRequiredError when there is no transcript and no speech
-        recogniser to make one.
+        Raises AudioInputError for an unusable clip (or one cut to 60 s whose typed transcript cannot be
+        redone for the part kept), TextInputError for a transcript over MAX_TRANSCRIPT_CHARS and
+        TranscriptRequiredError when there is no transcript and no speech recogniser to make one.
         """
         if transcript is not None and not transcript.strip():
             transcript = None
         # with cleanup off the transcript stays as typed, as upstream (its duration estimate counts the spaces)
         check_length(transcript, MAX_TRANSCRIPT_CHARS, "transcript")
         clip = load_clip(audio)
+        notes = (clip.cut_note,) if clip.truncated else ()
+        typed_for_the_whole = clip.truncated and transcript is not None
+        if typed_for_the_whole:  # it covers the whole recording, the audio only its start: never pair them
+            transcript = None
         # a long clip is cut at a pause only when no transcript was given (it must match the audio)
         ref = prepare_reference(clip.samples, preprocess=preprocess, trim_long=transcript is None)
         if transcript is None:
-            transcript = self._transcribe(ref.samples)
+            transcript = self._transcribe(ref.samples, cut=clip if typed_for_the_whole else None)
+        if typed_for_the_whole:
+            notes += ("The transcript you typed is for the whole recording, so the part kept was transcribed "
+                      "instead.",)
         with self._lock, torch.inference_mode():
             tokens = self.codec.encode(torch.from_numpy(ref.samples).to(self.device)).cpu()  # [8, T_ref]
         if preprocess:
             transcript = add_punctuation(transcript)
-        notes = (clip.cut_note,) if clip.truncated else ()
         for note in notes:
             log.warning(note)
         return Voice(tokens=tokens, transcript=transcript, rms=ref.rms, notes=notes)
 
-    def _transcribe(self, wave: np.ndarray) -> str:
+    def _transcribe(self, wave: np.ndarray, cut: Clip | None = None) -> str:
+        """The words of `wave`; `cut`: the recording it was cut from, whose typed transcript was set aside."""
         from engine.audio.asr import transcribe
 
         text = transcribe(wave, SAMPLE_RATE, self.device)
+        if text is None and cut is not None:
+            raise AudioInputError(
+                f"This recording is {cut.source_seconds:.0f} s long and a reference is cut to its first "
+                f"{cut.seconds:.0f} s, so the transcript typed for all of it would not match what the model hears. "
+                f"Trim the clip to at most {cut.seconds:.0f} s (3-10 s works best) and type what is said in it.")
         if text is None:
             raise TranscriptRequiredError(
                 "Type what is said in the reference clip: no speech recogniser (Whisper) is installed "

@@ -34,6 +34,26 @@ def voice(engine):
     return engine.voice_from_clip((synthetic_voice(4.0, seed=1), 24000), transcript="A short sentence to clone")
 
 
+def test_a_cut_clip_is_never_paired_with_the_transcript_of_the_whole(engine, monkeypatch):
+    """65 s with its whole transcript: the model would hear 60 s (then 15) and read all 65 s of words."""
+    from engine.audio import asr
+
+    long_talk = (synthetic_voice(65.0, seed=4), 24000)
+    monkeypatch.setattr(asr, "transcribe", lambda wave, rate, device: None)  # no recogniser here
+    with pytest.raises(AudioInputError, match="This recording is 65 s long and a reference is cut to its first "
+                                              "60 s.*Trim the clip to at most 60 s"):
+        engine.voice_from_clip(long_talk, transcript="A long talk, typed in full.")
+    heard = []
+    monkeypatch.setattr(asr, "transcribe", lambda wave, rate, device: heard.append(len(wave) / rate) or "Kept words")
+    voice = engine.voice_from_clip(long_talk, transcript="A long talk, typed in full.")
+    assert voice.transcript == "Kept words." and len(heard) == 1
+    assert heard[0] == pytest.approx(voice.tokens.shape[1] / 25, abs=0.1) and heard[0] <= 15.5  # what the codec got
+    assert voice.notes[0].startswith("Only the first 60 s of this 65 s recording")
+    assert "the part kept was transcribed instead" in voice.notes[1]
+    short = engine.voice_from_clip((synthetic_voice(20.0, seed=4), 24000), transcript="Typed for twenty seconds.")
+    assert short.transcript == "Typed for twenty seconds." and short.notes == ()  # an uncut clip keeps it
+
+
 def test_load_reports_the_backend_actually_used(engine):
     assert engine.mode is Mode.HIFI and engine.device.type == "cpu"
     assert engine.backend == "FP32 eager (CPU)"  # no GPU: graphs and fused kernels are not in use
