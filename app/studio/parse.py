@@ -51,6 +51,8 @@ _LIST_MARK = re.compile(r"^(?:[-*+]|\d{1,3}[.)]|#{3,6})\s+")  # a small heading 
 _QUOTE_MARK = re.compile(r"^(?:>\s?)+")
 _VOICE_DEF = re.compile(r"^\[\s*voice\s+([^=\]]+?)\s*=\s*([^\]]*)\]$", re.IGNORECASE)
 _BRACKET_NAME = re.compile(r"^\[([^\[\]]+)\]\s*(.*)$")
+_OPEN_VOICE_DEF = re.compile(r"^\[\s*voice\s+[^=\]]+=", re.IGNORECASE)  # a definition without its ]
+_OPEN_PAUSE = re.compile(r"\[\s*pause\b[^\]]*$", re.IGNORECASE)  # a [pause without its ]
 # A name before a colon: up to four capitalised words (caseless scripts such as Chinese count as capitalised).
 _NAME_WORD = r"[^\W\d_][\w'’.-]*"
 COLON_NAME = re.compile(rf"^({_NAME_WORD}(?: {_NAME_WORD}){{0,3}})\s*[:：]\s*(.*)$")
@@ -169,6 +171,10 @@ class _Parser:
             self._define(number, escapes.restore(definition.group(1)).strip(),
                          escapes.restore(definition.group(2)).strip())
             return True
+        if _OPEN_VOICE_DEF.match(line):
+            self.error(number, f"'{escapes.restore(line)}' is not closed: end a voice definition with ], "
+                               "e.g. [voice Bob = male, low pitch]")
+            return True
         return False
 
     def _define(self, number: int, name: str, instruct: str) -> None:
@@ -207,6 +213,11 @@ class _Parser:
             body = body[:found.start()]
         if "{" in body or "}" in body:
             self.error(number, "options go in one {…} at the end of the line, e.g. {speed 0.9}")
+            return
+        unclosed = _OPEN_PAUSE.search(body)
+        if unclosed:
+            self.error(number, f"'{escapes.restore(unclosed.group()).strip()}' is not closed: write [pause 500ms] or "
+                               f"[pause 2s]")
             return
         pieces: list[Item] = []
         position = 0

@@ -122,6 +122,9 @@ def test_round_trip_of_voice_names(voice):
     ("[voice Bob = purple]\nHi", 1, "Unknown instruct item"),
     ("[voice Bob = male]\n[voice bob = female]\nHi", 2, "already defined on line 1"),
     ("Hi\n<!-- never closed", 0, "never closed"),
+    ("Fine.\nAnd then [pause 2s", 2, "'[pause 2s' is not closed"),  # was spoken as narration
+    ("Fine.\nAnna: wait [pause", 2, "'[pause' is not closed"),
+    ("Fine.\n[voice Bob = male, low pitch\nBob: Hi.", 2, "is not closed: end a voice definition with ]"),
 ])
 def test_errors_name_the_line(text, line, words):
     with pytest.raises(ScriptError) as caught:
