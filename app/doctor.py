@@ -155,15 +155,25 @@ def check_folders() -> Check:
 
 
 def check_gradio() -> Check:
+    """The installed Gradio against the range this package asks for (pyproject.toml, the one home of it);
+    read from the packages' metadata, so the doctor never imports Gradio itself."""
+    from importlib.metadata import PackageNotFoundError, requires, version
+
+    from packaging.requirements import Requirement
+
     try:
-        import gradio
-    except ImportError:
-        return Check("Gradio", FAIL, "not installed", "pip install 'gradio>=6.16,<7'")
-    major, minor = (int(x) for x in gradio.__version__.split(".")[:2])
-    if (major, minor) < (6, 16) or major >= 7:
-        return Check("Gradio", FAIL, f"{gradio.__version__} (needs >=6.16,<7: older ones have known security "
-                     "holes)", "pip install 'gradio>=6.16,<7'")
-    return Check("Gradio", OK, gradio.__version__)
+        wanted = next((r for r in map(Requirement, requires("voicedesk") or []) if r.name == "gradio"), None)
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        wanted = None
+    fix = f"pip install '{wanted}'" if wanted else "pip install gradio"
+    try:
+        installed = version("gradio")
+    except PackageNotFoundError:
+        return Check("Gradio", FAIL, "not installed", fix)
+    if wanted is not None and not wanted.specifier.contains(installed, prereleases=True):
+        return Check("Gradio", FAIL, f"{installed} (needs {wanted.specifier}: the app relies on this line of "
+                     "releases, and older ones have known security holes)", fix)
+    return Check("Gradio", OK, installed)
 
 
 def run_checks(model: str | None = None) -> list[Check]:

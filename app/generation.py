@@ -1,8 +1,8 @@
-"""One generation, as the Clone and Voice design tabs run it: queue on the GPU worker, stream chunks to
-the browser (and the speakers), keep live metrics, then store the result in the history.
+"""One generation, as the Clone and Voice design tabs and the live player run it: queue on the GPU worker,
+stream chunks (to whoever listens, and the speakers), keep live metrics, then store the result in the history.
 
-`run` yields (outputs, saved): outputs for the output panel's components in `OUTPUTS` order, and
-whether this update is the finished result, now stored in the history.
+Free of Gradio: `run` yields `Progress` values, each saying what changed; the tabs turn them into their
+components' updates (app/ui/output.py), other front ends into theirs.
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import gradio as gr
 import numpy as np
 
+from engine.audio.pcm import to_int16
 from engine.config import GenerationConfig
 from engine.constants import SAMPLE_RATE
 from engine.errors import Cancelled
@@ -21,18 +21,13 @@ from engine.verify.policy import VerifyMode, VerifyPolicy
 from engine.verify.takes import Checks
 from engine.voice import Voice
 
-from .checks import badge_html, policy_from
+from .checks import policy_from
 from .context import AppContext
 from .history import HistoryEntry
 from .metrics import LiveMetrics
 from .playback import SpeakerPlayer, SpeakersUnavailable
-from .storage import audio_bytes
-from .ui.output import download_links
-from .ui.waiting import in_line
+from .waiting import in_line
 from .worker import Job
-
-OUTPUTS = ("audio", "status", "metrics_html", "metrics_json", "downloads", "checks_html", "checks_json")
-UNCHANGED = object()  # an output left as it is
 
 
 @dataclass
@@ -47,9 +42,22 @@ class GenerationRequest:
     output_device: str | None
 
 
-def to_int16(audio: np.ndarray) -> np.ndarray:
-    """Gradio normalises float chunks by their own peak, which makes loudness jump: send int16."""
-    return np.round(np.clip(audio, -1.0, 1.0) * 32767).astype(np.int16)
+@dataclass(frozen=True)
+class Progress:
+    """What a generation reports, one step at a time. `phase` is "waiting" (in line), "part" (a new part of
+    the audio was made), "finished" (stored in the history: `entry_id`) or "ended" (stopped before any audio:
+    nothing stored)."""
+    phase: str
+    status: str
+    metrics: LiveMetrics
+    pcm: np.ndarray | None = None  # "part": the new part's int16 samples, exactly as they are stored
+    checks: dict | None = None  # the checks so far (checks_summary); None while unchecked or not yet known
+    checked: bool = False  # whether this generation's parts are checked at all
+    entry_id: str | None = None  # "finished": the history entry (its downloads)
+
+    @property
+    def saved(self) -> bool:
+        return self.entry_id is not None
 
 
 def submit(ctx: AppContext, request: GenerationRequest, owner: str, lane: str | None = None,
@@ -85,7 +93,7 @@ def record(ctx: AppContext, request: GenerationRequest, job: Job, metrics: LiveM
                            heard_first_audio_s=metrics.heard_first_audio_s, **extra)
 
 
-def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tuple[tuple, bool]]:
+def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[Progress]:
     rate = SAMPLE_RATE
     notices = list(request.voice.notes) if request.voice is not None else []  # e.g. only the start of a long clip
     player = _open_speakers(request, rate, notices)
@@ -94,32 +102,33 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
     parts: list[dict] = []  # the verdict of each streamed part, when checked
     job, metrics = submit(ctx, request, owner, policy=policy)
     ctx.live[owner] = metrics  # where the page's own first-sound figure arrives
+
+    def progress(phase: str, status: str, **fields) -> Progress:
+        checks = checks_summary(policy, parts) if checked and phase != "waiting" else None
+        return Progress(phase, _status(status, notices), metrics, checks=checks, checked=checked, **fields)
+
     pieces: list[np.ndarray] = []
     finished = stopped = False
     try:
         for kind, value in job.follow(ctx.worker):
             if kind == "waiting":
-                yield _update(metrics, status=in_line(value)), False
+                yield Progress("waiting", in_line(value), metrics, checked=checked)
             elif kind == "item":
                 elapsed, chunk = value
                 pieces.append(to_int16(chunk.audio))  # int16 halves what a long text holds in memory
                 metrics.add_chunk(elapsed, len(chunk.audio) / rate)
                 player = _feed(player, chunk.audio, notices)
-                status = _status(f"Generating… part {chunk.index + 1} is playing", notices)
-                # WAV bytes, not an array: Gradio would store every chunk as a file in its cache
-                audio = audio_bytes(pieces[-1], rate, "WAV")
                 if chunk.verdict is not None:
                     parts.append(chunk.verdict.to_json())
-                yield _update(metrics, audio=audio, status=status,
-                              checks=checks_summary(policy, parts) if checked else UNCHANGED), False
+                yield progress("part", f"Generating… part {chunk.index + 1} is playing", pcm=pieces[-1])
         finished = True
     except Cancelled:
         if job.abandoned or not pieces:  # nobody is there to hear it, or nothing was made yet
-            yield _update(metrics, status=_status(f"Stopped after {metrics.audio_s:.1f} s of audio.", notices)), False
+            yield progress("ended", f"Stopped after {metrics.audio_s:.1f} s of audio.")
             return
         stopped = True  # Stop keeps what was made so far
     finally:
-        job.cancel.set()  # the browser went away or the request ended: free the GPU either way
+        job.cancel.set()  # the listener went away or the request ended: free the GPU either way
         if player is not None and finished:
             player.finish()  # let the queued audio play out
         elif player is not None:
@@ -134,25 +143,7 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[tup
         done = f"Stopped after {metrics.audio_s:.1f} s of audio: what was made is saved in the history."
     else:
         done = f"Done: {metrics.audio_s:.1f} s of audio in {metrics.elapsed_s:.2f} s. Saved in the history."
-    yield _update(metrics, status=_status(done, notices), downloads=download_links(entry.id),
-                  checks=checks_summary(policy, parts) if checked else None), True
-
-
-def idle_outputs(status: str = "") -> tuple:
-    """The output panel reset for a new request. The player is emptied by a property update: a plain None
-    would open its stream now, and a player handed a stream with no audio yet waits a whole playlist
-    reload (1 s) before it looks again (docs/latency.md)."""
-    return gr.update(value=None), status, gr.skip(), None, download_links(None), "", None
-
-
-def _update(metrics: LiveMetrics, audio=None, status=None, downloads=None, checks=UNCHANGED) -> tuple:
-    skip = gr.skip()
-    if checks is UNCHANGED:
-        checks_out = (skip, skip)
-    else:  # None: this generation is not checked
-        checks_out = ("", None) if checks is None else (badge_html(checks["parts"], checks["skipped"]), checks)
-    return (skip if audio is None else audio, skip if status is None else status, metrics.to_html(),
-            metrics.to_json(), skip if downloads is None else downloads, *checks_out)
+    yield progress("finished", done, entry_id=entry.id)
 
 
 def checks_summary(policy: VerifyPolicy, parts: list[dict]) -> dict:

@@ -22,6 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from tools.bench_modes import ModeUnderTest, load_mode
+from tools.trace import profile_call
 from tools.workloads import Workload, select
 
 
@@ -88,7 +89,7 @@ def bench_workload(modes: dict[str, ModeUnderTest], w: Workload, runs: int, warm
                   capture_s=m.capture_s)
         if m.device.type == "cuda":
             row.peak_mem_gib = (m.resident_bytes + _working_bytes(m, w, prompts[name])) / 2**30
-            stats = m.profile(w, prompts[name])
+            stats = profile_call(lambda: m.generate(w, prompts[name]), m.device)
             row.kernels, row.busy_fraction, row.cpu_launches = stats.kernels, stats.busy_fraction, stats.cpu_launches
         rows.append(row)
     return rows

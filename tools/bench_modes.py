@@ -47,11 +47,6 @@ class ModeUnderTest:
         """(tokens [8, T], audio, step-0 logits [2, 8, T, V] of cond-target and uncond rows)."""
         raise NotImplementedError
 
-    def profile(self, w: Workload, prompt):
-        from tools.trace import profile_call
-
-        return profile_call(lambda: self.generate(w, prompt), self.device)
-
 
 class EngineMode(ModeUnderTest):
     def __init__(self, name: str, model: str, device: str, mode: str, dtype: torch.dtype | None = None):

@@ -12,6 +12,8 @@ from typing import Callable
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from tools.bench_modes import load_mode
+from tools.workloads import select
 from tools.trace_stats import (
     TraceStats,
     cpu_launch_count,
@@ -43,9 +45,6 @@ def profile_call(fn: Callable[[], object], device: torch.device, trace_path: str
 
 
 def main(args, model: str | None) -> int:
-    from tools.bench_modes import load_mode
-    from tools.workloads import select
-
     (w,) = select(args.workload)
     m = load_mode(args.mode, model, args.device, random_weights=args.random_weights)
     if m is None:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from engine.audio.pcm import to_int16
 from engine.config import GenerationConfig
 from engine.constants import FRAME_RATE, SAMPLE_RATE
 from engine.errors import TextInputError, VoiceDeskError
@@ -80,7 +81,7 @@ class SpeechStream:
             for kind, value in self.job.follow(self.ctx.worker):
                 if kind == "item":
                     elapsed, chunk = value
-                    pcm = generation.to_int16(chunk.audio)
+                    pcm = to_int16(chunk.audio)
                     self.metrics.add_chunk(elapsed, len(pcm) / SAMPLE_RATE)
                     if chunk.verdict is not None:
                         self.verdicts.append(chunk.verdict.to_json())

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from engine.audio.pcm import to_int16
 from engine.errors import VoiceDeskError
 from engine.voice import Voice
 
@@ -135,8 +136,7 @@ class Project:
     def add_take(self, key: str, audio: np.ndarray, rate: int, seed: int, render_s: float,
                  checks: dict | None = None) -> Take:
         """Store a new take of a line (the audio first, then the project) and keep it."""
-        pcm = np.clip(np.asarray(audio, np.float32), -1.0, 1.0)
-        pcm16 = np.round(pcm * 32767).astype(np.int16)
+        pcm16 = to_int16(audio)
         take_id = hashlib.sha256(pcm16.tobytes()).hexdigest()[:20]
         take = Take(take_id, int(seed), round(len(pcm16) / rate, 3), round(render_s, 4), _now(), checks)
         self.takes_dir.mkdir(parents=True, exist_ok=True)

@@ -14,13 +14,14 @@ from engine.text.limits import MAX_TRANSCRIPT_CHARS, check_request
 from .. import generation
 from ..clip_check import check_file
 from ..context import AppContext, checked_upload
+from ..waiting import in_line
 from .advanced import make_config
 from .common import describe_entry, reference_player
 from .components import refuse_urls
 from .messages import message_line, reported
+from .output import OUTPUTS, idle_outputs, panel_updates
 from .request_form import RequestForm, build_request_form
 from .state import SettingsView, output_device
-from .waiting import in_line
 
 NEW_CLIP = "__clip__"  # the voice dropdown's value for "make a voice from the clip below"
 
@@ -131,8 +132,8 @@ EXTRAS = 5  # the outputs after the output panel: transcript, two seed boxes, hi
 
 def _status_only(status: str) -> tuple:
     """An update of Generate's outputs that changes only the panel's status line."""
-    panel = [gr.skip()] * len(generation.OUTPUTS)
-    panel[generation.OUTPUTS.index("status")] = status
+    panel = [gr.skip()] * len(OUTPUTS)
+    panel[OUTPUTS.index("status")] = status
     return (*panel, *[gr.skip()] * EXTRAS)
 
 
@@ -144,7 +145,7 @@ def _generate(ctx: AppContext):
             raise TextInputError("Type the text to speak first.")
         check_request(text, transcript)  # before the voice is made
         owner = request.session_hash
-        yield (*generation.idle_outputs("Preparing the voice…"), *[gr.skip()] * (EXTRAS - 1), "")
+        yield (*idle_outputs("Preparing the voice…"), *[gr.skip()] * (EXTRAS - 1), "")
         from_clip = not voice_slug or voice_slug == NEW_CLIP
         # Making the voice, then speaking: nobody who asked later slips in between. While the voice waits in
         # line its place is shown; if the page goes away then, Gradio closes this generator, which drops the
@@ -161,7 +162,7 @@ def _generate(ctx: AppContext):
                                  postprocess, pad, fade, normalize)
             request_ = generation.GenerationRequest(text, voice, None, language, config, label, bool(speakers),
                                                     output_device(device))
-            runs = generation.run(ctx, request_, owner)
+            runs = panel_updates(generation.run(ctx, request_, owner))
             started = next(runs)  # the job is in line
         # a transcript made by speech recognition goes back into the box, to be checked and corrected
         filled = voice.transcript if from_clip and not (transcript or "").strip() else gr.skip()

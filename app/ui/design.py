@@ -10,11 +10,12 @@ from engine.text.instruct import CATEGORIES, choices, compose_instruct
 
 from .. import generation
 from ..context import AppContext
+from ..waiting import in_line
 from .advanced import make_config
 from .messages import message_line, reported
+from .output import panel_updates
 from .request_form import RequestForm, build_request_form
 from .state import SettingsView, output_device
-from .waiting import in_line
 
 ANY = ""  # a category left to the model
 DESIGNED = "designed: "  # how a designed voice's results are labelled (the History's "Use this text" reads it)
@@ -103,7 +104,7 @@ def _generate(ctx: AppContext):
                                                 f"{DESIGNED}{instruct or 'automatic'}", bool(speakers),
                                                 output_device(device))
         first = True
-        for outputs, saved in generation.run(ctx, request_, request.session_hash):
+        for outputs, saved in panel_updates(generation.run(ctx, request_, request.session_hash)):
             seeds, message = ((config.seed, config.seed), "") if first else ((gr.skip(),) * 2, gr.skip())
             first = False
             yield (*outputs, *seeds, history_version + 1 if saved else gr.skip(), message)

@@ -3,17 +3,23 @@ checks' badge, speaker playback, downloads, Stop."""
 from __future__ import annotations
 
 import html
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import gradio as gr
 
 from engine.constants import SAMPLE_RATE
 
+from ..checks import badge_html
 from ..context import AppContext
 from ..downloads import result_url
+from ..generation import Progress
 from ..metrics import empty_html
-from .state import SettingsView, device_names, shown
+from ..storage import audio_bytes
 from .player_stream import in_process_stream
+from .state import SettingsView, device_names, shown
+
+OUTPUTS = ("audio", "status", "metrics_html", "metrics_json", "downloads", "checks_html", "checks_json")
 
 
 @dataclass
@@ -31,7 +37,7 @@ class OutputPanel:
 
     @property
     def outputs(self) -> list:
-        """In generation.OUTPUTS order."""
+        """In OUTPUTS order."""
         return [self.audio, self.status, self.metrics_html, self.metrics_json, self.downloads,
                 self.checks_html, self.checks_json]
 
@@ -62,6 +68,32 @@ def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> Outp
     return OutputPanel(audio, status, metrics_html, metrics_json, downloads, checks_html, checks_json, speakers,
                        device, stop)
 
+def panel_updates(progress: Iterator[Progress]) -> Iterator[tuple[tuple, bool]]:
+    """A generation's progress (app/generation.run) as updates of the panel's outputs, in OUTPUTS order, each
+    with whether it is the finished result, now stored in the history."""
+    for step in progress:
+        yield _panel_update(step), step.saved
+
+
+def idle_outputs(status: str = "") -> tuple:
+    """The output panel reset for a new request. The player is emptied by a property update: a plain None
+    would open its stream now, and a player handed a stream with no audio yet waits a whole playlist
+    reload (1 s) before it looks again (docs/latency.md)."""
+    return gr.update(value=None), status, gr.skip(), None, download_links(None), "", None
+
+
+def _panel_update(step: Progress) -> tuple:
+    skip = gr.skip()
+    # WAV bytes, not an array: Gradio would store every chunk as a file in its cache
+    audio = skip if step.pcm is None else audio_bytes(step.pcm, SAMPLE_RATE, "WAV")
+    if step.phase == "finished" and not step.checked:
+        checks = ("", None)  # this generation is not checked: clear the last one's badge
+    elif step.phase in ("part", "finished") and step.checked:
+        checks = (badge_html(step.checks["parts"], step.checks["skipped"]), step.checks)
+    else:
+        checks = (skip, skip)
+    downloads = download_links(step.entry_id) if step.saved else skip
+    return (audio, step.status, step.metrics.to_html(), step.metrics.to_json(), downloads, *checks)
 
 
 def download_links(entry_id: str | None) -> str:

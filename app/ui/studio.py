@@ -8,6 +8,7 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 
+from engine.audio.pcm import to_int16
 from engine.constants import SAMPLE_RATE
 from engine.errors import Cancelled
 from engine.verify.policy import VerifyMode
@@ -15,7 +16,6 @@ from engine.verify.takes import Checks
 
 from ..checks import policy_from
 from ..context import AppContext
-from ..generation import to_int16
 from ..storage import audio_bytes
 from ..studio.export import SUFFIXES as EXPORT_SUFFIXES
 from ..studio.export import export
@@ -29,7 +29,7 @@ from . import studio_parts as parts
 from .messages import message_line, reported
 from .output import stop_handler
 from .player_stream import in_process_stream
-from .waiting import in_line
+from ..waiting import in_line
 
 TABLE_EVERY_S = 1.0  # while rendering, a long script's table is redrawn at most this often
 

@@ -6,10 +6,10 @@ import html
 
 import gradio as gr
 
+from engine.audio.pcm import to_int16
 from engine.constants import SAMPLE_RATE
 
 from ..checks import summary
-from ..generation import to_int16
 from ..studio.plan import Cue
 from ..studio.project import Project
 from ..studio.render import Progress

@@ -13,17 +13,7 @@ import math
 
 import numpy as np
 
-FULL_SCALE = 32768.0  # pydub's max_possible_amplitude for 16-bit audio
-
-
-def to_pcm16(wave: np.ndarray) -> np.ndarray:
-    """float32 [-1, 1] -> int16, truncating toward zero like upstream's conversion."""
-    return (wave.astype(np.float32) * FULL_SCALE).clip(-32768, 32767).astype(np.int16)
-
-
-def from_pcm16(pcm: np.ndarray) -> np.ndarray:
-    return pcm.astype(np.float32) / FULL_SCALE
-
+from .pcm import PYDUB_FULL_SCALE, from_pcm16_pydub, to_pcm16_pydub
 
 class Pcm16:
     """A mono 16-bit clip addressed in milliseconds, sliced and measured the way pydub does."""
@@ -76,13 +66,13 @@ class Pcm16:
 
 def _silent_rms_limit(threshold_dbfs: float) -> int:
     """Largest integer RMS that pydub's `rms <= db_to_float(threshold) * 32768` calls silent."""
-    return math.floor(10 ** (threshold_dbfs / 20) * FULL_SCALE)
+    return math.floor(10 ** (threshold_dbfs / 20) * PYDUB_FULL_SCALE)
 
 
 def _loud_rms_floor(threshold_dbfs: float) -> int:
     """Smallest integer RMS whose pydub dBFS (20 log10(rms / 32768)) is not below the threshold."""
-    rms = max(1, math.floor(10 ** (threshold_dbfs / 20) * FULL_SCALE) - 1)
-    while 20 * math.log(rms / FULL_SCALE, 10) < threshold_dbfs:
+    rms = max(1, math.floor(10 ** (threshold_dbfs / 20) * PYDUB_FULL_SCALE) - 1)
+    while 20 * math.log(rms / PYDUB_FULL_SCALE, 10) < threshold_dbfs:
         rms += 1
     return rms
 
@@ -161,7 +151,7 @@ def remove_silence(wave: np.ndarray, sample_rate: int, mid_ms: int, lead_ms: int
 
     The result went through 16-bit PCM, as upstream's does. `wave` is float32 (n,).
     """
-    pcm = to_pcm16(wave)
+    pcm = to_pcm16_pydub(wave)
     if mid_ms > 0:
         clip = Pcm16(pcm, sample_rate)
         ranges = [[start - mid_ms, end + mid_ms]
@@ -173,7 +163,7 @@ def remove_silence(wave: np.ndarray, sample_rate: int, mid_ms: int, lead_ms: int
         pieces = [clip.slice(max(start, 0), min(end, n_ms)) for start, end in ranges]
         pcm = np.concatenate(pieces) if pieces else np.zeros(0, np.int16)
     pcm = _trim_edges(pcm, sample_rate, lead_ms, trail_ms, threshold_dbfs)
-    return from_pcm16(pcm)
+    return from_pcm16_pydub(pcm)
 
 
 def _trim_edges(pcm: np.ndarray, sample_rate: int, lead_ms: int, trail_ms: int, threshold_dbfs: float) -> np.ndarray:
@@ -190,7 +180,7 @@ def trim_long(wave: np.ndarray, sample_rate: int, max_s: float = 15.0, min_s: fl
     between min_s and max_s (at max_s if there is none), like upstream's trim_long_audio."""
     if len(wave) / sample_rate <= threshold_s:
         return wave
-    clip = Pcm16(to_pcm16(wave), sample_rate)
+    clip = Pcm16(to_pcm16_pydub(wave), sample_rate)
     speech = detect_nonsilent(clip, min_silence_ms=100, threshold_dbfs=-40, seek_ms=10)
     if not speech:
         return wave
@@ -203,4 +193,4 @@ def trim_long(wave: np.ndarray, sample_rate: int, max_s: float = 15.0, min_s: fl
             break
     if cut < min_ms:
         cut = min(max_ms, len(clip))
-    return from_pcm16(clip.slice(0, cut))
+    return from_pcm16_pydub(clip.slice(0, cut))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.audio.silence import Pcm16, to_pcm16
+from engine.audio.pcm import to_pcm16_pydub
+from engine.audio.silence import Pcm16
 from engine.verify.verdict import Check, Thresholds
 
 WINDOW_MS, HOP_MS = 10, 5
@@ -23,7 +24,7 @@ DROPOUT_EDGE_DB = 20.0
 
 def window_levels(wave: np.ndarray, sample_rate: int) -> np.ndarray:
     """dBFS of the 10 ms windows starting every 5 ms (digital silence: -120)."""
-    clip = Pcm16(to_pcm16(wave), sample_rate)
+    clip = Pcm16(to_pcm16_pydub(wave), sample_rate)
     starts = np.arange(0, max(len(clip) - WINDOW_MS, 0) + 1, HOP_MS)
     rms = clip.window_rms(starts, WINDOW_MS).astype(np.float64)
     return 20 * np.log10(np.maximum(rms, 1e-6 * 32768) / 32768)

@@ -1,3 +1,5 @@
+import pytest
+
 
 from app import doctor
 from engine.constants import DEMO_MODEL
@@ -37,3 +39,15 @@ def test_a_crashing_check_does_not_hide_the_others(monkeypatch, tmp_path):
     monkeypatch.setattr(doctor, "check_driver", explode)
     results = doctor.run_checks(str(DEMO_MODEL))
     assert len(results) == 9 and any("driver went away" in c.detail for c in results)
+
+
+@pytest.mark.parametrize("installed, status", [("6.30.9", doctor.FAIL), ("6.31.0", doctor.OK), ("7.0.0", doctor.FAIL)])
+def test_gradio_is_checked_against_the_range_pyproject_asks_for(monkeypatch, installed, status):
+    import importlib.metadata
+
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: installed if name == "gradio" else real(name))
+    check = doctor.check_gradio()
+    assert check.status == status and installed in check.detail
+    if status == doctor.FAIL:
+        assert "<7,>=6.31" in check.detail and check.fix == "pip install 'gradio<7,>=6.31'"

@@ -8,6 +8,7 @@ import pytest
 import soundfile as sf
 
 from app import generation, playback
+from app.ui.output import panel_updates
 from app.clip_check import check_file
 from app.context import AppContext
 from app.engine_host import EngineHost
@@ -22,7 +23,7 @@ from engine.constants import DEMO_MODEL
 from tools.workloads import synthetic_voice
 
 TEXT = "One short clause, then. A second sentence follows."
-STATUS, METRICS = 1, 3
+STATUS, METRICS = 1, 3  # places in the panel's OUTPUTS
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,7 @@ def saved_wav(ctx, final) -> Path:
 
 
 def test_streaming_sends_int16_chunks_that_add_up_to_the_saved_wav(ctx):
-    updates = list(generation.run(ctx, request(), "tester"))
+    updates = list(panel_updates(generation.run(ctx, request(), "tester")))
     # WAV bytes made in memory (an array would be written into Gradio's cache, a copy that outlives deletion)
     wavs = [sf.read(io.BytesIO(out[0]), dtype="int16") for out, _ in updates if isinstance(out[0], bytes)]
     chunks = [pcm for pcm, _ in wavs]
@@ -68,7 +69,7 @@ def test_missing_speakers_are_a_notice_not_a_failure(ctx, monkeypatch):
         raise SpeakersUnavailable("Speaker playback needs the PortAudio library; browser playback only.")
 
     monkeypatch.setattr(playback, "load_sounddevice", no_portaudio)
-    final, saved = list(generation.run(ctx, request(speakers=True), "tester"))[-1]
+    final, saved = list(panel_updates(generation.run(ctx, request(speakers=True), "tester")))[-1]
     assert saved and "Done" in final[STATUS] and "browser playback only" in final[STATUS]
 
 
@@ -83,6 +84,6 @@ def test_a_reference_cut_to_60_s_is_said_in_the_status(ctx, tmp_path, monkeypatc
                               "generation slow and memory-hungry; 3-10 s works best).")
     cloned = generation.GenerationRequest("Hello.", voice, None, None, GenerationConfig(num_step=2, seed=1),
                                           "reference clip", False, None)
-    final, saved = list(generation.run(ctx, cloned, "tester"))[-1]
+    final, saved = list(panel_updates(generation.run(ctx, cloned, "tester")))[-1]
     assert saved and "Done" in final[STATUS] and "Only the first 60 s of this 65 s recording" in final[STATUS]
     assert "Only the first 60 s of this 65 s recording are used" in check_file(str(clip))  # the clip check too

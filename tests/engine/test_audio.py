@@ -11,6 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from engine.audio import process, silence
+from engine.audio.pcm import from_pcm16_pydub, to_pcm16_pydub
 from engine.audio.io import SAMPLE_RATE, load_clip
 from engine.audio.resample import resample
 from engine.errors import AudioInputError
@@ -163,7 +164,7 @@ def test_inner_pause_kept_as_mid_silence_on_each_side():
     # speech [0, 1000] and [2000, 3000] ms, each keeps 200 ms of the pause: 1200 + 1200 ms
     assert len(out) == 2400 * SPM
     assert not out[1000 * SPM: 1400 * SPM].any()
-    np.testing.assert_array_equal(out[: 1000 * SPM], silence.from_pcm16(silence.to_pcm16(wave[: 1000 * SPM])))
+    np.testing.assert_array_equal(out[: 1000 * SPM], from_pcm16_pydub(to_pcm16_pydub(wave[: 1000 * SPM])))
 
 
 def test_edges_keep_lead_and_trail():
@@ -202,14 +203,14 @@ def test_matches_pydub_on_random_clips():
         parts = [rng.standard_normal(int(rng.uniform(0.02, 1.2) * SAMPLE_RATE)) * 10 ** rng.uniform(-4.5, -0.5)
                  for _ in range(12)]
         wave = np.concatenate(parts + [np.zeros(int(rng.integers(0, SPM)))]).astype(np.float32)
-        pcm = silence.to_pcm16(wave)
+        pcm = to_pcm16_pydub(wave)
         seg = AudioSegment(pcm.tobytes(), sample_width=2, frame_rate=SAMPLE_RATE, channels=1)
         clip = silence.Pcm16(pcm, SAMPLE_RATE)
         assert silence.detect_nonsilent(clip, 200, -50, 10) == detect_nonsilent(seg, 200, -50, 10)
         assert silence.leading_silence_ms(clip, -50) == detect_leading_silence(seg, -50)
         pieces = split_on_silence(seg, min_silence_len=500, silence_thresh=-50, keep_silence=500, seek_step=10)
         joined = np.frombuffer(b"".join(p.raw_data for p in pieces), np.int16)
-        ours = silence.to_pcm16(silence.remove_silence(wave, SAMPLE_RATE, 500, 0, 0))
+        ours = to_pcm16_pydub(silence.remove_silence(wave, SAMPLE_RATE, 500, 0, 0))
         assert len(ours) <= len(joined)  # ours also trims the edges: compare the shared middle
         start = silence.leading_silence_ms(silence.Pcm16(joined, SAMPLE_RATE), -50) * SPM
         np.testing.assert_array_equal(ours, joined[start: start + len(ours)])
