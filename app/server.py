@@ -55,6 +55,7 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
         return 2
     configure_environment(dirs)
     from .api.access import ApiAccess, bind_refusal
+    from .listen import port_refusal
     from .settings import Settings
 
     settings, problems = Settings.check(dirs.settings_file)
@@ -64,6 +65,9 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
         settings.mode = mode
     access = ApiAccess(key=api_key or None, forced_on=api or headless)
     refusal = bind_refusal(host, access.key) if access.enabled(settings) else None
+    if port is None and headless:
+        port = DEFAULT_PORT
+    refusal = refusal or (port_refusal(host, port) if port is not None else None)
     if refusal:  # said before the slow imports below
         print(f"error: {refusal}", file=sys.stderr)
         return 2
@@ -101,7 +105,7 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
                   Middleware(UploadStorageGuard, upload_dir=ctx.upload_root)]
     try:
         if headless:
-            _serve_headless(routes, middleware, host, port or DEFAULT_PORT)
+            _serve_headless(routes, middleware, host, port)
             return 0
         if host not in LOOPBACK_HOSTS:
             print(f"WARNING: listening on {host}: anyone who can reach this address can use this app, your GPU "
@@ -120,7 +124,11 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
             enable_monitoring=False, mcp_server=False, run_history=False, pwa=False, ssr_mode=False,
             footer_links=["api"], show_error=True, favicon_path=str(ASSETS / "icon.svg"),
             theme=_theme(gr), css_paths=[ASSETS / "style.css"], head=_page_scripts(),
-            app_kwargs={"middleware": middleware, "routes": [*routes, *download_routes(ctx)]})
+            app_kwargs={"middleware": middleware, "routes": [*routes, *download_routes(ctx)]},
+            # Gradio's last step sends the page one HEAD with a 3 s limit and no retry after a timeout, then fails
+            # the start with "When localhost is not accessible..." (3 of 11 starts on a loaded machine); launch has
+            # already waited for the server's own startup request, so the server is known to answer.
+            _frontend=False)
         print(f"VoiceDesk is running at {url}  (voices and history: {dirs.data}; Ctrl+C to quit)", flush=True)
         blocks.block_thread()
         return 0
