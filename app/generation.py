@@ -72,8 +72,8 @@ def submit(ctx: AppContext, request: GenerationRequest, owner: str, lane: str | 
         start = time.perf_counter()
         checked = policy is not None and policy.mode != VerifyMode.OFF
         checks = Checks(policy, ctx.checks.verifier()) if checked else None  # on the worker: may load models
-        for chunk in engine.stream(request.text, request.voice, request.instruct, request.language,
-                                   request.config, cancel=cancel, checks=checks):
+        for chunk in engine.stream(request.text, request.voice, instruct=request.instruct, language=request.language,
+                                   config=request.config, cancel=cancel, checks=checks):
             yield time.perf_counter() - start, chunk
 
     return ctx.worker.submit(produce, owner=owner, lane=lane), metrics

@@ -27,6 +27,7 @@ from engine.lm.decode import generate_tokens
 from engine.lm.modes import pick_device
 from engine.lm.plan import Plan, plan_request
 from engine.lm.prompt import PromptItem, build_prompt
+from engine.request import SpeechRequest
 from engine.text.chunk import stream_chunks
 from engine.text.clean import add_punctuation, clean_text
 from engine.text.languages import resolve_language
@@ -176,40 +177,48 @@ class Engine:
         return text
 
     # -- synthesis ------------------------------------------------------------------------------
-    def synthesize(self, text: str, voice: Voice | None = None, instruct: str | None = None,
+    # `instruct` and `language` are both optional strings: they, and what follows them, are keyword-only
+    # here, and the chain below passes one SpeechRequest, so that the two can never be swapped by position.
+    def synthesize(self, text: str, voice: Voice | None = None, *, instruct: str | None = None,
                    language: str | None = None, config: GenerationConfig | None = None,
                    cancel: threading.Event | None = None) -> SynthesisResult:
         """Speak `text` (in `voice`, or designed by `instruct`, or an automatic voice): whole clip."""
-        return self.takes(text, voice, instruct, language, config, 1, cancel)[0]
+        return self.render(self._request(text, voice, instruct=instruct, language=language, config=config),
+                           cancel=cancel)[0]
 
-    def takes(self, text: str, voice: Voice | None = None, instruct: str | None = None,
+    def takes(self, text: str, voice: Voice | None = None, *, instruct: str | None = None,
               language: str | None = None, config: GenerationConfig | None = None, n: int = 1,
               cancel: threading.Event | None = None) -> list[SynthesisResult]:
-        """`n` takes of `text`; take j is seeded config.seed + j and equals `synthesize` with that
+        """`n` takes of `text`; take j is seeded config.seed + j and equals `synthesize` with that seed."""
+        return self.render(self._request(text, voice, instruct=instruct, language=language, config=config), n=n,
+                           cancel=cancel)
+
+    def render(self, request: SpeechRequest, n: int = 1,
+               cancel: threading.Event | None = None) -> list[SynthesisResult]:
+        """`n` takes of a request; take j is seeded config.seed + j and equals a lone render with that
         seed. On the eager path they are generated together, one batched forward per step (their
         timings share the generation time). With CUDA graphs they are rendered one after another:
         N graph replays cost less than one batched eager forward (BENCHMARKS.md, best of N).
         Raises SettingError for a setting out of range and TextInputError for text over its limits."""
-        cfg = (config or GenerationConfig()).check()
+        cfg = request.config.check()
         t0 = time.perf_counter()
         seed = self._seed(cfg)
         if n > 1 and self.runner is not None:
-            return [self.takes(text, voice, instruct, language, cfg.replace(seed=seed + j), 1, cancel)[0]
-                    for j in range(n)]
-        plan = plan_request(text, voice, instruct, language, cfg)
+            return [self.render(request.with_seed(seed + j), 1, cancel)[0] for j in range(n)]
+        plan = plan_request(request.with_config(cfg))
         prepare_s = time.perf_counter() - t0
         token_sets = self._generate_plan(plan, cfg, [seed + j for j in range(n)], cancel)
         generate_s = time.perf_counter() - t0 - prepare_s
         results = []
         for j, tokens in enumerate(token_sets):
             t1 = time.perf_counter()
-            audio = self._decode(tokens, voice, cfg)
+            audio = self._decode(tokens, request.voice, cfg)
             timings = Timings(prepare_s, generate_s, decode_s=time.perf_counter() - t1,
                               total_s=time.perf_counter() - t0, audio_s=len(audio) / SAMPLE_RATE)
             results.append(SynthesisResult(audio, SAMPLE_RATE, timings, seed + j, tokens))
         return results
 
-    def stream(self, text: str, voice: Voice | None = None, instruct: str | None = None,
+    def stream(self, text: str, voice: Voice | None = None, *, instruct: str | None = None,
                language: str | None = None, config: GenerationConfig | None = None,
                cancel: threading.Event | None = None, checks: Checks | None = None) -> Iterator[AudioChunk]:
         """Speak `text` chunk by chunk: a short first clause (low time to first audio), then whole
@@ -231,11 +240,11 @@ class Engine:
             share = len(piece) / len(text)  # a fixed duration is shared out by length
             piece_cfg = cfg.replace(seed=seed + index,
                                     duration=None if cfg.duration is None else cfg.duration * share)
+            request = SpeechRequest(text=piece, voice=voice, instruct=instruct, language=language, config=piece_cfg)
             if checking:
-                result, verdict = checked_take(self, piece, voice, instruct, language, piece_cfg, cancel, checks,
-                                               reference)
+                result, verdict = checked_take(self, request, cancel=cancel, checks=checks, reference=reference)
             else:
-                result, verdict = self.synthesize(piece, voice, instruct, language, piece_cfg, cancel), None
+                result, verdict = self.render(request, cancel=cancel)[0], None
             if first_audio_s is None:
                 first_audio_s = time.perf_counter() - t0
             if voice is None and instruct is None and index == 0 and len(pieces) > 1:
@@ -251,11 +260,10 @@ class Engine:
         with self._lock, torch.inference_mode():
             return self.codec.decode(voice.tokens.to(self.device)).float().cpu().numpy()
 
-    def first_step_logits(self, text: str, voice: Voice | None = None, instruct: str | None = None,
+    def first_step_logits(self, text: str, voice: Voice | None = None, *, instruct: str | None = None,
                           language: str | None = None, config: GenerationConfig | None = None) -> torch.Tensor:
         """fp32 logits [2, 8, T, V] of the first step (cond target rows, uncond rows): for fidelity checks."""
-        cfg = config or GenerationConfig()
-        plan = plan_request(text, voice, instruct, language, cfg)
+        plan = plan_request(self._request(text, voice, instruct=instruct, language=language, config=config))
         prompt = self._prompt(plan, 0, None)
         from engine.lm.decode import build_cfg_batch
 
@@ -266,6 +274,12 @@ class Engine:
         return torch.stack([logits[:T], logits[T:]]).transpose(1, 2).cpu()  # [2, 8, T, V]
 
     # -- internals ------------------------------------------------------------------------------
+    @staticmethod
+    def _request(text: str, voice: Voice | None, *, instruct: str | None, language: str | None,
+                 config: GenerationConfig | None) -> SpeechRequest:
+        return SpeechRequest(text=text, voice=voice, instruct=instruct, language=language,
+                             config=config or GenerationConfig())
+
     @staticmethod
     def _seed(cfg: GenerationConfig) -> int:
         return cfg.seed if cfg.seed is not None else int(torch.randint(0, 2**31 - 1, ()).item())

@@ -102,6 +102,7 @@ def workload_prompts(tokenizer, cfg: ModelConfig, names: tuple[str, ...], seed: 
     """Every generation item of the named workloads as the engine lays them out (style + text +
     reference audio + MASK target), each workload with random reference tokens of its clip length."""
     from engine.lm.plan import plan_request
+    from engine.request import SpeechRequest
     from engine.text.duration import FRAME_RATE
     from engine.voice import Voice
     from tools.workloads import LANGUAGES, select
@@ -110,8 +111,8 @@ def workload_prompts(tokenizer, cfg: ModelConfig, names: tuple[str, ...], seed: 
     prompts = []
     for w in select(",".join(names)):
         ref = torch.randint(0, cfg.audio_mask_id, (cfg.num_codebooks, w.ref_seconds * FRAME_RATE), generator=gen)
-        plan = plan_request(w.text, Voice(ref, w.ref_text, rms=None), None, LANGUAGES[w.language],
-                            GenerationConfig(duration=w.duration))
+        plan = plan_request(SpeechRequest(text=w.text, voice=Voice(ref, w.ref_text, rms=None),
+                                          language=LANGUAGES[w.language], config=GenerationConfig(duration=w.duration)))
         prompts += [build_prompt(tokenizer, cfg, item.text, item.target_len, ref_text=item.ref_text,
                                  ref_tokens=item.ref_tokens, language=plan.language, instruct=plan.instruct,
                                  denoise=plan.denoise) for item in plan.items]

@@ -20,6 +20,7 @@ import numpy as np
 from engine.config import GenerationConfig
 from engine.constants import SAMPLE_RATE
 from engine.errors import Cancelled, VoiceDeskError
+from engine.request import SpeechRequest
 from engine.verify.policy import VerifyMode
 from engine.verify.takes import Checks, checked_take
 from engine.voice import Voice
@@ -113,19 +114,21 @@ def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callabl
             voice = voices[speaker.key]
             options = cue.line.options
             if speaker.needs_voice and voice is None and cue.line.text != speaker.reference:
-                voice = voices[speaker.key] = _made_voice(engine, project, speaker, options.language, cancel)
+                voice = voices[speaker.key] = _made_voice(engine, project, speaker, language=options.language,
+                                                          cancel=cancel)
             seed = options.seed if options.seed is not None and not new_seed else random.randrange(2**31 - 1)
             config = GenerationConfig(num_step=settings.steps, speed=options.speed, duration=options.duration, seed=seed)
             start = time.perf_counter()
-            args = (cue.line.text, voice, options.instruct or speaker.instruct, options.language or settings.language,
-                    config, cancel)
+            request = SpeechRequest(text=cue.line.text, voice=voice, instruct=options.instruct or speaker.instruct,
+                                    language=options.language or settings.language, config=config)
             verdict = None
             if checking:
                 if voice is not None and speaker.key not in references:
                     references[speaker.key] = checks.verifier.embed(engine.reference_audio(voice), SAMPLE_RATE)
-                result, verdict = checked_take(engine, *args, checks, references.get(speaker.key))
+                result, verdict = checked_take(engine, request, cancel=cancel, checks=checks,
+                                               reference=references.get(speaker.key))
             else:
-                result = engine.synthesize(*args)
+                result = engine.render(request, cancel=cancel)[0]
             take = project.add_take(cue.key, result.audio, result.sample_rate, result.seed,
                                     time.perf_counter() - start, verdict.to_json() if verdict else None)
             if speaker.needs_voice and voice is None:  # the reference line: its sound becomes the speaker's voice
@@ -142,14 +145,14 @@ def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callabl
         yield RenderEvent("done", cue, take, result.audio)
 
 
-def _made_voice(engine, project: Project, speaker: Speaker, language: str | None,
+def _made_voice(engine, project: Project, speaker: Speaker, *, language: str | None,
                 cancel: threading.Event | None) -> Voice:
     """Render the speaker's reference line (a line of theirs still to come, or the start of this long one) and
     keep it as their voice."""
     settings = project.settings
     config = GenerationConfig(num_step=settings.steps, seed=random.randrange(2**31 - 1))
-    result = engine.synthesize(speaker.reference, None, speaker.instruct, language or settings.language, config,
-                               cancel)
+    result = engine.synthesize(speaker.reference, instruct=speaker.instruct, language=language or settings.language,
+                               config=config, cancel=cancel)
     return _keep_as_voice(engine, project, speaker, result)
 
 

@@ -1,4 +1,4 @@
-"""From a request (text, voice, instruct, language, settings) to the list of generation items,
+"""From a request (SpeechRequest: text, voice, instruct, language, settings) to the list of generation items,
 exactly as upstream OmniVoice's `_preprocess_all` + `_generate_chunked` decide them: resolved
 language and instruct, target lengths (estimated, or fixed by `duration`), and for long text the
 chunks (each with the reference prompt, or without a reference with chunk 0 as the reference)."""
@@ -10,6 +10,7 @@ import torch
 
 from engine.config import GenerationConfig
 from engine.errors import TextInputError
+from engine.request import SpeechRequest
 from engine.text.chunk import chunk_text_for_duration
 from engine.text.clean import clean_text, has_chinese
 from engine.text.duration import FRAME_RATE, estimate_target_tokens, plan_target_tokens
@@ -41,12 +42,12 @@ class Plan:
     chunk0_is_reference: bool  # no voice and chunked: chunks 1.. use chunk 0's tokens and text
 
 
-def plan_request(text: str, voice: Voice | None, instruct: str | None, language: str | None,
-                 cfg: GenerationConfig) -> Plan:
+def plan_request(request: SpeechRequest) -> Plan:
     """The generation items for a request. Raises TextInputError for text over its limits, and for a
     request that would need one item longer than MAX_ITEM_SECONDS (memory grows with its square)."""
-    check_request(text, voice.transcript if voice is not None else None, instruct)
-    plan = _plan(text, voice, instruct, language, cfg)
+    voice, cfg = request.voice, request.config
+    check_request(request.text, voice.transcript if voice is not None else None, request.instruct)
+    plan = _plan(request.text, voice, instruct=request.instruct, language=request.language, cfg=cfg)
     longest = max(item.target_len for item in plan.items) / FRAME_RATE
     if longest > MAX_ITEM_SECONDS:
         if cfg.duration is not None:
@@ -61,7 +62,7 @@ def plan_request(text: str, voice: Voice | None, instruct: str | None, language:
     return plan
 
 
-def _plan(text: str, voice: Voice | None, instruct: str | None, language: str | None,
+def _plan(text: str, voice: Voice | None, *, instruct: str | None, language: str | None,
           cfg: GenerationConfig) -> Plan:
     text = clean_text(text)
     lang = resolve_language(language)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.request import SpeechRequest
 from engine.verify.policy import VerifyPolicy, choose
 from engine.verify.verdict import Verdict
 from engine.verify.verifier import Verifier
@@ -19,19 +20,16 @@ class Checks:
     verifier: Verifier
 
 
-def checked_take(engine, text: str, voice, instruct: str | None, language: str | None, config,
-                 cancel: threading.Event | None, checks: Checks, reference: torch.Tensor | None):
-    """(SynthesisResult, Verdict) of the take the policy keeps for one line. config.seed is the
+def checked_take(engine, request: SpeechRequest, *, cancel: threading.Event | None, checks: Checks,
+                 reference: torch.Tensor | None):
+    """(SynthesisResult, Verdict) of the take the policy keeps for one line. request.config.seed is the
     line's seed; takes use it, then the next seeds."""
 
     def render(offset: int, n: int):
-        cfg = config.replace(seed=config.seed + offset)
-        if n == 1:
-            return [engine.synthesize(text, voice, instruct, language, cfg, cancel)]
-        return engine.takes(text, voice, instruct, language, cfg, n, cancel)
+        return engine.render(request.with_seed(request.config.seed + offset), n=n, cancel=cancel)
 
     def check(results) -> list[Verdict]:
-        return [checks.verifier.check(r.audio, r.sample_rate, text, checks.policy.thresholds, reference, language)
-                for r in results]
+        return [checks.verifier.check(r.audio, r.sample_rate, request.text, checks.policy.thresholds,
+                                      reference=reference, language=request.language) for r in results]
 
     return choose(render, check, checks.policy)

@@ -44,7 +44,7 @@ class Verifier:
         """The speaker embedding of a reference clip, or None without a speaker model."""
         return self.speaker.embed(wave, sample_rate) if self.speaker is not None else None
 
-    def check(self, wave: np.ndarray, sample_rate: int, text: str, thresholds: Thresholds,
+    def check(self, wave: np.ndarray, sample_rate: int, text: str, thresholds: Thresholds, *,
               reference: torch.Tensor | None = None, language: str | None = None) -> Verdict:
         """Every check that can run on one take of `text`."""
         verdict = Verdict(skipped=dict(self.unavailable))

@@ -19,6 +19,7 @@ from app.studio.project import Projects
 from app.studio.render import Progress, pending, render_lines
 from engine.constants import DEMO_MODEL, FRAME_RATE, SAMPLE_RATE
 from engine.errors import Cancelled
+from engine.request import SpeechRequest
 
 SCRIPT = """\
 [voice Bob = male, low pitch]
@@ -49,15 +50,19 @@ def library(engine, tmp_path_factory, reference_wav):
 
 
 class Recorder:
-    """The real engine, noting what each synthesize call was given."""
+    """The real engine, noting what each render (a line, or a speaker's reference line) was given."""
 
     def __init__(self, engine):
         self.engine, self.calls, self.voices = engine, [], []
 
-    def synthesize(self, text, voice, instruct, language, config, cancel):
-        self.calls.append((text, voice is not None, instruct, config.num_step))
-        self.voices.append(voice)
-        return self.engine.synthesize(text, voice, instruct, language, config, cancel)
+    def render(self, request, n=1, cancel=None):
+        self.calls.append((request.text, request.voice is not None, request.instruct, request.config.num_step))
+        self.voices.append(request.voice)
+        return self.engine.render(request, n, cancel)
+
+    def synthesize(self, text, voice=None, *, instruct=None, language=None, config=None, cancel=None):
+        request = SpeechRequest(text=text, voice=voice, instruct=instruct, language=language, config=config)
+        return self.render(request, cancel=cancel)[0]
 
     def __getattr__(self, name):
         return getattr(self.engine, name)

@@ -62,7 +62,7 @@ def test_best_of_n_streams_the_best_scored_take(engine, voice, verifier):
     for chunk in chunks:
         seed = CFG.seed + chunk.index
         takes = engine.takes(chunk.text, voice, config=CFG.replace(seed=seed), n=3)
-        verdicts = [verifier.check(t.audio, SAMPLE_RATE, chunk.text, policy.thresholds, reference) for t in takes]
+        verdicts = [verifier.check(t.audio, SAMPLE_RATE, chunk.text, policy.thresholds, reference=reference) for t in takes]
         best = min(range(3), key=lambda j: verdicts[j].rank_key())
         assert chunk.seed == seed + best and chunk.verdict.attempts == 3
         assert chunk.verdict.rank_key() == verdicts[best].rank_key()
