@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 import logging
 import re
 import shutil
 import tempfile
 import unicodedata
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +28,7 @@ import soundfile as sf
 
 from engine.errors import AudioInputError, VoiceDeskError
 from engine.fileio import saving_in
-from engine.voice import META_FILE, TOKENS_FILE, Voice
+from engine.voice import FORMAT, META_FILE, TOKENS_FILE, VERSION, Voice
 
 from .storage import AppDirs, atomic_write_json, read_json, write_audio
 
@@ -72,9 +74,11 @@ class DamagedVoice:
 
 
 def clean_name(name: str) -> str:
-    """A display name without control characters or runs of spaces; raises LibraryError when empty."""
+    """A display name without control characters, path parts ('/', '\\', '..') or runs of spaces; raises
+    LibraryError when nothing is left."""
     printable = "".join(ch for ch in str(name) if not unicodedata.category(ch).startswith("C"))
-    cleaned = " ".join(printable.split())[:MAX_NAME_CHARS].strip()
+    words = [part for part in re.split(r"[/\\]", printable) if part.strip() not in ("", ".", "..")]
+    cleaned = " ".join(" ".join(words).split())[:MAX_NAME_CHARS].strip()
     if not cleaned:
         raise LibraryError("Give the voice a name.")
     return cleaned
@@ -206,20 +210,26 @@ class VoiceLibrary:
 
     def import_archive(self, path: Path, name: str | None = None) -> VoiceEntry:
         """Add a voice from an exported zip. Only the known file names are read, never paths inside it."""
+        file = Path(path).name
         try:
             archive = zipfile.ZipFile(path)
         except (OSError, zipfile.BadZipFile) as err:
-            raise LibraryError(f"{Path(path).name} is not a VoiceDesk voice archive (.zip).") from err
+            raise LibraryError(f"{file} is not a VoiceDesk voice archive (.zip).") from err
         with archive, saving_in(self.root), self._staging() as tmp:
             members = {info.filename: info for info in archive.infolist()}
             if TOKENS_FILE not in members or META_FILE not in members:
-                raise LibraryError(f"{Path(path).name} has no {TOKENS_FILE} / {META_FILE}: not a VoiceDesk voice.")
+                raise LibraryError(f"{file} has no {TOKENS_FILE} / {META_FILE}: not a VoiceDesk voice.")
             for member in ARCHIVE_MEMBERS:
                 if member in members:
                     if members[member].file_size > MAX_MEMBER_BYTES:
-                        raise LibraryError(f"{member} in {Path(path).name} is too large.")
-                    (tmp / member).write_bytes(archive.read(member))
-            voice = Voice.load(tmp)  # validates the tokens; raises a readable AudioInputError
+                        raise LibraryError(f"{member} in {file} is too large.")
+                    (tmp / member).write_bytes(_read_member(archive, member, file))
+            _check_voice_meta(tmp / META_FILE, file)
+            try:
+                voice = Voice.load(tmp)  # validates the tokens
+            except AudioInputError as err:
+                raise LibraryError(f"{TOKENS_FILE} in {file} holds no usable voice: the file is damaged or was "
+                                   "not made by VoiceDesk.") from err
             _drop_unreadable_reference(tmp / REFERENCE_FILE)
             info = (read_json(tmp / INFO_FILE) if (tmp / INFO_FILE).is_file() else None) or {}
             name = self.unused_name(name or str(info.get("name") or Path(path).name.split(".")[0]))
@@ -270,6 +280,34 @@ def free_folder(root: Path, slug: str) -> Path:
 def _is_plain_child(root: Path, folder: Path) -> bool:
     """True when `folder` is a direct, non-hidden child of `root` (no '..', no separators)."""
     return folder.parent == root and folder.name not in ("", ".", "..") and not folder.name.startswith(".")
+
+
+def _read_member(archive: zipfile.ZipFile, member: str, file: str) -> bytes:
+    try:
+        return archive.read(member)
+    except (zipfile.BadZipFile, zlib.error, EOFError) as err:  # a bad CRC, a cut-off download
+        raise LibraryError(f"{file} is damaged ({member} in it does not read back as it was written): copy or "
+                           "download it again.") from err
+    except (NotImplementedError, RuntimeError) as err:  # a compression method zipfile lacks, a password
+        raise LibraryError(f"{member} in {file} cannot be unpacked ({err}): export the voice again from "
+                           "VoiceDesk, without a password.") from err
+
+
+def _check_voice_meta(meta_file: Path, file: str) -> None:
+    """Say what is wrong with an imported voice.json, in terms of the user's file."""
+    try:
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise LibraryError(f"{META_FILE} in {file} is not text (UTF-8).") from err
+    except json.JSONDecodeError as err:
+        raise LibraryError(f"{META_FILE} in {file} is not valid JSON ({err.msg} at line {err.lineno}, "
+                           f"column {err.colno}).") from err
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise LibraryError(f"{META_FILE} in {file} does not describe a VoiceDesk voice (no \"format\": "
+                           f"\"{FORMAT}\").")
+    if meta.get("version") != VERSION:
+        said = f"version {meta['version']!r}" if "version" in meta else "no version"
+        raise LibraryError(f"{META_FILE} in {file} has {said}; this VoiceDesk reads voices of version {VERSION}.")
 
 
 def _drop_unreadable_reference(path: Path) -> None:

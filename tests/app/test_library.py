@@ -36,6 +36,10 @@ def test_slugify_gives_safe_folder_names(name, slug):
 
 def test_clean_name_strips_control_characters_and_spaces():
     assert clean_name("  Ann\x00\n  Smith\t ") == "Ann Smith"
+    assert clean_name("../../../escape/..\\..\\x") == "escape x"  # no path in a display name
+    assert clean_name("AC/DC") == "AC DC" and clean_name("Mr. Smith") == "Mr. Smith"
+    with pytest.raises(LibraryError, match="name"):
+        clean_name("../..")
     assert len(clean_name("x" * 500)) == 60
     with pytest.raises(LibraryError, match="name"):
         clean_name(" \n\t ")
@@ -136,7 +140,7 @@ def test_import_reads_only_known_members(library, tmp_path):
 
 
 @pytest.mark.parametrize("content, error", [(b"not a zip", LibraryError), (None, LibraryError),
-                                            ("bad-tokens", AudioInputError)])
+                                            ("bad-tokens", LibraryError)])
 def test_import_rejects_bad_archives(library, tmp_path, content, error):
     archive = tmp_path / "bad.zip"
     if content is None:
@@ -165,3 +169,48 @@ def test_the_voices_command_lists_damaged_voices_too(tmp_path, monkeypatch, caps
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("Fine ") and out[1].startswith("Hurt ") and len(out) == 2
     assert "damaged: voice.safetensors or voice.json is corrupt" in out[1]
+
+
+def exported(library, tmp_path, name="Ann", **members) -> "Path":
+    """An exported voice archive (stored, not deflated) with some members replaced."""
+    entry = library.save(name, make_voice())
+    archive = tmp_path / "friend's voice.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as z:
+        for member in ("voice.safetensors", "voice.json", "meta.json"):
+            z.writestr(member, members.get(member) or (entry.folder / member).read_bytes())
+    library.delete(entry.slug)
+    return archive
+
+
+def test_a_damaged_archive_says_so(library, tmp_path):
+    archive = exported(library, tmp_path)
+    data = bytearray(archive.read_bytes())
+    where = data.index(b'"voicedesk-voice"')
+    data[where + 1] ^= 0x20  # one flipped bit in voice.json: its CRC no longer matches
+    archive.write_bytes(bytes(data))
+    with pytest.raises(LibraryError, match=r"^friend's voice.zip is damaged \(voice.json in it does not read back "
+                                           r"as it was written\): copy or download it again.$"):
+        library.import_archive(archive)
+    assert not any(library.root.iterdir())
+
+
+@pytest.mark.parametrize("meta, said", [
+    (b"{oops", r"voice.json in friend's voice.zip is not valid JSON \(Expecting property name enclosed in double "
+               r"quotes at line 1, column 2\)."),
+    (b'{"format": "voicedesk-voice", "version": 7}', r"voice.json in friend's voice.zip has version 7; this "
+                                                      r"VoiceDesk reads voices of version 1."),
+    (b'{"format": "voicedesk-voice"}', r"voice.json in friend's voice.zip has no version;"),
+    (b'["a list"]', r"voice.json in friend's voice.zip does not describe a VoiceDesk voice"),
+    (b"\xff\xfe", r"voice.json in friend's voice.zip is not text"),
+])
+def test_an_invalid_voice_json_is_named_in_the_users_terms(library, tmp_path, meta, said):
+    """It named the staging folder (.tmp-...) and a version the file did not have."""
+    archive = exported(library, tmp_path, **{"voice.json": meta})
+    with pytest.raises(LibraryError, match=said) as caught:
+        library.import_archive(archive)
+    assert ".tmp-" not in str(caught.value) and str(library.root) not in str(caught.value)
+
+
+def test_an_imported_display_name_is_cleaned(library, tmp_path):
+    archive = exported(library, tmp_path, **{"meta.json": b'{"name": "../../../escape/..\\\\..\\\\x"}'})
+    assert library.import_archive(archive).name == "escape x"
