@@ -15,7 +15,7 @@ from engine.lm.modes import pick_device, runs_as
 
 from .worker import GpuWorker
 
-log = logging.getLogger("voicedesk")
+log = logging.getLogger(__name__)
 
 WARMUP_TEXT = "Warming up."
 CHECK_SETUP = ("The terminal shows the details; `python launcher.py doctor` checks the GPU, the driver and the "

@@ -26,7 +26,7 @@ from engine.fileio import saving_in
 
 from .storage import atomic_write_text, write_audio
 
-log = logging.getLogger("voicedesk")
+log = logging.getLogger(__name__)
 
 INDEX_FILE = "index.jsonl"
 _ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")

@@ -32,7 +32,7 @@ from engine.voice import FORMAT, META_FILE, TOKENS_FILE, VERSION, Voice
 
 from .storage import AppDirs, atomic_write_json, read_json, write_audio
 
-log = logging.getLogger("voicedesk")
+log = logging.getLogger(__name__)
 
 REFERENCE_FILE = "reference.wav"
 INFO_FILE = "meta.json"

@@ -17,7 +17,7 @@ import torch
 from engine.audio.resample import resample
 from engine.errors import VoiceDeskError
 
-log = logging.getLogger("voicedesk")
+log = logging.getLogger(__name__)
 
 BLOCK_FRAMES = 1024
 PREBUFFER_S = 0.25  # start once this much audio is queued: fewer gaps at the start

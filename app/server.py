@@ -11,6 +11,7 @@ from engine.constants import DEMO_MODEL
 from engine.errors import StorageError
 
 from . import ASSETS
+from .logs import configure_logging
 from .storage import AppDirs
 
 MAX_UPLOAD = "25mb"
@@ -18,7 +19,7 @@ QUEUE_SIZE = 16
 PAGE_SCRIPTS = ("first_audio.js", "stop.js", "dropdowns.js", "microphone.js")  # in app/assets
 DEFAULT_PORT = 7860  # `serve`'s port when none is given
 
-log = logging.getLogger("voicedesk")
+log = logging.getLogger(__name__)
 
 
 def configure_environment(dirs: AppDirs) -> None:
@@ -46,8 +47,7 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     api_key : the key API clients must send; required when the API listens beyond loopback.
     headless : serve only the API, no UI (implies `api`).
     """
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    log.setLevel(logging.INFO)
+    configure_logging()
     try:
         dirs = AppDirs.default().create()
     except StorageError as err:  # e.g. a read-only or full disk: one line, not a traceback

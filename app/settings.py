@@ -11,7 +11,7 @@ from engine.verify.policy import VerifyMode
 
 from .storage import atomic_write_json, read_json
 
-log = logging.getLogger("voicedesk")
+log = logging.getLogger(__name__)
 
 
 @dataclass

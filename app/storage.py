@@ -17,7 +17,7 @@ import soundfile as sf
 from engine.fileio import atomic_write, atomic_write_text, saving_in
 from engine.folders import user_folders
 
-log = logging.getLogger("voicedesk")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

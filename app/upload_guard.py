@@ -17,7 +17,7 @@ from engine.fileio import storage_error
 UPLOAD_PATH = "/upload"
 INSUFFICIENT_STORAGE = 507
 
-log = logging.getLogger("voicedesk")
+log = logging.getLogger(__name__)
 
 
 class UploadStorageGuard:

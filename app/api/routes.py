@@ -31,7 +31,7 @@ from .schemas import MODELS, parse_speech
 from .speech import SpeechStream
 from .voices import list_voices
 
-log = logging.getLogger("voicedesk")
+log = logging.getLogger(__name__)
 
 _END = object()
 

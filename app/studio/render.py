@@ -28,7 +28,7 @@ from engine.voice import Voice
 from .plan import Cue, Speaker, speech_seconds
 from .project import Project, Take
 
-log = logging.getLogger("voicedesk")
+log = logging.getLogger(__name__)
 
 
 @dataclass

@@ -14,7 +14,7 @@ import gradio as gr
 
 from engine.errors import VoiceDeskError
 
-log = logging.getLogger("voicedesk")
+log = logging.getLogger(__name__)
 
 
 def message_line(elem_id: str) -> gr.Markdown:

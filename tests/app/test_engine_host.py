@@ -17,7 +17,7 @@ def worker():
 
 def test_an_unknown_mode_fails_visibly(worker, caplog):
     host = EngineHost(worker, "/nonexistent/never/loaded")
-    with caplog.at_level(logging.ERROR, logger="voicedesk"):
+    with caplog.at_level(logging.ERROR, logger="app"):
         host.start("turbo")  # e.g. from a hand-edited settings.json
         state = host.wait_ready(30)
     assert state.failed and "Unknown quality mode 'turbo': choose one of eager, hifi, realtime" in state.message
@@ -26,7 +26,7 @@ def test_an_unknown_mode_fails_visibly(worker, caplog):
 
 def test_a_missing_model_folder_fails_visibly(worker, tmp_path, caplog):
     host = EngineHost(worker, str(tmp_path / "no-model-here"))
-    with caplog.at_level(logging.ERROR, logger="voicedesk"):
+    with caplog.at_level(logging.ERROR, logger="app"):
         host.start("eager")
         state = host.wait_ready(60)
     assert state.failed and "no-model-here" in state.message
@@ -38,7 +38,7 @@ def test_an_unexpected_error_names_the_next_step(worker, caplog):
         raise RuntimeError("CUDA driver version is insufficient")
 
     host = EngineHost(worker, None, loader=broken_loader)
-    with caplog.at_level(logging.ERROR, logger="voicedesk"):
+    with caplog.at_level(logging.ERROR, logger="app"):
         host.start("hifi")
         state = host.wait_ready(30)
     assert state.failed and "CUDA driver version is insufficient" in state.message and "doctor" in state.message

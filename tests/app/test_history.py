@@ -47,7 +47,7 @@ def test_damaged_lines_and_missing_audio_are_skipped(tmp_path, caplog):
     with history.index.open("a") as f:
         f.write('{"id": "20260101-000000-abcdef", "created": "x", "te')  # cut short by a crash
         f.write('\n{"id": "../../etc/passwd", "created": "x", "text": "y"}\n')
-    with caplog.at_level(logging.WARNING, logger="voicedesk"):
+    with caplog.at_level(logging.WARNING, logger="app"):
         assert [e.id for e in history.entries()] == [keep.id]
     assert "unreadable line" in caplog.text and "bad id" in caplog.text and "missing" in caplog.text
     history.add(tone(0.1), RATE, "after")  # appending still works after a damaged line
@@ -61,7 +61,7 @@ def test_a_line_torn_by_a_crash_does_not_swallow_the_next_entry(tmp_path, caplog
     line = history.index.read_bytes().splitlines(keepends=True)[-1]
     with history.index.open("r+b") as f:  # the crash wrote half of the last line
         f.truncate(len(history.index.read_bytes()) - len(line) // 2)
-    with caplog.at_level(logging.WARNING, logger="voicedesk"):
+    with caplog.at_level(logging.WARNING, logger="app"):
         after = History(tmp_path).add(tone(0.1), RATE, "After the restart.")
     assert [e.id for e in History(tmp_path).entries()] == [kept.id, after.id]
     assert "cut short by a crash" in caplog.text and not torn.audio.exists()  # its WAV went at the restart

@@ -88,7 +88,7 @@ def test_a_damaged_voice_is_listed_as_damaged_and_can_be_deleted(library, caplog
     torn = library.save("Torn tokens", make_voice(seed=3))
     tokens = torn.folder / "voice.safetensors"
     tokens.write_bytes(tokens.read_bytes()[:100])  # cut short, as by a failing disk
-    with caplog.at_level(logging.WARNING, logger="voicedesk"):
+    with caplog.at_level(logging.WARNING, logger="app"):
         assert [e.slug for e in library.entries()] == [good.slug]
         damaged = {d.slug: (d.name, d.problem) for d in library.scan()[1]}
     assert damaged == {"no-files": ("no-files", "voice.safetensors, voice.json, meta.json missing"),

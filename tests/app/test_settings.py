@@ -19,7 +19,7 @@ def test_missing_file_gives_defaults(tmp_path):
 def test_bad_values_fall_back_to_defaults_with_a_warning(tmp_path, caplog):
     path = tmp_path / "settings.json"
     path.write_text(json.dumps({"mode": 3, "steps": "many", "guidance": 3, "unknown": 1, "denoise": False}))
-    with caplog.at_level(logging.WARNING, logger="voicedesk"):
+    with caplog.at_level(logging.WARNING, logger="app"):
         s = Settings.load(path)
     assert s.mode == "hifi" and s.steps == 32  # rejected
     assert s.guidance == 3.0 and isinstance(s.guidance, float) and s.denoise is False  # accepted
@@ -29,7 +29,7 @@ def test_bad_values_fall_back_to_defaults_with_a_warning(tmp_path, caplog):
 def test_corrupt_file_gives_defaults(tmp_path, caplog):
     path = tmp_path / "settings.json"
     path.write_text("{not json")
-    with caplog.at_level(logging.WARNING, logger="voicedesk"):
+    with caplog.at_level(logging.WARNING, logger="app"):
         assert Settings.load(path) == Settings()
     assert "skipping" in caplog.text
 
@@ -44,7 +44,7 @@ def test_values_out_of_range_fall_back_to_defaults_and_are_reported(tmp_path, ca
     path = tmp_path / "settings.json"
     path.write_text(json.dumps({"mode": "turbo", "guidance": -5, "steps": 0, "history_max_entries": 0,
                                 "history_max_mb": -1, "language": "klingon", "denoise": False, "steps_x": 3}))
-    with caplog.at_level(logging.WARNING, logger="voicedesk"):
+    with caplog.at_level(logging.WARNING, logger="app"):
         settings, problems = Settings.check(path)
     defaults = Settings()
     assert (settings.mode, settings.guidance, settings.steps) == (defaults.mode, defaults.guidance, defaults.steps)

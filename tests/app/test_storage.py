@@ -36,7 +36,7 @@ def test_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path):
 def test_corrupt_json_is_skipped_with_a_warning(tmp_path, caplog, content):
     path = tmp_path / "meta.json"
     path.write_bytes(content.encode("latin-1"))
-    with caplog.at_level(logging.WARNING, logger="voicedesk"):
+    with caplog.at_level(logging.WARNING, logger="app"):
         assert read_json(path) is None
     assert "skipping" in caplog.text and str(path) in caplog.text
 

@@ -64,7 +64,7 @@ def test_a_bug_keeps_its_traceback_for_the_terminal(caplog):
     try:
         raise RuntimeError("a bug")
     except RuntimeError as bug:
-        with caplog.at_level(logging.ERROR, logger="voicedesk"):
+        with caplog.at_level(logging.ERROR, logger="app"):
             error = _as_api_error(bug)
     assert error.status == 500 and "Traceback" not in error.message  # the client gets no traceback
     assert "Traceback (most recent call last)" in caplog.text and "RuntimeError: a bug" in caplog.text
