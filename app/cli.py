@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
 from pathlib import Path
 
 from engine.config import GenerationConfig
@@ -27,15 +26,12 @@ def _saved_voice(name: str):
 
 
 def _check_language(language: str | None) -> None:
-    from engine.text.languages import UnknownLanguageWarning, resolve_language
+    from engine.text.languages import UnknownLanguageError, resolve_language
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UnknownLanguageWarning)
-        try:
-            resolve_language(language)
-        except UnknownLanguageWarning:
-            raise TextInputError(f"Unknown --language {language!r}: use an id such as 'en', 'zh', 'ja' or a name "
-                                 "such as 'English' (or leave it out).") from None
+    try:
+        resolve_language(language, strict=True)
+    except UnknownLanguageError as err:
+        raise TextInputError(f"--language: {err} Or leave it out.") from None
 
 
 def _check_out(out: Path) -> None:

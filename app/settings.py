@@ -84,8 +84,8 @@ class Settings:
         return self
 
 
-# What a value may be beyond its type: the same bounds as the widgets that show it (app/ui/advanced.py,
-# app/ui/checks.py).
+# What a value may be beyond its type, the one home of these bounds: the widgets that show a setting
+# (app/ui/advanced.py, app/ui/checks.py) and the API's fields (app/api/schemas.py) read them from here.
 CHOICES = {"mode": ("hifi", "realtime", "eager"), "check_mode": tuple(m.value for m in VerifyMode)}
 RANGES = {"steps": (4, 64), "guidance": (0.0, 4.0), "pad": (0.0, 1.0), "fade": (0.0, 0.5),
           "history_max_entries": (1, 100_000),

@@ -5,6 +5,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from engine.config import SETTING_RANGES
+
 from ..settings import RANGES
 from .errors import ApiError
 
@@ -25,7 +27,7 @@ class SpeechRequest(BaseModel):
     input: str
     voice: str | VoiceRef
     response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
-    speed: float = Field(1.0, ge=0.25, le=4.0)
+    speed: float = Field(1.0, ge=SETTING_RANGES["speed"][1], le=SETTING_RANGES["speed"][2])
     instructions: str | None = None  # OmniVoice's voice design attributes, e.g. "female, low pitch"
     stream_format: Literal["audio", "sse"] = "audio"
     # VoiceDesk's extensions (None: the app's saved setting)

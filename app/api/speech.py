@@ -5,7 +5,6 @@ in the history, marked as made through the API."""
 from __future__ import annotations
 
 import secrets
-import warnings
 from collections.abc import Iterator
 
 import numpy as np
@@ -16,7 +15,7 @@ from engine.constants import FRAME_RATE, SAMPLE_RATE
 from engine.errors import TextInputError, VoiceDeskError
 from engine.text.clean import clean_text, has_chinese
 from engine.text.instruct import canonical_instruct
-from engine.text.languages import UnknownLanguageWarning, resolve_language
+from engine.text.languages import resolve_language
 from engine.text.limits import MAX_INSTRUCT_CHARS, MAX_TEXT_CHARS, check_length
 from engine.text.tokens import encode_text
 from engine.verify.policy import VerifyMode
@@ -136,9 +135,7 @@ def _checked_instruct(instruct: str | None, text: str, param: str) -> str | None
 
 
 def _checked_language(language: str | None) -> str | None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UnknownLanguageWarning)
-        try:
-            return resolve_language(language)
-        except (UnknownLanguageWarning, TextInputError) as err:
-            raise ApiError(400, str(err), "language") from err
+    try:
+        return resolve_language(language, strict=True)
+    except TextInputError as err:
+        raise ApiError(400, str(err), "language") from err

@@ -18,14 +18,13 @@ text that parses to the same script.
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import replace
 
 from engine.config import GenerationConfig
 from engine.errors import SettingError, TextInputError
 from engine.text.clean import has_chinese
 from engine.text.instruct import canonical_instruct
-from engine.text.languages import UnknownLanguageWarning, resolve_language
+from engine.text.languages import UnknownLanguageError, resolve_language
 from engine.text.tokens import NONVERBAL_TAGS
 
 from .script import (
@@ -346,13 +345,10 @@ def _option_value(name: str, value: str) -> object:
             raise ValueError("the instruct option needs a description, e.g. instruct \"whisper\"")
         return value.strip()
     if name == "language":
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", UnknownLanguageWarning)
-            try:
-                lang = resolve_language(value)
-            except UnknownLanguageWarning:
-                raise ValueError(f"unknown language '{value}': use an id such as 'en' or a name such as "
-                                 "'English'") from None
+        try:
+            lang = resolve_language(value, strict=True)
+        except UnknownLanguageError as err:
+            raise ValueError(str(err)) from None
         if lang is None:
             raise ValueError("language auto is the default: leave the option out")
         return lang

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from engine.config import GenerationConfig
+from engine.config import SETTING_RANGES, GenerationConfig
 from engine.text.normalize import INSTALL_HINT, normalize_available
 
 from ..context import AppContext
@@ -43,7 +43,7 @@ def build_advanced(ctx: AppContext, view: SettingsView) -> AdvancedSettings:
     with gr.Accordion("Advanced settings", open=False, elem_classes="vd-advanced"):
         with gr.Row():
             speed = gr.Slider(0.5, 1.5, value=1.0, step=0.05, label="Speed", info="1.0 = natural pace")
-            duration = gr.Number(0, label="Duration (s)", minimum=0, maximum=600,
+            duration = gr.Number(0, label="Duration (s)", minimum=0, maximum=SETTING_RANGES["duration"][2],
                                  info="0 = automatic; a fixed length overrides speed")
         with gr.Row():
             steps = view.bind("steps", gr.Slider(

@@ -8,6 +8,7 @@ from engine.verify.verdict import Thresholds
 
 from ..checks import MODES
 from ..context import AppContext
+from ..settings import RANGES
 from .messages import message_line, reported
 from .state import SettingsView, shown
 
@@ -18,14 +19,16 @@ def build_checks(ctx: AppContext, view: SettingsView, prefix: str) -> None:
             MODES, value=shown(ctx, "check_mode"), label="Check each line", elem_id=f"{prefix}-check-mode",
             info="best of N renders N takes and keeps the best; retakes render again while a check fails"))
         with gr.Row():
-            view.bind("check_candidates", gr.Slider(2, 8, value=shown(ctx, "check_candidates"), step=1,
-                                                    label="N (best of N)"))
-            view.bind("check_retries", gr.Slider(1, 5, value=shown(ctx, "check_retries"), step=1,
+            view.bind("check_candidates", gr.Slider(*RANGES["check_candidates"], value=shown(ctx, "check_candidates"),
+                                                    step=1, label="N (best of N)"))
+            view.bind("check_retries", gr.Slider(*RANGES["check_retries"], value=shown(ctx, "check_retries"), step=1,
                                                  label="Retakes at most"))
         with gr.Row():
-            view.bind("check_max_wer", gr.Slider(0.0, 1.0, value=shown(ctx, "check_max_wer"), step=0.05,
-                                                 label="Words: most wrong", info="word error rate a take may have"))
-            view.bind("check_min_similarity", gr.Slider(0.0, 1.0, value=shown(ctx, "check_min_similarity"), step=0.01,
+            view.bind("check_max_wer", gr.Slider(*RANGES["check_max_wer"], value=shown(ctx, "check_max_wer"),
+                                                 step=0.05, label="Words: most wrong",
+                                                 info="word error rate a take may have"))
+            view.bind("check_min_similarity", gr.Slider(*RANGES["check_min_similarity"],
+                                                        value=shown(ctx, "check_min_similarity"), step=0.01,
                                                         label="Voice: least similarity", info="to the reference, 0 to 1"))
         availability = gr.Markdown(availability_text(ctx), elem_classes="vd-hint", elem_id=f"{prefix}-check-models")
         ask = gr.Button("Download the missing models…", size="sm", visible=bool(ctx.checks.missing()),

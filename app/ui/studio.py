@@ -16,6 +16,7 @@ from engine.verify.takes import Checks
 
 from ..checks import policy_from
 from ..context import AppContext
+from ..settings import RANGES
 from ..storage import audio_bytes
 from ..studio.export import SUFFIXES as EXPORT_SUFFIXES
 from ..studio.export import export
@@ -61,7 +62,7 @@ def build_studio_tab(ctx: AppContext, library_version: gr.State) -> gr.Button:
                 chapter = gr.Dropdown([], label="Chapter", scale=2, elem_id="studio-chapter")
                 render_chapter = gr.Button("Render chapter", elem_id="studio-render-chapter")
                 stop = gr.Button("Stop", variant="stop", elem_id="studio-stop")
-            steps = gr.Slider(4, 64, value=32, step=1, label="Diffusion steps per line (fewer: faster, rougher)",
+            steps = gr.Slider(*RANGES["steps"], value=32, step=1, label="Diffusion steps per line (fewer: faster, rougher)",
                               elem_id="studio-steps")
         with gr.Column(scale=2, elem_classes="vd-output"):
             player = in_process_stream(gr.Audio(

@@ -22,6 +22,10 @@ class UnknownLanguageWarning(UserWarning):
     """A language that is neither a known id nor a known name; synthesis goes on without one."""
 
 
+class UnknownLanguageError(TextInputError):
+    """The same, where the caller asked to refuse it (`resolve_language(..., strict=True)`)."""
+
+
 @lru_cache(maxsize=1)
 def _names_by_id() -> dict[str, str]:
     return json.loads(_TABLE.read_text("utf-8"))
@@ -32,17 +36,20 @@ def _ids_by_lower_name() -> dict[str, str]:
     return {name.lower(): lang_id for lang_id, name in _names_by_id().items()}
 
 
-def resolve_language(language: str | None) -> str | None:
+def resolve_language(language: str | None, *, strict: bool = False) -> str | None:
     """The language id for an id or an English name, or None for "no language hint".
 
     As upstream: ids are matched exactly ("en", not "EN"), names in any case ("english"). None,
     "None" and "auto" mean no hint. Anything else warns (`UnknownLanguageWarning`) and gives None,
-    which the model handles as language-agnostic.
+    which the model handles as language-agnostic; with `strict` it is refused instead (what the CLI,
+    the API and Studio scripts do with a language a person typed).
 
     Raises
     ------
     TextInputError
         If `language` is neither None nor a string.
+    UnknownLanguageError
+        With `strict`, if `language` is not known.
     """
     if language is None:
         return None
@@ -54,12 +61,11 @@ def resolve_language(language: str | None) -> str | None:
         return language
     lang_id = _ids_by_lower_name().get(language.lower())
     if lang_id is None:
-        warnings.warn(
-            f"Language {language!r} is not recognised; use an id such as 'en', 'zh', 'ja' or a name "
-            "such as 'English'. Going on without a language hint.",
-            UnknownLanguageWarning,
-            stacklevel=2,
-        )
+        advice = "use an id such as 'en', 'zh', 'ja' or a name such as 'English'"
+        if strict:
+            raise UnknownLanguageError(f"Unknown language {language!r}: {advice}.")
+        warnings.warn(f"Language {language!r} is not recognised; {advice}. Going on without a language hint.",
+                      UnknownLanguageWarning, stacklevel=2)
     return lang_id
 
 

@@ -93,7 +93,7 @@ def test_version_is_the_installed_package_version(capsys):
     (["--speed", "nan"], "speed must be"),
     (["--voice", ""], "--voice is empty"),
     (["--voice", "nobody saved this"], "There is no saved voice"),
-    (["--language", "klingon"], "Unknown --language 'klingon'"),
+    (["--language", "klingon"], "--language: Unknown language 'klingon'"),
     (["--instruct", "femal, robot voice"], "Unknown instruct items: 'femal' (did you mean 'female'?), 'robot voice'."),
     (["--ref", "missing.wav", "--ref-text", "x"], "does not exist"),
     (["--out", "no/such/folder/x.wav"], "the folder no/such/folder does not exist"),

@@ -7,6 +7,7 @@ import pytest
 
 from engine.errors import TextInputError
 from engine.text.languages import (
+    UnknownLanguageError,
     UnknownLanguageWarning,
     language_choices,
     language_ids,
@@ -80,3 +81,15 @@ def test_language_choices_for_the_dropdown():
 def test_language_name():
     assert language_name("en") == "English"
     assert language_name(None) == "Auto"
+
+
+@pytest.mark.parametrize("language, expected", [("en", "en"), ("ENGLISH", "en"), ("auto", None), (None, None)])
+def test_strict_resolution_gives_what_the_lenient_one_does_for_known_languages(language, expected):
+    assert resolve_language(language, strict=True) == expected
+
+
+def test_strict_resolution_refuses_an_unknown_language_with_advice():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # strict never warns: it refuses
+        with pytest.raises(UnknownLanguageError, match="Unknown language 'EN'.*'English'"):
+            resolve_language("EN", strict=True)  # ids are exact, as upstream

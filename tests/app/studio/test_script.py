@@ -111,7 +111,7 @@ def test_round_trip_of_voice_names(voice):
     ("Hi {speed 1, speed 1}", 1, "given twice"),
     ("Hi {seed -1}", 1, "seed must be a whole number"),
     ("Hi {seed 1.5}", 1, "seed must be a whole number"),
-    ("Hi {language Klingonese}", 1, "unknown language"),
+    ("Hi {language Klingonese}", 1, "Unknown language 'Klingonese'"),
     ("Hi {instruct \"angry robot\"}", 1, "Unknown instruct item"),
     ("Hi {duration 0}", 1, "duration must be a number above 0"),
     ("Hi {speed}", 1, "cannot read the option"),
