@@ -23,7 +23,7 @@ def _model_args(p: argparse.ArgumentParser, modes=("eager", "hifi", "realtime"),
 def _api_key_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-key", default=os.environ.get("VOICEDESK_API_KEY"),
                    help="key API clients must send as 'Authorization: Bearer <key>' (default: $VOICEDESK_API_KEY); "
-                        "required to serve the API beyond 127.0.0.1")
+                        "required beyond 127.0.0.1, where the page asks for it too")
 
 
 def _model(args) -> str | None:

@@ -44,7 +44,7 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     port : None means the first free port from 7860.
     open_browser : open the page in the default browser once the server is up.
     api : serve the OpenAI-compatible API (docs/api.md) even if the setting is off.
-    api_key : the key API clients must send; required when the API listens beyond loopback.
+    api_key : the key API clients (and, beyond loopback, the page) must send; required beyond loopback.
     headless : serve only the API, no UI (implies `api`).
     """
     configure_logging()
@@ -64,7 +64,7 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     if mode is not None:
         settings.mode = mode
     access = ApiAccess(key=api_key or None, forced_on=api or headless)
-    refusal = bind_refusal(host, access.key) if access.enabled(settings) else None
+    refusal = bind_refusal(host, access.key)
     if port is None and headless:
         port = DEFAULT_PORT
     refusal = refusal or (port_refusal(host, port) if port is not None else None)
@@ -81,6 +81,7 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     from .engine_host import EngineHost
     from .history import History
     from .library import VoiceLibrary
+    from .page_key import key_middleware
     from .playback import probe
     from .security import LOOPBACK_HOSTS, guard_middleware
     from .ui.layout import build_app
@@ -101,16 +102,17 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
                      upload_root=Path(gr.utils.get_upload_folder()),
                      notices=[f"Settings: {p}." for p in problems], api=access, bind_host=host)
     routes = api_routes(ctx, access)
-    middleware = [guard_middleware(host), Middleware(CancelOnDisconnect, abandon=_abandoner(worker)),
+    keyed = [key_middleware(access.key)] if host not in LOOPBACK_HOSTS else []  # bind_refusal saw to the key
+    middleware = [guard_middleware(host), *keyed, Middleware(CancelOnDisconnect, abandon=_abandoner(worker)),
                   Middleware(UploadStorageGuard, upload_dir=ctx.upload_root)]
     try:
         if headless:
             _serve_headless(routes, middleware, host, port)
             return 0
         if host not in LOOPBACK_HOSTS:
-            print(f"WARNING: listening on {host}: anyone who can reach this address can use this app, your GPU "
-                  "and your saved voices (there is no login). The browser microphone only works on "
-                  "http://127.0.0.1 or localhost.", file=sys.stderr)
+            print(f"Listening on {host}: the page asks for the API key before anyone can use this app, your GPU "
+                  "and your saved voices. The browser microphone only works on http://127.0.0.1 or localhost.",
+                  file=sys.stderr)
         # Results are served from where they are stored, never copied into Gradio's cache: deleting deletes.
         gr.set_static_paths([ctx.history.audio_dir])
         blocks = build_app(ctx)

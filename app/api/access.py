@@ -35,8 +35,9 @@ class ApiAccess:
 
 
 def bind_refusal(host: str, key: str | None) -> str | None:
-    """Why the API may not be served on `host`, or None: beyond loopback it needs a key."""
+    """Why the app may not listen on `host`, or None: beyond loopback it needs a key (the page and the API ask
+    for it: app/page_key.py)."""
     if host in LOOPBACK_HOSTS or key:
         return None
-    return (f"The API would be reachable from other computers on {host}: set an API key (--api-key or "
-            f"${KEY_ENV}), or listen on 127.0.0.1.")
+    return (f"The app would be reachable from other computers on {host}: set an API key (--api-key or "
+            f"${KEY_ENV}), which the page and the API then ask for, or listen on 127.0.0.1.")

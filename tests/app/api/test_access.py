@@ -70,8 +70,9 @@ def keyed_api(tmp_path_factory, request):
         proc.wait(20)
 
 
-@pytest.mark.parametrize("command", [["serve"], ["ui", "--api", "--no-browser"]])
+@pytest.mark.parametrize("command", [["serve"], ["ui", "--api", "--no-browser"], ["ui", "--no-browser"]])
 def test_beyond_loopback_without_a_key_it_refuses_to_start(tmp_path, command):
+    """The page too: without the API its endpoints would be open to the network."""
     proc = launch(tmp_path, *command, "--host", "0.0.0.0", "--port", str(free_port()))
     try:
         out, _ = proc.communicate(timeout=120)
