@@ -1,8 +1,8 @@
 """W4A4 GEMM on INT4 tensor cores: `csrc/w4a4_gemm.cu`, compiled at run time by NVRTC.
 
 No CUDA toolkit is needed on the user's machine: PyTorch's CUDA wheels ship libnvrtc, and the driver
-(libcuda) loads the cubin. Cubins are cached in the user cache directory, keyed by source hash,
-options, NVRTC version and arch. Native INT4 MMA (SASS IMMA.16864.S4.S4) exists on sm_80/86/87/89 only:
+(libcuda) loads the cubin. Cubins are kept in the `CubinCache` the caller passes (the engine's is in
+the user cache directory), keyed by source hash, options, NVRTC version and arch. Native INT4 MMA (SASS IMMA.16864.S4.S4) exists on sm_80/86/87/89 only:
 sm_90, sm_100 and sm_120 compile the same PTX to a slow emulation routine (checked with nvcc 13.0
 cubins), so those GPUs take the Triton int8 path.
 """
@@ -11,6 +11,7 @@ import glob
 import hashlib
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,15 @@ class Tile:
 
 LARGE = Tile(128, 128, 2, 4)
 SMALL = Tile(64, 64, 2, 2)  # more CTAs when M * N is small
+
+
+@dataclass(frozen=True)
+class CubinCache:
+    """Where compiled cubins are kept between runs: a folder (made when first written to), and how to
+    write a file there so that a process reading it at the same time sees all of it or nothing."""
+
+    folder: Path
+    write: Callable[[Path, bytes], None]  # write(path, data), atomically
 
 
 # --- NVRTC ---------------------------------------------------------------------------------------
@@ -136,8 +146,8 @@ def compile_options(arch: int, rank: int, out_f16: bool, tile: Tile) -> list[str
 
 
 def compile_cubin(arch: int, rank: int = 32, out_f16: bool = True, tile: Tile = LARGE,
-                  cache_dir: Path | None = None) -> bytes:
-    """The cubin of `csrc/w4a4_gemm.cu` for sm_<arch>, from the disk cache or freshly compiled.
+                  cache: CubinCache | None = None) -> bytes:
+    """The cubin of `csrc/w4a4_gemm.cu` for sm_<arch>, from the cache or freshly compiled.
 
     Parameters
     ----------
@@ -149,23 +159,20 @@ def compile_cubin(arch: int, rank: int = 32, out_f16: bool = True, tile: Tile = 
         fp16 output, bias and residual if True, else fp32.
     tile : Tile
         CTA tile (`LARGE` or `SMALL`).
-    cache_dir : Path, optional
-        Defaults to the user cache directory of VoiceDesk.
+    cache : CubinCache, optional
+        Where compiled cubins are looked up and stored; None compiles every time.
     """
     source = SOURCE.read_text()
     options = compile_options(arch, rank, out_f16, tile)
     compiler = nvrtc()
     key = hashlib.sha256("\n".join([source, *options, repr(compiler.version)]).encode()).hexdigest()[:20]
-    from engine.fileio import atomic_write
-    from engine.folders import user_folders
-
-    cache_dir = Path(cache_dir or user_folders().cache) / "kernels"
-    path = cache_dir / f"w4a4_gemm-sm{arch}-{key}.cubin"
-    if path.exists():
+    path = None if cache is None else Path(cache.folder) / f"w4a4_gemm-sm{arch}-{key}.cubin"
+    if path is not None and path.exists():
         return path.read_bytes()
     cubin = compiler.compile(source, SOURCE.name, options)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda tmp: Path(tmp).write_bytes(cubin))  # a concurrent process sees all or nothing
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cache.write(path, cubin)
     return cubin
 
 
@@ -197,12 +204,13 @@ class _Driver:
         if current.value != self.contexts[device_index].value:
             self._check(self.lib.cuCtxSetCurrent(self.contexts[device_index]))
 
-    def function(self, device_index: int, variant: tuple) -> ctypes.c_void_p:
+    def function(self, device_index: int, variant: tuple, cache: CubinCache | None) -> ctypes.c_void_p:
         key = (device_index, variant)
         if key not in self.functions:
             self._make_context_current(device_index)
             module, fn = ctypes.c_void_p(), ctypes.c_void_p()
-            self._check(self.lib.cuModuleLoadData(ctypes.byref(module), compile_cubin(*variant)))
+            cubin = compile_cubin(*variant, cache=cache)
+            self._check(self.lib.cuModuleLoadData(ctypes.byref(module), cubin))
             self._check(self.lib.cuModuleGetFunction(ctypes.byref(fn), module, b"w4a4_gemm"))
             self.functions[key] = fn
         return self.functions[key]
@@ -245,7 +253,7 @@ def _tile_for(m: int, n: int, device: torch.device) -> Tile:
     return LARGE if large_ctas >= sms else SMALL
 
 
-def _launch_gemm(act: QuantizedAct, qweight, wscales, lora_up, bias, residual, out, out_dtype, sums, tile):
+def _launch_gemm(act: QuantizedAct, qweight, wscales, lora_up, bias, residual, out, out_dtype, sums, tile, cache):
     m, kb = act.codes.shape
     n, k, rank = qweight.shape[0], kb * 2, lora_up.shape[1]
     device = qweight.device
@@ -278,7 +286,7 @@ def _launch_gemm(act: QuantizedAct, qweight, wscales, lora_up, bias, residual, o
         residual = residual.to(out_dtype).contiguous()
     tile = tile or _tile_for(m, n, device)
     driver = _get_driver()
-    fn = driver.function(device.index, (arch_of(device), rank, out_dtype == torch.float16, tile))
+    fn = driver.function(device.index, (arch_of(device), rank, out_dtype == torch.float16, tile), cache)
 
     def ptr(t: torch.Tensor | None) -> ctypes.c_void_p:
         return ctypes.c_void_p(None if t is None else t.data_ptr())
@@ -293,22 +301,24 @@ def _launch_gemm(act: QuantizedAct, qweight, wscales, lora_up, bias, residual, o
 def w4a4_gemm_cuda(act: QuantizedAct, qweight: torch.Tensor, wscales: torch.Tensor, lora_up: torch.Tensor,
                    bias: torch.Tensor | None = None, residual: torch.Tensor | None = None,
                    out: torch.Tensor | None = None, out_dtype: torch.dtype | None = None,
-                   tile: Tile | None = None) -> torch.Tensor:
+                   tile: Tile | None = None, cache: CubinCache | None = None) -> torch.Tensor:
     """y = W4A4(act, weight) + act.lowrank @ lora_up^T + bias + residual on INT4 tensor cores.
 
     Same arguments and result as `kernels.w4a4_triton.w4a4_gemm`, except that the codes are packed
     INT4: act from `quantize_act(..., layout="packed")`, qweight [N, K/2]; lora_up is fp16 and the
-    output (and so bias and residual) fp16 (default) or fp32. `tile` forces `LARGE` or `SMALL`.
+    output (and so bias and residual) fp16 (default) or fp32. `tile` forces `LARGE` or `SMALL`;
+    `cache` keeps the compiled kernel for later processes (see `compile_cubin`).
     """
-    return _launch_gemm(act, qweight, wscales, lora_up, bias, residual, out, out_dtype, None, tile)
+    return _launch_gemm(act, qweight, wscales, lora_up, bias, residual, out, out_dtype, None, tile, cache)
 
 
 def w4a4_gemm_cuda_debug(act: QuantizedAct, qweight: torch.Tensor, wscales: torch.Tensor, lora_up: torch.Tensor,
                          bias: torch.Tensor | None = None, out_dtype: torch.dtype | None = None,
-                         tile: Tile | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                         tile: Tile | None = None, cache: CubinCache | None = None
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
     """`w4a4_gemm_cuda` that also returns the int32 group sums [M, N, K/64], for exact tests. It runs
     on any sm_80+ GPU: on sm_90 the INT4 MMA is emulated (slow, still exact), enough for checking."""
     m, n, groups = act.codes.shape[0], qweight.shape[0], act.scales.shape[1]
     sums = torch.empty(m, n, groups, dtype=torch.int32, device=qweight.device)
-    out = _launch_gemm(act, qweight, wscales, lora_up, bias, None, None, out_dtype, sums, tile)
+    out = _launch_gemm(act, qweight, wscales, lora_up, bias, None, None, out_dtype, sums, tile, cache)
     return out, sums

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.fileio import atomic_write
+from engine.folders import user_folders
 from engine.quant.config import FP8_ALIGN, QuantConfig
 from kernels import fp8, w4a4_cuda
 from kernels._triton import HAS_TRITON
@@ -49,6 +52,15 @@ def select_backend(device: torch.device, dtype: torch.dtype, rank: int) -> str:
     if HAS_TRITON and rank in (16, 32, 64, 128):
         return "triton"
     return "ref"
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))  # a concurrent process sees all or nothing
+
+
+def cubin_cache() -> w4a4_cuda.CubinCache:
+    """Where the INT4 kernels compiled on this machine are kept for later runs: VoiceDesk's cache folder."""
+    return w4a4_cuda.CubinCache(user_folders().cache / "kernels", _write_atomically)
 
 
 def _split_low_rank(w_smooth: torch.Tensor, lora_down: torch.Tensor, lora_up: torch.Tensor) -> torch.Tensor:
@@ -123,6 +135,7 @@ class W4A4Linear(_QuantizedLinear):
         self.register_buffer("lora_down", torch.empty(in_features, rank, dtype=dtype, device=device))
         self.register_buffer("lora_up", torch.empty(out_features, rank, dtype=dtype, device=device))
         self._codes, self._codes_key = None, None  # the Triton GEMM's copy of qweight, see _mma_weight_codes
+        self._cubins: w4a4_cuda.CubinCache | None = None  # the CUDA GEMM's, looked up on its first call
 
     @classmethod
     def empty_like(cls, linear: nn.Linear, cfg: QuantConfig) -> W4A4Linear:
@@ -169,8 +182,9 @@ class W4A4Linear(_QuantizedLinear):
                 act = quantize_act(x2, self.smooth, self.lora_down, layout="packed")
             else:  # e.g. Windows without Triton: the same codes from plain PyTorch ops
                 act = quantize_act_lowrank_ref(x2, self.smooth, self.lora_down)
+            self._cubins = self._cubins or cubin_cache()
             y = w4a4_cuda.w4a4_gemm_cuda(act, self.qweight, self.wscales, self.lora_up, self.bias, res2,
-                                         out_dtype=x.dtype)
+                                         out_dtype=x.dtype, cache=self._cubins)
         else:
             from kernels.w4a4_triton import mma_layout, quantize_act, w4a4_gemm
 

@@ -215,13 +215,29 @@ def test_module_triton_backend_matches_ref_backend():
 
 @pytest.mark.skipif(not w4a4_cuda.nvrtc_available(), reason="NVRTC is not installed (PyTorch CPU build)")
 def test_cuda_source_compiles_with_nvrtc(tmp_path):
-    cubins = [w4a4_cuda.compile_cubin(89, rank=32, out_f16=True, tile=tile, cache_dir=tmp_path)
+    written = []
+    cache = w4a4_cuda.CubinCache(tmp_path / "kernels", lambda path, data: written.append(path) or path.write_bytes(data))
+    cubins = [w4a4_cuda.compile_cubin(89, rank=32, out_f16=True, tile=tile, cache=cache)
               for tile in (w4a4_cuda.LARGE, w4a4_cuda.SMALL)]
     assert all(c[:4] == b"\x7fELF" for c in cubins) and cubins[0] != cubins[1]
     cached = sorted((tmp_path / "kernels").glob("*.cubin"))
-    assert len(cached) == 2
-    assert w4a4_cuda.compile_cubin(89, cache_dir=tmp_path) == cubins[0]  # the same variant comes from the cache
-    assert sorted((tmp_path / "kernels").glob("*.cubin")) == cached
+    assert len(cached) == 2 and sorted(written) == cached  # through the caller's writer
+    assert w4a4_cuda.compile_cubin(89, cache=cache) == cubins[0]  # the same variant comes from the cache
+    assert sorted((tmp_path / "kernels").glob("*.cubin")) == cached and len(written) == 2
+    assert w4a4_cuda.compile_cubin(89, tile=w4a4_cuda.SMALL) == cubins[1]  # no cache: compiled, nothing kept
+    assert len(written) == 2
+
+
+def test_the_engine_keeps_cubins_in_its_cache_folder(tmp_path, monkeypatch):
+    from engine.quant.linears import cubin_cache
+
+    monkeypatch.setenv("VOICEDESK_HOME", str(tmp_path))
+    cache = cubin_cache()
+    assert cache.folder == tmp_path.resolve() / "cache" / "kernels"
+    cache.folder.mkdir(parents=True)
+    cache.write(cache.folder / "x.cubin", b"abc")
+    assert (cache.folder / "x.cubin").read_bytes() == b"abc"
+    assert [p.name for p in cache.folder.iterdir()] == ["x.cubin"]  # no temporary file left beside it
 
 
 @pytest.mark.skipif(not (ON_GPU and w4a4_cuda.nvrtc_available() and torch.cuda.get_device_capability() >= (8, 0)),
