@@ -15,6 +15,7 @@ import torch
 from kernels._launch import FLOAT_DTYPES, check, device_of, num_warps, on_device, output
 from kernels._triton import _INTERPRET, libdevice, tl, triton
 
+SNAKE_DTYPES = FLOAT_DTYPES  # what the kernel computes in (float64 stays on the plain-PyTorch path)
 _BLOCK = 1024  # elements per program: a block of one row, or blocks of several short rows
 _SHORT_BLOCK = 64
 _MAX_GRID_Y = 65535  # CUDA's limit on the second grid dimension (column blocks of a row here)
@@ -110,7 +111,7 @@ def snake(x: torch.Tensor, alpha: torch.Tensor, *, bias: torch.Tensor | None = N
     if x.dim() != 3:
         raise ValueError(f"x: expected [batch, channels, length], got shape {tuple(x.shape)}")
     batch, channels, length = x.shape
-    check("x", x, x.shape, FLOAT_DTYPES)
+    check("x", x, x.shape, SNAKE_DTYPES)
     _check_contiguous("x", x)
     check("alpha", alpha, (1, channels, 1), (x.dtype,))
     tensors = [x, alpha]

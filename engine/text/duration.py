@@ -7,8 +7,9 @@ with short estimates stretched up, because very short utterances are spoken slow
 from __future__ import annotations
 
 import bisect
+import operator
 import unicodedata
-from functools import lru_cache
+from functools import lru_cache, reduce
 
 from engine.constants import FRAME_RATE
 
@@ -130,8 +131,9 @@ def char_weight(ch: str) -> float:
 
 
 def text_weight(text: str) -> float:
-    """Sum of `char_weight` over the text, added left to right (the order matters for rounding)."""
-    return sum(char_weight(ch) for ch in text)
+    """Sum of `char_weight` over the text, added left to right (the order matters for rounding; from
+    Python 3.12 on, `sum` of floats compensates its rounding, so it no longer gives upstream's values)."""
+    return reduce(operator.add, map(char_weight, text), 0.0)
 
 
 def weight_per_second() -> float:

@@ -1,9 +1,11 @@
-"""The model and the static runner with the fused Triton kernels switched on, run on the CPU under
-Triton's interpreter (tests/conftest.py), against the plain PyTorch path: this checks the adapters in
-engine/lm/fused_ops.py (layouts, views, the residual order) that the GPU fast path uses."""
+"""The model and the static runner with the fused Triton kernels switched on, against the plain PyTorch
+path: this checks the adapters in engine/lm/fused_ops.py (layouts, views, the residual order) that the
+GPU fast path uses. With CUDA everything runs there (the runner through its CUDA graphs); without it,
+on the CPU under Triton's interpreter (tests/conftest.py)."""
 
 import pytest
 import torch
+from error_budget import assert_as_accurate
 
 from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL
@@ -13,11 +15,12 @@ from engine.lm.prompt import build_prompt
 from engine.lm.runner import StaticRunner
 
 pytest.importorskip("triton")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # Triton compiles for a GPU, else it interprets
 
 
 @pytest.fixture(scope="module")
 def models_and_prompt():
-    plain, fused = load_lm(DEMO_MODEL), load_lm(DEMO_MODEL).use_fused_kernels()
+    plain, fused = load_lm(DEMO_MODEL, DEVICE), load_lm(DEMO_MODEL, DEVICE).use_fused_kernels()
     tok = load_text_tokenizer(DEMO_MODEL)
     ref = torch.randint(0, 1024, (8, 12), generator=torch.Generator().manual_seed(1))
     prompt = build_prompt(tok, plain.cfg, "Hello there.", 8, ref_text="Words.",
@@ -26,33 +29,41 @@ def models_and_prompt():
 
 
 def test_fused_forward_matches_the_torch_path(models_and_prompt):
+    """Both fp32 paths are roundings of one exact forward (the plain path in float64): the fused one
+    may miss it by no more than the plain one does, up to summation order (tests/error_budget.py)."""
     plain, fused, prompt = models_and_prompt
-    batch = build_cfg_batch([prompt], plain.cfg.audio_mask_id, "cpu")
+    batch = build_cfg_batch([prompt], plain.cfg.audio_mask_id, DEVICE)
+    exact_lm = load_lm(DEMO_MODEL, DEVICE, torch.float64)
     with torch.inference_mode():
         want = plain(batch.input_ids, batch.audio_mask, batch.attn_mask, rows=batch.rows)
         got = fused(batch.input_ids, batch.audio_mask, batch.attn_mask, rows=batch.rows)
-    assert got.shape == want.shape
-    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        exact = exact_lm(batch.input_ids, batch.audio_mask, batch.attn_mask, rows=batch.rows)
+    assert got.shape == want.shape == exact.shape
+    assert_as_accurate(got.cpu(), want.cpu(), exact.cpu(), what="fused forward")
 
 
 def test_fused_runner_gives_the_reference_tokens(models_and_prompt):
     plain, fused, prompt = models_and_prompt
     cfg = GenerationConfig(position_temperature=0.0, num_step=4)
-    want = generate_tokens(plain, [prompt], cfg, torch.Generator().manual_seed(0))[0]
-    got = StaticRunner(fused, buckets=(64,), fused=True).generate(prompt, cfg)
+    want = generate_tokens(plain, [prompt], cfg, torch.Generator(DEVICE).manual_seed(0))[0]
+    runner = StaticRunner(fused, buckets=(64,), fused=True)
+    assert runner.eager == (DEVICE == "cpu")  # on a GPU the step replays from a CUDA graph
+    got = runner.generate(prompt, cfg)
     assert torch.equal(got, want)
 
 
-def _scaled_mm_runs_on_cpu() -> bool:
+def _scaled_mm_runs() -> bool:
+    """Rowwise torch._scaled_mm on DEVICE: FP8 tensor cores (sm_89+) on a GPU, a recent build on a CPU."""
     try:
-        one = torch.ones(16, 16).to(torch.float8_e4m3fn)
-        torch._scaled_mm(one, one.t(), scale_a=torch.ones(16, 1), scale_b=torch.ones(1, 16), out_dtype=torch.float32)
+        one = torch.ones(16, 16, device=DEVICE).to(torch.float8_e4m3fn)
+        torch._scaled_mm(one, one.t(), scale_a=torch.ones(16, 1, device=DEVICE),
+                         scale_b=torch.ones(1, 16, device=DEVICE), out_dtype=torch.float32)
         return True
     except (RuntimeError, NotImplementedError):
         return False
 
 
-@pytest.mark.skipif(not _scaled_mm_runs_on_cpu(), reason="no rowwise torch._scaled_mm on this CPU build")
+@pytest.mark.skipif(not _scaled_mm_runs(), reason=f"no rowwise torch._scaled_mm on this {DEVICE}")
 def test_fp8_linears_take_their_input_quantized_by_the_kernel_before_them(models_and_prompt):
     """Realtime on FP8 GPUs: input_norm and post_attn_norm hand qkv_proj and gate_up_proj e4m3 codes
     (FP8Rows) instead of fp16; the result must equal each linear quantizing its own input (the same
@@ -61,8 +72,8 @@ def test_fp8_linears_take_their_input_quantized_by_the_kernel_before_them(models
     from kernels.fp8 import FP8Rows
 
     plain, _, prompt = models_and_prompt
-    batch = build_cfg_batch([prompt], plain.cfg.audio_mask_id, "cpu")
-    lm = load_lm(DEMO_MODEL)
+    batch = build_cfg_batch([prompt], plain.cfg.audio_mask_id, DEVICE)
+    lm = load_lm(DEMO_MODEL, DEVICE)
     with torch.inference_mode():
         quantize_(lm, QuantConfig(fp8=("*",)), lambda m: m(batch.input_ids, batch.audio_mask, batch.attn_mask))
     for module in lm.modules():

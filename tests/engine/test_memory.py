@@ -17,7 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-PEAK_LIMIT_MB = 1_500  # measured: 924 MB (2-core x86-64 VM, torch 2.13 CPU, 2026-11-30); 426 MB of it is torch + model
+# What the inputs may add to the peak once torch and the model are loaded. Measured: 924 - 426 = 498 MB (2-core
+# x86-64 VM, torch 2.13 CPU, 2026-11-30); before the limits a 20,000-character transcript alone added ~2,760 MB.
+# The loaded process itself is not bounded here: a CUDA build of torch maps far more at import than a CPU one.
+PEAK_GROWTH_LIMIT_MB = 1_074
 
 
 def largest_accepted_inputs() -> dict:
@@ -51,7 +54,8 @@ def test_peak_memory_for_the_largest_accepted_inputs():
     assert run.returncode == 0, run.stderr[-3000:]
     figures = json.loads(run.stdout.strip().splitlines()[-1])
     assert figures["ref_frames"] >= 59 * 25 and figures["longest_item_s"] > 50, figures  # the worst case ran
-    assert figures["peak_mb"] < PEAK_LIMIT_MB, figures
+    print(f"\npeak RSS {figures['peak_mb']:.0f} MB, {figures['loaded_mb']:.0f} MB of it torch + the loaded model")
+    assert figures["peak_mb"] - figures["loaded_mb"] < PEAK_GROWTH_LIMIT_MB, figures
 
 
 if __name__ == "__main__":
