@@ -141,6 +141,29 @@ def fp8_linear(x: torch.Tensor, smooth: torch.Tensor, qweight: torch.Tensor, wsc
 
 
 @functools.cache
+def accumulator_bits(device: torch.device) -> int:
+    """Bits below the leading one that rowwise `_scaled_mm` keeps of a product it adds to a larger value
+    within one MMA step of 32 products, measured here: row j adds 31 products 2**-j of a first one,
+    and the answer is the largest j whose products all arrive (23 where it sums in fp32, as on CPUs)."""
+    js = torch.arange(7, 25)  # [J]; a's e4m3 codes 2**(15 - j) stay within 2**-9 .. 2**8
+    a = torch.zeros(len(js), 32, device=device)
+    a[:, 0] = 16.0  # with w's 16: the big product 2**8
+    a[:, 1:] = (2.0 ** (15 - js)).to(device)[:, None]  # with w's 2**-7: products 2**(8 - j)
+    w = torch.full((16, 32), 2.0 ** -7, device=device)
+    w[:, 0] = 16.0
+    ones = functools.partial(torch.ones, dtype=torch.float32, device=device)
+    y = torch._scaled_mm(a.to(FP8_DTYPE), w.to(FP8_DTYPE).t(), scale_a=ones(len(js), 1), scale_b=ones(1, 16),
+                         out_dtype=torch.float32)[:, 0].double().cpu()
+    kept = (y - 256.0) == 31 * 2.0 ** (8 - js.double())
+    bits = 0
+    for j, ok in zip(js.tolist(), kept.tolist()):
+        if not ok:
+            break
+        bits = j
+    return bits
+
+
+@functools.cache
 def fp8_supported(device: torch.device) -> bool:
     """True where this path runs: FP8 tensor cores (sm_89+), Triton, and a PyTorch with rowwise `_scaled_mm`."""
     if device.type != "cuda" or not HAS_TRITON or torch.cuda.get_device_capability(device) < (8, 9):

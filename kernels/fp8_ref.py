@@ -7,10 +7,23 @@
 - activations are first divided by the smoothing factors (fp32 IEEE division);
 - y = (codes_x @ codes_w^T) * s_x[:, None] * s_w[None, :] in fp32 (each e4m3 product is exact), plus
   the optional low-rank branch (x_s @ L1) @ L2 and the bias, rounded once to the output dtype.
+
+FP8 tensor cores do not sum in fp32. Measured on an H200 (`python -m tools.kernels.fp8_accumulation`):
+cuBLAS adds each run of 128 products (4 MMA steps of 32) in the MMA's own accumulator, which keeps
+only `kernels.fp8.accumulator_bits` bits below the leading one of the largest value it adds (a product
+2**-14 of it is dropped), and adds the runs in fp32; with `use_fast_accum` it never promotes. So a
+kernel is judged against the exact sum of its quantized operands, with `fp8_sum_and_bound`'s bound
+added to the output-rounding allowance (`fp8_output_ratio`).
 """
+import math
+
 import torch
 
-from kernels.numerics import ieee_div
+from kernels.numerics import fp16_rounding_ratio, ieee_div
+
+FP8_MMA_K = 32  # products one FP8 MMA step adds into its accumulator
+FP8_PROMOTION_K = 128  # products summed in that accumulator before cuBLAS adds them to an fp32 sum
+FP8_BOUND_LAMBDA = 8.0  # Hoeffding: one output passes its bound by chance with probability < 2 exp(-32) ~ 3e-14
 
 FP8_DTYPE = torch.float8_e4m3fn
 FP8_MAX = 448.0
@@ -43,3 +56,50 @@ def fp8_linear_ref(x: torch.Tensor, layer) -> torch.Tensor:
     if layer.bias is not None:
         y += layer.bias.float()
     return y.to(x.dtype).reshape(*x.shape[:-1], y.shape[-1])
+
+
+def fp8_sum_and_bound(codes: torch.Tensor, qweight: torch.Tensor,
+                      acc_bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The exact codes @ qweight^T and, per output, how far FP8 tensor cores may land from it, both
+    float64 [M, N] before the scales.
+
+    Each MMA step aligns its 32 products and the running sum of its run to the largest magnitude it
+    sees, at most mag = |run so far| + sum |products of the step|, and truncates each of those 33
+    addends by less than 2**-acc_bits * mag. Truncating toward zero, each error has the sign opposite
+    to its addend's: independent and symmetric for the random operands the checks draw, so by Hoeffding the
+    sum of all of them stays within LAMBDA * 2**-acc_bits * sqrt(33 * sum over steps of mag^2); the fp32 sums
+    of the runs add at most one fp32 rounding of sum |products| per run.
+    """
+    a, w = codes.double(), qweight.double()  # [M, K], [N, K]; e4m3 values and their products are exact here
+    k = a.shape[1]
+    exact = torch.zeros(a.shape[0], w.shape[0], dtype=torch.float64, device=a.device)
+    run, squares, total_abs = torch.zeros_like(exact), torch.zeros_like(exact), torch.zeros_like(exact)
+    for k0 in range(0, k, FP8_MMA_K):
+        if k0 % FP8_PROMOTION_K == 0:
+            run.zero_()  # promoted: the MMA accumulator starts again
+        step_a, step_w = a[:, k0:k0 + FP8_MMA_K], w[:, k0:k0 + FP8_MMA_K]
+        step_abs = step_a.abs() @ step_w.abs().t()  # [M, N]
+        squares += (run.abs() + step_abs) ** 2
+        step = step_a @ step_w.t()
+        run += step
+        exact += step
+        total_abs += step_abs
+    bound = FP8_BOUND_LAMBDA * 2.0 ** -acc_bits * ((FP8_MMA_K + 1) * squares).sqrt()
+    runs = math.ceil(k / FP8_PROMOTION_K)
+    return exact, bound + runs * torch.finfo(torch.float32).eps * total_abs
+
+
+def fp8_output_ratio(y: torch.Tensor, x: torch.Tensor, layer, acc_bits: int) -> float:
+    """`fp16_rounding_ratio` of a W8A8 FP8 linear's output y against the contract in float64, with the
+    accumulation bound of FP8 tensor cores added to the allowance (<= 1: as accurate as they can be).
+    x and layer as for `fp8_linear_ref`; acc_bits from `kernels.fp8.accumulator_bits` on y's device."""
+    xs = x.reshape(-1, x.shape[-1]).float() / layer.smooth  # [M, K]
+    codes, scales = quantize_rows_fp8_ref(xs)
+    exact, bound = fp8_sum_and_bound(codes, layer.qweight, acc_bits)
+    outer = scales.double()[:, None] * layer.wscales.double()[None, :]  # [M, N]
+    exact, bound = exact * outer, bound * outer
+    if layer.lora_down is not None:
+        exact += (xs.double() @ layer.lora_down.double()) @ layer.lora_up.double().t()
+    if layer.bias is not None:
+        exact += layer.bias.double()
+    return fp16_rounding_ratio(y.reshape(exact.shape), exact.float(), exact.to(x.dtype), slack=bound)

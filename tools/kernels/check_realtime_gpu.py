@@ -3,7 +3,8 @@
 For the qkv / o / gate_up / down shapes at M tokens it
 1. checks every path against its plain-PyTorch reference: W4A4 codes and scales bit-exact, integer
    group sums exact (first 256 rows) for both code containers and both GEMM tiles, output within
-   fp16 rounding (ratio <= 1); FP8 codes and scales bit-exact, output within fp16 rounding;
+   fp16 rounding (ratio <= 1); FP8 codes and scales bit-exact, output within fp16 rounding of the
+   exact sum plus what this GPU's FP8 accumulator may lose (`kernels.fp8_ref.fp8_output_ratio`);
 2. times, per call, replayed from a CUDA graph as the engine runs them (no launch overhead) and with
    the weights of 8 layers in turn (more than L2 holds, as in a forward): cuBLAS fp16; W4A4 quantize,
    GEMM (e4m3 and int8 containers, both tiles) and quantize + GEMM; FP8 quantize, `_scaled_mm` and both;
@@ -20,7 +21,7 @@ import torch
 import triton
 
 from kernels import fp8, w4a4_triton
-from kernels.fp8_ref import fp8_linear_ref, quantize_rows_fp8_ref
+from kernels.fp8_ref import fp8_linear_ref, fp8_output_ratio, quantize_rows_fp8_ref
 from kernels.numerics import fp16_rounding_ratio
 from kernels.w4a4_ref import (
     group_sums_ref,
@@ -98,15 +99,19 @@ def check_w4a4(name: str, x: torch.Tensor, layer: SimpleNamespace) -> list[str]:
 
 
 def check_fp8(name: str, x: torch.Tensor, layer: SimpleNamespace) -> list[str]:
+    """Codes and scales bit-exact; the output within fp16 rounding of the exact sum of the quantized
+    operands plus the accumulation bound of this GPU's FP8 tensor cores (kernels/fp8_ref.py)."""
     failures = []
     codes, scales = fp8.quantize_act_fp8(x, layer.smooth)
     want_codes, want_scales = quantize_rows_fp8_ref(x.float() / layer.smooth)
     if not (torch.equal(codes.view(torch.uint8), want_codes.view(torch.uint8)) and torch.equal(scales, want_scales)):
         failures.append(f"{name}: FP8 codes or scales differ from the reference")
     y = fp8.fp8_linear(x, layer.smooth, layer.qweight, layer.wscales)
-    ratio = fp16_rounding_ratio(y, fp8_linear_ref(x.float(), layer), fp8_linear_ref(x, layer))
+    ratio = fp8_output_ratio(y, x, layer, fp8.accumulator_bits(x.device))
+    fp32_ratio = fp16_rounding_ratio(y, fp8_linear_ref(x.float(), layer), fp8_linear_ref(x, layer))
+    print(f"   {name}: FP8 output {ratio:.3f} x its allowance ({fp32_ratio:.3f} x fp16 rounding of an fp32 sum)")
     if ratio > 1:
-        failures.append(f"{name}: FP8 output {ratio:.3f} x the fp16 rounding allowance")
+        failures.append(f"{name}: FP8 output {ratio:.3f} x its allowance")
     return failures
 
 
@@ -167,6 +172,7 @@ def main() -> int:
         return 2
 
     failures = []
+    print(f"FP8 accumulator here: {fp8.accumulator_bits(device)} bits below the leading one (fp32: 23)")
     for name, k, n in SHAPES:
         x = make_input(args.m, k, seed=0)
         failures += check_w4a4(name, x, make_w4a4(k, n, seed=0))
