@@ -10,43 +10,43 @@ from collections.abc import Callable
 
 from engine.audio import asr
 from engine.hub import HubModel
-from engine.verify import verifier as verifier_module
-from engine.verify.policy import VerifyMode, VerifyPolicy
-from engine.verify.verdict import Thresholds
-from engine.verify.verifier import Verifier
+from engine.checks import checker as checker_module
+from engine.checks.policy import CheckMode, CheckPolicy
+from engine.checks.verdict import Thresholds
+from engine.checks.checker import Checker
 
 from .settings import Settings
 
-MODES = [("Off", VerifyMode.OFF.value), ("Check only", VerifyMode.CHECK.value),
-         ("Retake on failure", VerifyMode.RETAKE.value), ("Best of N", VerifyMode.BEST_OF_N.value)]
+MODES = [("Off", CheckMode.OFF.value), ("Check only", CheckMode.CHECK.value),
+         ("Retake on failure", CheckMode.RETAKE.value), ("Best of N", CheckMode.BEST_OF_N.value)]
 
 
-def policy_from(settings: Settings) -> VerifyPolicy:
-    return VerifyPolicy(settings.check_mode, settings.check_candidates, settings.check_retries,
+def policy_from(settings: Settings) -> CheckPolicy:
+    return CheckPolicy(settings.check_mode, settings.check_candidates, settings.check_retries,
                         Thresholds(max_wer=settings.check_max_wer, min_similarity=settings.check_min_similarity))
 
 
 def models() -> dict[str, HubModel]:
     """The model each model-backed check needs (looked up at call time: tests point them elsewhere)."""
-    return {"words": asr.WHISPER, "voice": verifier_module.SPEAKER_MODEL}
+    return {"words": asr.WHISPER, "voice": checker_module.SPEAKER_MODEL}
 
 
 class CheckService:
     def __init__(self, device: Callable[[], object]):
         self._device = device
-        self._verifier: Verifier | None = None
+        self._checker: Checker | None = None
         self._lock = threading.Lock()
 
     def missing(self) -> dict[str, HubModel]:
         """Model-backed checks whose model is not on this computer (no network)."""
         return {name: m for name, m in models().items() if m.local_folder() is None}
 
-    def verifier(self) -> Verifier:
+    def checker(self) -> Checker:
         """The checkers, loaded on first use. Call it on the GPU worker (it may load models there)."""
         with self._lock:
-            if self._verifier is None:
-                self._verifier = Verifier.load(self._device())
-            return self._verifier
+            if self._checker is None:
+                self._checker = Checker.load(self._device())
+            return self._checker
 
     def plan_download(self) -> tuple[dict[str, HubModel], int]:
         """The missing models and their total size in bytes (asks the hub; raises offline)."""
@@ -58,7 +58,7 @@ class CheckService:
         for model in self.missing().values():
             model.download(progress)
         with self._lock:
-            self._verifier = None
+            self._checker = None
 
 
 def badge_html(parts: list[dict], skipped: dict | None = None) -> str:

@@ -42,7 +42,7 @@ class AppContext:
     notices: list[str] = field(default_factory=list)  # said once, on the next page that opens
     live: dict = field(default_factory=dict)  # session -> LiveMetrics of the generation its page runs last
     settings_revision: int = 0  # counts saves, so open pages can tell they show old settings
-    checks: CheckService = field(init=False)  # the take checks (docs/verify.md)
+    checks: CheckService = field(init=False)  # the take checks (docs/checks.md)
     _voices: OrderedDict = field(default_factory=OrderedDict)
     _voices_lock: threading.Lock = field(default_factory=threading.Lock)
     _notices_lock: threading.Lock = field(default_factory=threading.Lock)

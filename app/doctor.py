@@ -17,62 +17,62 @@ MIN_FREE_GB = 1.0
 
 
 @dataclass(frozen=True)
-class Check:
+class SetupCheck:
     name: str
     status: str  # ok | warn | FAIL
     detail: str
     fix: str = ""
 
 
-def check_python() -> Check:
+def check_python() -> SetupCheck:
     version = platform.python_version()
     if sys.version_info < (3, 10):
-        return Check("Python", FAIL, version, "Install Python 3.10 or newer.")
-    return Check("Python", OK, version)
+        return SetupCheck("Python", FAIL, version, "Install Python 3.10 or newer.")
+    return SetupCheck("Python", OK, version)
 
 
-def check_gpu() -> Check:
+def check_gpu() -> SetupCheck:
     try:
         import torch
     except ImportError:
-        return Check("GPU", FAIL, "PyTorch is not installed", "pip install torch (Linux wheels include CUDA).")
+        return SetupCheck("GPU", FAIL, "PyTorch is not installed", "pip install torch (Linux wheels include CUDA).")
     if not torch.cuda.is_available():
         if torch.version.cuda is None:
-            return Check("GPU", WARN, f"PyTorch {torch.__version__} is a CPU-only build: generation runs on the "
+            return SetupCheck("GPU", WARN, f"PyTorch {torch.__version__} is a CPU-only build: generation runs on the "
                          "CPU, far slower than real time",
                          "On a computer with an NVIDIA GPU: pip install --force-reinstall torch (the Linux wheels "
                          "on PyPI are CUDA builds).")
-        return Check("GPU", WARN, "No NVIDIA GPU is visible to PyTorch: generation runs on the CPU",
+        return SetupCheck("GPU", WARN, "No NVIDIA GPU is visible to PyTorch: generation runs on the CPU",
                      "Install the NVIDIA driver (nvidia-smi must list your GPU), then restart.")
     props = torch.cuda.get_device_properties(0)
     detail = (f"{props.name}, sm_{props.major}{props.minor}, {props.total_memory / 2**30:.1f} GiB, "
               f"CUDA {torch.version.cuda}")
     if props.total_memory < 4 * 2**30:
-        return Check("GPU", WARN, detail + ": less than 4 GiB of memory",
+        return SetupCheck("GPU", WARN, detail + ": less than 4 GiB of memory",
                      "Close other GPU programs or use a larger GPU.")
-    return Check("GPU", OK, detail)
+    return SetupCheck("GPU", OK, detail)
 
 
-def check_driver() -> Check:
+def check_driver() -> SetupCheck:
     smi = shutil.which("nvidia-smi")
     if smi is None:
-        return Check("NVIDIA driver", WARN, "nvidia-smi not found",
+        return SetupCheck("NVIDIA driver", WARN, "nvidia-smi not found",
                      "Install the NVIDIA driver for your GPU (Ubuntu: sudo ubuntu-drivers install).")
     try:
         out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
                              check=False, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as err:
-        return Check("NVIDIA driver", WARN, f"nvidia-smi failed ({err})", "Reinstall the NVIDIA driver.")
+        return SetupCheck("NVIDIA driver", WARN, f"nvidia-smi failed ({err})", "Reinstall the NVIDIA driver.")
     if out.returncode != 0 or not out.stdout.strip():
-        return Check("NVIDIA driver", WARN, (out.stderr or out.stdout).strip()[:200] or "no GPU listed",
+        return SetupCheck("NVIDIA driver", WARN, (out.stderr or out.stdout).strip()[:200] or "no GPU listed",
                      "Reinstall the NVIDIA driver, then reboot.")
-    return Check("NVIDIA driver", OK, out.stdout.strip().splitlines()[0])
+    return SetupCheck("NVIDIA driver", OK, out.stdout.strip().splitlines()[0])
 
 
-def check_ffmpeg() -> Check:
+def check_ffmpeg() -> SetupCheck:
     ffmpeg = shutil.which("ffmpeg")
     if ffmpeg is None:
-        return Check("ffmpeg", WARN, "not found: reference clips from phones and browsers (.m4a, .webm) cannot "
+        return SetupCheck("ffmpeg", WARN, "not found: reference clips from phones and browsers (.m4a, .webm) cannot "
                      "be read, and Studio exports fail (their loudness is set with ffmpeg)",
                      "Install ffmpeg (Debian/Ubuntu: sudo apt-get install ffmpeg; macOS: brew install ffmpeg; "
                      "Windows: winget install ffmpeg) and restart.")
@@ -80,22 +80,22 @@ def check_ffmpeg() -> Check:
         version = subprocess.run([ffmpeg, "-version"], capture_output=True, check=False, text=True, timeout=20)
         first = version.stdout.splitlines()
     except (OSError, subprocess.TimeoutExpired) as err:
-        return Check("ffmpeg", WARN, f"{ffmpeg} does not run ({err})", "Reinstall ffmpeg.")
-    return Check("ffmpeg", OK, first[0] if first else ffmpeg)
+        return SetupCheck("ffmpeg", WARN, f"{ffmpeg} does not run ({err})", "Reinstall ffmpeg.")
+    return SetupCheck("ffmpeg", OK, first[0] if first else ffmpeg)
 
 
-def check_speakers() -> Check:
+def check_speakers() -> SetupCheck:
     from .playback import probe
 
     status = probe()
     if not status.available:
-        return Check("Speakers", WARN, status.reason,
+        return SetupCheck("Speakers", WARN, status.reason,
                      "Optional. Install libportaudio2 (Debian/Ubuntu) and connect an output device.")
     default = next((d.name for d in status.devices if d.is_default), status.devices[0].name)
-    return Check("Speakers", OK, f"{len(status.devices)} output device(s), default: {default}")
+    return SetupCheck("Speakers", OK, f"{len(status.devices)} output device(s), default: {default}")
 
 
-def check_model(model: str | None) -> Check:
+def check_model(model: str | None) -> SetupCheck:
     from engine.constants import HUB_ID
     from engine.errors import CheckpointError
     from engine.lm.checkpoint import ENV_VAR, validate_checkpoint
@@ -108,17 +108,17 @@ def check_model(model: str | None) -> Check:
         try:
             folder = Path(snapshot_download(source, local_files_only=True))
         except Exception:  # not in the local cache (huggingface_hub raises several kinds)
-            return Check("Model", WARN, f"{source} is not downloaded yet",
+            return SetupCheck("Model", WARN, f"{source} is not downloaded yet",
                          f"The first start downloads it (about {DOWNLOAD_GB} GB; needs the internet), "
                          f"or pass --model DIR / set {ENV_VAR}=DIR to use a copy you already have.")
     try:
         validate_checkpoint(folder)
     except CheckpointError as err:
-        return Check("Model", FAIL, str(err).split(" Fix it")[0], "Download the model again, or pass --model DIR.")
-    return Check("Model", OK, str(folder))
+        return SetupCheck("Model", FAIL, str(err).split(" Fix it")[0], "Download the model again, or pass --model DIR.")
+    return SetupCheck("Model", OK, str(folder))
 
 
-def check_disk() -> Check:
+def check_disk() -> SetupCheck:
     from .storage import AppDirs
 
     dirs = AppDirs.default()
@@ -132,14 +132,14 @@ def check_disk() -> Check:
     folder, free_gb = worst
     detail = f"{free_gb:.1f} GB free at {folder}"
     if free_gb < MIN_FREE_GB:
-        return Check("Disk space", FAIL, detail, "Free some disk space, or set VOICEDESK_HOME / HF_HOME to a "
+        return SetupCheck("Disk space", FAIL, detail, "Free some disk space, or set VOICEDESK_HOME / HF_HOME to a "
                      "folder on a larger disk.")
     if free_gb < DOWNLOAD_GB + MIN_FREE_GB:
-        return Check("Disk space", WARN, detail, f"The model download needs about {DOWNLOAD_GB} GB: free some space.")
-    return Check("Disk space", OK, detail)
+        return SetupCheck("Disk space", WARN, detail, f"The model download needs about {DOWNLOAD_GB} GB: free some space.")
+    return SetupCheck("Disk space", OK, detail)
 
 
-def check_folders() -> Check:
+def check_folders() -> SetupCheck:
     from .storage import AppDirs
 
     dirs = AppDirs.default()
@@ -149,12 +149,12 @@ def check_folders() -> Check:
         probe_file.write_text("ok")
         probe_file.unlink()
     except OSError as err:
-        return Check("App folders", FAIL, f"cannot write to {dirs.data} ({err})",
+        return SetupCheck("App folders", FAIL, f"cannot write to {dirs.data} ({err})",
                      "Fix the folder's permissions, or set VOICEDESK_HOME to a writable folder.")
-    return Check("App folders", OK, f"voices and history in {dirs.data}")
+    return SetupCheck("App folders", OK, f"voices and history in {dirs.data}")
 
 
-def check_gradio() -> Check:
+def check_gradio() -> SetupCheck:
     """The installed Gradio against the range this package asks for (pyproject.toml, the one home of it);
     read from the packages' metadata, so the doctor never imports Gradio itself."""
     from importlib.metadata import PackageNotFoundError, requires, version
@@ -169,22 +169,22 @@ def check_gradio() -> Check:
     try:
         installed = version("gradio")
     except PackageNotFoundError:
-        return Check("Gradio", FAIL, "not installed", fix)
+        return SetupCheck("Gradio", FAIL, "not installed", fix)
     if wanted is not None and not wanted.specifier.contains(installed, prereleases=True):
-        return Check("Gradio", FAIL, f"{installed} (needs {wanted.specifier}: the app relies on this line of "
+        return SetupCheck("Gradio", FAIL, f"{installed} (needs {wanted.specifier}: the app relies on this line of "
                      "releases, and older ones have known security holes)", fix)
-    return Check("Gradio", OK, installed)
+    return SetupCheck("Gradio", OK, installed)
 
 
-def run_checks(model: str | None = None) -> list[Check]:
-    checks: list[Callable[[], Check]] = [check_python, check_gpu, check_driver, check_ffmpeg, check_speakers,
+def run_checks(model: str | None = None) -> list[SetupCheck]:
+    checks: list[Callable[[], SetupCheck]] = [check_python, check_gpu, check_driver, check_ffmpeg, check_speakers,
                                          lambda: check_model(model), check_disk, check_folders, check_gradio]
     results = []
     for check in checks:
         try:
             results.append(check())
         except Exception as err:  # a broken check must not hide the others
-            results.append(Check(getattr(check, "__name__", "check"), WARN, f"could not be checked ({err})"))
+            results.append(SetupCheck(getattr(check, "__name__", "check"), WARN, f"could not be checked ({err})"))
     return results
 
 

@@ -17,8 +17,8 @@ from engine.audio.pcm import to_int16
 from engine.config import GenerationConfig
 from engine.constants import SAMPLE_RATE
 from engine.errors import Cancelled
-from engine.verify.policy import VerifyMode, VerifyPolicy
-from engine.verify.takes import Checks
+from engine.checks.policy import CheckMode, CheckPolicy
+from engine.checks.takes import Checks
 from engine.voice import Voice
 
 from .checks import policy_from
@@ -61,7 +61,7 @@ class Progress:
 
 
 def submit(ctx: AppContext, request: GenerationRequest, owner: str, lane: str | None = None,
-           policy: VerifyPolicy | None = None) -> tuple[Job, LiveMetrics]:
+           policy: CheckPolicy | None = None) -> tuple[Job, LiveMetrics]:
     """Queue one generation on the GPU worker: its items are (seconds since it started, AudioChunk).
     With a `policy` other than off, each chunk's take is checked and carries its verdict."""
     engine = ctx.host.engine
@@ -70,8 +70,8 @@ def submit(ctx: AppContext, request: GenerationRequest, owner: str, lane: str | 
 
     def produce(cancel):
         start = time.perf_counter()
-        checked = policy is not None and policy.mode != VerifyMode.OFF
-        checks = Checks(policy, ctx.checks.verifier()) if checked else None  # on the worker: may load models
+        checked = policy is not None and policy.mode != CheckMode.OFF
+        checks = Checks(policy, ctx.checks.checker()) if checked else None  # on the worker: may load models
         for chunk in engine.stream(request.text, request.voice, instruct=request.instruct, language=request.language,
                                    config=request.config, cancel=cancel, checks=checks):
             yield time.perf_counter() - start, chunk
@@ -98,7 +98,7 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[Pro
     notices = list(request.voice.notes) if request.voice is not None else []  # e.g. only the start of a long clip
     player = _open_speakers(request, rate, notices)
     policy = policy_from(ctx.settings)
-    checked = policy.mode != VerifyMode.OFF
+    checked = policy.mode != CheckMode.OFF
     parts: list[dict] = []  # the verdict of each streamed part, when checked
     job, metrics = submit(ctx, request, owner, policy=policy)
     ctx.live[owner] = metrics  # where the page's own first-sound figure arrives
@@ -146,7 +146,7 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[Pro
     yield progress("finished", done, entry_id=entry.id)
 
 
-def checks_summary(policy: VerifyPolicy, parts: list[dict]) -> dict:
+def checks_summary(policy: CheckPolicy, parts: list[dict]) -> dict:
     """What the badge, the APIs and the history get: the rules and every checked part so far."""
     skipped = {name: why for part in parts for name, why in part["skipped"].items()}
     return {"mode": policy.mode.value, "passed": all(p["passed"] for p in parts), "parts": list(parts),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from engine.text.languages import language_ids
 from engine.text.normalize import normalize_available
-from engine.verify.policy import VerifyMode
+from engine.checks.policy import CheckMode
 
 from .storage import atomic_write_json, read_json
 
@@ -26,7 +26,7 @@ class Settings:
     denoise: bool = True
     preprocess: bool = True
     postprocess: bool = True
-    check_mode: str = "off"  # off | check | retake | best_of_n (docs/verify.md)
+    check_mode: str = "off"  # off | check | retake | best_of_n (docs/checks.md)
     check_candidates: int = 3  # best of N
     check_retries: int = 2  # retake on failure: at most this many more takes
     check_max_wer: float = 0.2
@@ -86,7 +86,7 @@ class Settings:
 
 # What a value may be beyond its type, the one home of these bounds: the widgets that show a setting
 # (app/ui/advanced.py, app/ui/checks.py) and the API's fields (app/api/schemas.py) read them from here.
-CHOICES = {"mode": ("hifi", "realtime", "eager"), "check_mode": tuple(m.value for m in VerifyMode)}
+CHOICES = {"mode": ("hifi", "realtime", "eager"), "check_mode": tuple(m.value for m in CheckMode)}
 RANGES = {"steps": (4, 64), "guidance": (0.0, 4.0), "pad": (0.0, 1.0), "fade": (0.0, 0.5),
           "history_max_entries": (1, 100_000),
           "history_max_mb": (1, 1_000_000), "api_max_waiting": (1, 1_000), "check_candidates": (2, 8),

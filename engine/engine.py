@@ -33,9 +33,9 @@ from engine.text.clean import add_punctuation, clean_text
 from engine.text.languages import resolve_language
 from engine.text.limits import MAX_TRANSCRIPT_CHARS, check_length, check_request
 from engine.text.normalize import normalize_text
-from engine.verify.policy import VerifyMode
-from engine.verify.takes import Checks, checked_take
-from engine.verify.verdict import Verdict
+from engine.checks.policy import CheckMode
+from engine.checks.takes import Checks, checked_take
+from engine.checks.verdict import Verdict
 from engine.voice import Voice
 
 log = logging.getLogger(__name__)
@@ -233,8 +233,8 @@ class Engine:
             cfg = cfg.replace(normalize_text=False)
         pieces = stream_chunks(text)
         seed = self._seed(cfg)
-        checking = checks is not None and checks.policy.mode != VerifyMode.OFF
-        reference = checks.verifier.embed(self.reference_audio(voice), SAMPLE_RATE) if checking and voice else None
+        checking = checks is not None and checks.policy.mode != CheckMode.OFF
+        reference = checks.checker.embed(self.reference_audio(voice), SAMPLE_RATE) if checking and voice else None
         first_audio_s = None
         for index, piece in enumerate(pieces):
             share = len(piece) / len(text)  # a fixed duration is shared out by length
@@ -249,7 +249,7 @@ class Engine:
                 first_audio_s = time.perf_counter() - t0
             if voice is None and instruct is None and index == 0 and len(pieces) > 1:
                 voice = Voice(tokens=result.tokens[0].cpu(), transcript=piece, rms=None)
-                reference = checks.verifier.embed(result.audio, SAMPLE_RATE) if checking else None
+                reference = checks.checker.embed(result.audio, SAMPLE_RATE) if checking else None
             timings = result.timings
             timings.first_audio_s = first_audio_s
             yield AudioChunk(result.audio, SAMPLE_RATE, index, piece, index == len(pieces) - 1, timings,

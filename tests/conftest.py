@@ -1,7 +1,7 @@
 """Test-session setup that must happen before any test module is imported, and the tiny RANDOM-weight
 helper models (a WavLM x-vector speaker model, a Whisper recogniser) written into tmp folders: they
 exercise the real loading and inference code of the take checks, not the real models' accuracy
-(docs/verify.md)."""
+(docs/checks.md)."""
 import json
 import os
 import tempfile

@@ -13,7 +13,7 @@ Measured:
           fail), the equal error rate and the threshold where it occurs;
   signal  each clip as is (should pass), with a 2 s pause, an 80 ms dropout, or 4x gain (clipped).
 For each check: the pass rate on good material and the fail rate on bad material at the current
-thresholds, so the defaults in engine/verify/verdict.py can be judged and changed.
+thresholds, so the defaults in engine/checks/verdict.py can be judged and changed.
 """
 from __future__ import annotations
 
@@ -26,11 +26,11 @@ import numpy as np
 
 from engine.audio.io import load_clip
 from engine.constants import SAMPLE_RATE
-from engine.verify.signal import check_signal
-from engine.verify.verdict import Thresholds
-from engine.verify.verifier import Verifier
-from engine.verify.voice import similarity
-from engine.verify.words import check_words
+from engine.checks.signal import check_signal
+from engine.checks.verdict import Thresholds
+from engine.checks.checker import Checker
+from engine.checks.voice import similarity
+from engine.checks.words import check_words
 
 
 def read_corpus(root: Path) -> dict[str, list[tuple[np.ndarray, str]]]:
@@ -82,17 +82,17 @@ def main(argv=None) -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     th = Thresholds()
-    verifier = Verifier.load(args.device)
-    if verifier.unavailable:
-        raise SystemExit("The real models are needed: " + "; ".join(verifier.unavailable.values()))
+    checker = Checker.load(args.device)
+    if checker.unavailable:
+        raise SystemExit("The real models are needed: " + "; ".join(checker.unavailable.values()))
     corpus = read_corpus(args.folder)
     clips = [(speaker, wave, text) for speaker, items in corpus.items() for wave, text in items]
 
-    heard = [verifier.transcribe(wave, SAMPLE_RATE) or "" for _, wave, _ in clips]
+    heard = [checker.transcribe(wave, SAMPLE_RATE) or "" for _, wave, _ in clips]
     wer_good = [check_words(text, h, th.max_wer) for (_, _, text), h in zip(clips, heard)]
     wer_bad = [check_words(damaged_text(text), h, th.max_wer) for (_, _, text), h in zip(clips, heard)]
 
-    emb = [verifier.embed(wave, SAMPLE_RATE) for _, wave, _ in clips]
+    emb = [checker.embed(wave, SAMPLE_RATE) for _, wave, _ in clips]
     same, different = [], []
     for i, j in itertools.combinations(range(len(clips)), 2):
         (same if clips[i][0] == clips[j][0] else different).append(similarity(emb[i], emb[j]))

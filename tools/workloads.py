@@ -1,7 +1,8 @@
 """The fixed, representative workload set every speed and fidelity figure is measured on.
 
 Reference clips of about 3, 6 and 10 s; outputs of about 3, 10 and 25 s; English, Vietnamese and
-Chinese; plus the baseline request of ../shared/baseline (6 s reference, 11.4 s asked -> 11.6 s out).
+Chinese; plus the baseline request, the one upstream was first measured on (BENCHMARKS.md): 6 s reference,
+11.4 s asked -> 11.6 s out.
 Output lengths are fixed with `duration` so that every mode (and upstream) runs the same shapes.
 The reference clips are synthetic voiced signals (harmonics with vibrato and pauses): with random
 weights the content does not matter, and with real weights they still exercise the same shapes."""

@@ -18,7 +18,7 @@ from engine.text.instruct import canonical_instruct
 from engine.text.languages import resolve_language
 from engine.text.limits import MAX_INSTRUCT_CHARS, MAX_TEXT_CHARS, check_length
 from engine.text.tokens import encode_text
-from engine.verify.policy import VerifyMode
+from engine.checks.policy import CheckMode
 
 from .. import generation
 from ..checks import policy_from
@@ -93,8 +93,8 @@ class SpeechStream:
         generation.record(self.ctx, self.request, self.job, self.metrics, audio, source="api", checks=self.checks())
 
     def checks(self) -> dict | None:
-        """The take checks of the parts made so far (docs/verify.md), or None when checks are off."""
-        return generation.checks_summary(self.policy, self.verdicts) if self.policy.mode != VerifyMode.OFF else None
+        """The take checks of the parts made so far (docs/checks.md), or None when checks are off."""
+        return generation.checks_summary(self.policy, self.verdicts) if self.policy.mode != CheckMode.OFF else None
 
     def cancel(self) -> None:
         """Stop the generation: at its next step if it runs, at once if it still waits (its place is freed)."""

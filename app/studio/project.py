@@ -2,7 +2,8 @@
 
     studio/<slug>/project.json        name, dates, script text, settings, per line: its takes and the kept one
                   takes/<id>.flac     a take's audio, named by a hash of its samples (each take stored once)
-                  voices/<name>/      the voice a designed or automatic speaker keeps (its first rendered line)
+                  voices/<hash>/      the voice a designed or automatic speaker keeps (its first rendered line),
+                                      named by the first 16 hex digits of the SHA-256 of the speaker's name
 
 project.json is rewritten atomically after every take, so a crash or Stop loses at most the line being
 rendered, and reopening the project resumes where it stopped. A line is known by a key made of what
@@ -36,7 +37,7 @@ class ProjectError(VoiceDeskError):
 
 
 @dataclass
-class Settings:
+class ProjectSettings:
     """How a project renders and exports; every field has a default a person never needs to change."""
 
     narrator: str | None = None  # saved voice for lines without a name; None: a voice the model picks
@@ -49,7 +50,7 @@ class Settings:
     true_peak_db: float = -2.0
 
     @classmethod
-    def from_json(cls, value: dict | None) -> Settings:
+    def from_json(cls, value: dict | None) -> ProjectSettings:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in (value or {}).items() if k in known})
 
@@ -61,7 +62,7 @@ class Take:
     seconds: float
     render_s: float  # how long it took to generate (for the RTF and the time left)
     created: str
-    checks: dict | None = None  # the take checks' verdict (engine/verify), when checks were on
+    checks: dict | None = None  # the take checks' verdict (engine/checks), when checks were on
 
 
 @dataclass
@@ -85,7 +86,7 @@ class Project:
         self.name: str = data["name"]
         self.created: str = data.get("created", "")
         self.script: str = data.get("script", "")
-        self.settings = Settings.from_json(data.get("settings"))
+        self.settings = ProjectSettings.from_json(data.get("settings"))
         self.lines: dict[str, LineTakes] = {
             key: LineTakes([Take(**t) for t in value.get("takes", [])], value.get("chosen"))
             for key, value in data.get("lines", {}).items()}
@@ -130,7 +131,7 @@ class Project:
 
     def update_settings(self, **changes) -> None:
         with self._lock:
-            self.settings = Settings.from_json({**asdict(self.settings), **changes})
+            self.settings = ProjectSettings.from_json({**asdict(self.settings), **changes})
             self.save()
 
     def add_take(self, key: str, audio: np.ndarray, rate: int, seed: int, render_s: float,

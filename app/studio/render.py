@@ -21,8 +21,8 @@ from engine.config import GenerationConfig
 from engine.constants import SAMPLE_RATE
 from engine.errors import Cancelled, VoiceDeskError
 from engine.request import SpeechRequest
-from engine.verify.policy import VerifyMode
-from engine.verify.takes import Checks, checked_take
+from engine.checks.policy import CheckMode
+from engine.checks.takes import Checks, checked_take
 from engine.voice import Voice
 
 from .plan import Cue, Speaker, speech_seconds
@@ -101,7 +101,7 @@ def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callabl
     """Render `cues` in order into `project`. `saved_voice(name)` loads a saved voice; `new_seed` draws a
     fresh seed even for lines whose options fix one (a retake). With `checks`, each line's take is
     checked (retaken, or the best of N kept) by its policy and the take keeps its verdict."""
-    checking = checks is not None and checks.policy.mode != VerifyMode.OFF
+    checking = checks is not None and checks.policy.mode != CheckMode.OFF
     voices: dict[str, Voice | None] = {}
     references: dict[str, object] = {}  # speaker -> speaker embedding of its voice, for the voice check
     settings = project.settings
@@ -124,7 +124,7 @@ def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callabl
             verdict = None
             if checking:
                 if voice is not None and speaker.key not in references:
-                    references[speaker.key] = checks.verifier.embed(engine.reference_audio(voice), SAMPLE_RATE)
+                    references[speaker.key] = checks.checker.embed(engine.reference_audio(voice), SAMPLE_RATE)
                 result, verdict = checked_take(engine, request, cancel=cancel, checks=checks,
                                                reference=references.get(speaker.key))
             else:

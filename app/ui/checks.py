@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from engine.verify.policy import VerifyPolicy
-from engine.verify.verdict import Thresholds
+from engine.checks.policy import CheckPolicy
+from engine.checks.verdict import Thresholds
 
 from ..checks import MODES
 from ..context import AppContext
@@ -77,7 +77,7 @@ def register_checks_api(ctx: AppContext) -> None:
                    min_similarity: float = 0.75) -> dict:
         """Check every generated line from now on (mode: off, check, retake, best_of_n); returns the
         settings and which checks cannot run on this computer, with why."""
-        policy = VerifyPolicy(mode, int(candidates), int(retries), Thresholds(float(max_wer), float(min_similarity)))
+        policy = CheckPolicy(mode, int(candidates), int(retries), Thresholds(float(max_wer), float(min_similarity)))
         ctx.save_settings(check_mode=policy.mode.value, check_candidates=policy.candidates,
                           check_retries=policy.retries, check_max_wer=policy.thresholds.max_wer,
                           check_min_similarity=policy.thresholds.min_similarity)

@@ -11,8 +11,8 @@ import numpy as np
 from engine.audio.pcm import to_int16
 from engine.constants import SAMPLE_RATE
 from engine.errors import Cancelled
-from engine.verify.policy import VerifyMode
-from engine.verify.takes import Checks
+from engine.checks.policy import CheckMode
+from engine.checks.takes import Checks
 
 from ..checks import policy_from
 from ..context import AppContext
@@ -155,7 +155,7 @@ def build_studio_tab(ctx: AppContext, library_version: gr.State) -> gr.Button:
         policy = policy_from(ctx.settings)
 
         def render(cancel):  # on the GPU worker, which loads the checkers on first use
-            checks = Checks(policy, ctx.checks.verifier()) if policy.mode != VerifyMode.OFF else None
+            checks = Checks(policy, ctx.checks.checker()) if policy.mode != CheckMode.OFF else None
             return render_lines(engine, project_, todo, ctx.library.find_voice, cancel, new_seed=key is not None,
                                 checks=checks)
 

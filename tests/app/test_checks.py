@@ -6,9 +6,9 @@ from app.checks import CheckService, badge_html, policy_from, summary
 from app.settings import Settings
 from engine.audio import asr
 from engine.hub import HubModel
-from engine.verify import verifier as verifier_module
-from engine.verify.policy import VerifyMode
-from engine.verify.verdict import Check, Verdict
+from engine.checks import checker as checker_module
+from engine.checks.policy import CheckMode
+from engine.checks.verdict import Check, Verdict
 
 
 def part(*checks: Check, attempts: int = 1, skipped=None) -> dict:
@@ -25,7 +25,7 @@ def test_settings_make_the_policy_and_bad_values_fall_back(tmp_path):
                                 "check_min_similarity": 7.0, "check_retries": "two"}))
     settings, problems = Settings.check(path)
     policy = policy_from(settings)
-    assert policy.mode is VerifyMode.BEST_OF_N and policy.candidates == 4 and policy.thresholds.max_wer == 0.1
+    assert policy.mode is CheckMode.BEST_OF_N and policy.candidates == 4 and policy.thresholds.max_wer == 0.1
     assert policy.thresholds.min_similarity == 0.75 and policy.retries == 2  # out of range / wrong type: defaults
     assert len(problems) == 2
     path.write_text(json.dumps({"check_mode": "sometimes"}))
@@ -48,7 +48,7 @@ def test_history_summary():
 
 def test_missing_models_are_found_without_the_network(monkeypatch, tmp_path, tiny_speaker_model):
     monkeypatch.setattr(asr, "WHISPER", HubModel(str(tmp_path / "nowhere"), "test"))
-    monkeypatch.setattr(verifier_module, "SPEAKER_MODEL", HubModel(tiny_speaker_model, "test"))
+    monkeypatch.setattr(checker_module, "SPEAKER_MODEL", HubModel(tiny_speaker_model, "test"))
     service = CheckService(lambda: "cpu")
     assert list(service.missing()) == ["words"]
-    assert set(service.verifier().unavailable) == {"words"} and service.verifier() is service.verifier()
+    assert set(service.checker().unavailable) == {"words"} and service.checker() is service.checker()

@@ -92,7 +92,7 @@ print(json.dumps({"plan": plan, "seen": seen, "folder": folder}))""", hub, cache
     asked = len(hub.requests)
     offline = in_a_fresh_process(use + """
 import numpy as np
-from engine.verify.voice import SpeakerEncoder
+from engine.checks.voice import SpeakerEncoder
 folder = model.local_folder()
 vector = SpeakerEncoder(folder).embed(np.random.default_rng(0).standard_normal(16000).astype(np.float32), 16000)
 print(json.dumps({"folder": folder, "norm": float(vector.norm())}))""", hub, cache, HF_HUB_OFFLINE="1")

@@ -9,11 +9,11 @@ from app.studio import render as studio_render
 from engine.engine import Engine
 from engine.lm.plan import plan_request
 from engine.request import SpeechRequest
-from engine.verify.takes import checked_take
-from engine.verify.verifier import Verifier
+from engine.checks.takes import checked_take
+from engine.checks.checker import Checker
 
 CHAIN = [Engine.synthesize, Engine.takes, Engine.stream, Engine.first_step_logits, Engine._request,
-         Verifier.check, studio_render._made_voice]
+         Checker.check, studio_render._made_voice]
 STRINGS_THAT_LOOK_ALIKE = ("instruct", "language")
 
 

@@ -8,7 +8,7 @@ import soundfile as sf
 
 from engine.audio import asr
 from engine.hub import HubModel
-from engine.verify import verifier as verifier_module
+from engine.checks import checker as checker_module
 from sounds import RATE, buzz
 from tools.calibrate_checks import damaged_text, equal_error, main
 
@@ -26,7 +26,7 @@ def test_damaged_text_drops_and_repeats_a_word():
 
 def test_report_on_a_tiny_corpus(tmp_path, monkeypatch, tiny_whisper, tiny_speaker_model):
     monkeypatch.setattr(asr, "WHISPER", HubModel(tiny_whisper, "test"))
-    monkeypatch.setattr(verifier_module, "SPEAKER_MODEL", HubModel(tiny_speaker_model, "test"))
+    monkeypatch.setattr(checker_module, "SPEAKER_MODEL", HubModel(tiny_speaker_model, "test"))
     for speaker, f0 in (("low", 120.0), ("high", 220.0)):
         for n, seconds in enumerate((1.5, 2.0)):
             folder = tmp_path / "corpus" / speaker

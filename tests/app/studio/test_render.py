@@ -240,13 +240,13 @@ def test_checked_render_keeps_each_takes_verdict(engine, library, tmp_path, tiny
     """Checks on (best of 2; signal checks and a tiny RANDOM speaker model, no recogniser): every line's
     kept take carries its verdict, which survives reopening the project and shows in the lines table."""
     from app.ui.studio_parts import rows, take_details
-    from engine.verify.policy import VerifyMode, VerifyPolicy
-    from engine.verify.takes import Checks
-    from engine.verify.verifier import Verifier
-    from engine.verify.voice import SpeakerEncoder
+    from engine.checks.policy import CheckMode, CheckPolicy
+    from engine.checks.takes import Checks
+    from engine.checks.checker import Checker
+    from engine.checks.voice import SpeakerEncoder
 
-    checks = Checks(VerifyPolicy(VerifyMode.BEST_OF_N, candidates=2),
-                    Verifier(None, SpeakerEncoder(tiny_speaker_model), {"words": "not in this test"}))
+    checks = Checks(CheckPolicy(CheckMode.BEST_OF_N, candidates=2),
+                    Checker(None, SpeakerEncoder(tiny_speaker_model), {"words": "not in this test"}))
     project, script, cues = new_project(tmp_path, library)
     events = [e for e in render_lines(engine, project, cues, library.find_voice, checks=checks) if e.kind == "done"]
     assert len(events) == 4

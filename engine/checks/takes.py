@@ -7,17 +7,17 @@ from dataclasses import dataclass
 import torch
 
 from engine.request import SpeechRequest
-from engine.verify.policy import VerifyPolicy, choose
-from engine.verify.verdict import Verdict
-from engine.verify.verifier import Verifier
+from engine.checks.policy import CheckPolicy, choose
+from engine.checks.verdict import Verdict
+from engine.checks.checker import Checker
 
 
 @dataclass
 class Checks:
     """What Engine.stream needs to check its lines: the rules and the loaded checkers."""
 
-    policy: VerifyPolicy
-    verifier: Verifier
+    policy: CheckPolicy
+    checker: Checker
 
 
 def checked_take(engine, request: SpeechRequest, *, cancel: threading.Event | None, checks: Checks,
@@ -29,7 +29,7 @@ def checked_take(engine, request: SpeechRequest, *, cancel: threading.Event | No
         return engine.render(request.with_seed(request.config.seed + offset), n=n, cancel=cancel)
 
     def check(results) -> list[Verdict]:
-        return [checks.verifier.check(r.audio, r.sample_rate, request.text, checks.policy.thresholds,
+        return [checks.checker.check(r.audio, r.sample_rate, request.text, checks.policy.thresholds,
                                       reference=reference, language=request.language) for r in results]
 
     return choose(render, check, checks.policy)

@@ -1,12 +1,12 @@
-"""The Verifier runs the checks it has models for and names the ones it cannot run. Models here
+"""The Checker runs the checks it has models for and names the ones it cannot run. Models here
 are tiny RANDOM ones (tests/conftest.py): the transcript is noise, the code path real."""
 import pytest
 
 from engine.audio import asr
 from engine.hub import HubModel
-from engine.verify import verifier as verifier_module
-from engine.verify.verdict import Thresholds
-from engine.verify.verifier import Verifier
+from engine.checks import checker as checker_module
+from engine.checks.verdict import Thresholds
+from engine.checks.checker import Checker
 
 from sounds import RATE, buzz, silence
 
@@ -14,7 +14,7 @@ from sounds import RATE, buzz, silence
 @pytest.fixture
 def models(monkeypatch, tiny_whisper, tiny_speaker_model):
     monkeypatch.setattr(asr, "WHISPER", HubModel(tiny_whisper, "test"))
-    monkeypatch.setattr(verifier_module, "SPEAKER_MODEL", HubModel(tiny_speaker_model, "test"))
+    monkeypatch.setattr(checker_module, "SPEAKER_MODEL", HubModel(tiny_speaker_model, "test"))
 
 
 @pytest.fixture
@@ -22,11 +22,11 @@ def no_models(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setattr(asr, "WHISPER", HubModel("nobody/no-such-asr", "test"))
-    monkeypatch.setattr(verifier_module, "SPEAKER_MODEL", HubModel("nobody/no-such-speaker", "test"))
+    monkeypatch.setattr(checker_module, "SPEAKER_MODEL", HubModel("nobody/no-such-speaker", "test"))
 
 
 def test_every_check_runs_when_the_models_are_here(models):
-    v = Verifier.load("cpu")
+    v = Checker.load("cpu")
     assert v.unavailable == {}
     take = buzz(1.5)
     verdict = v.check(take, RATE, "Hello there.", Thresholds(), reference=v.embed(take, RATE))
@@ -37,7 +37,7 @@ def test_every_check_runs_when_the_models_are_here(models):
 
 
 def test_without_models_the_signal_checks_still_run_and_the_rest_say_why(no_models):
-    v = Verifier.load("cpu")
+    v = Checker.load("cpu")
     assert set(v.unavailable) == {"words", "voice"}
     assert "nobody/no-such-asr" in v.unavailable["words"]
     verdict = v.check(silence(1.0), RATE, "Hello.", Thresholds())
@@ -46,5 +46,5 @@ def test_without_models_the_signal_checks_still_run_and_the_rest_say_why(no_mode
 
 
 def test_voice_is_skipped_without_a_reference(models):
-    verdict = Verifier.load("cpu").check(buzz(1.0), RATE, "Hi.", Thresholds(), reference=None)
+    verdict = Checker.load("cpu").check(buzz(1.0), RATE, "Hi.", Thresholds(), reference=None)
     assert verdict.get("voice") is None and verdict.skipped["voice"] == "no reference voice to compare with"

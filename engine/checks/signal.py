@@ -12,7 +12,7 @@ import numpy as np
 
 from engine.audio.pcm import to_pcm16_pydub
 from engine.audio.silence import Pcm16
-from engine.verify.verdict import Check, Thresholds
+from engine.checks.verdict import Check, Thresholds
 
 WINDOW_MS, HOP_MS = 10, 5
 CLIP_LEVEL = 0.999  # |x| at or above this is full scale (int16 32735 and up)

@@ -1,6 +1,6 @@
 """The voice check: speaker similarity of a take and the reference, with a speaker-verification
 model through transformers (WavLM-Base-Plus with an x-vector head, fine-tuned on VoxCeleb1:
-`microsoft/wavlm-base-plus-sv`, about 95 M parameters). Why this one: docs/verify.md."""
+`microsoft/wavlm-base-plus-sv`, about 95 M parameters). Why this one: docs/checks.md."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from engine.hub import HubModel
-from engine.verify.verdict import Check
+from engine.checks.verdict import Check
 
 SPEAKER_MODEL = HubModel(os.environ.get("VOICEDESK_SPEAKER_MODEL", "microsoft/wavlm-base-plus-sv"),
                          "the voice check (speaker similarity)")

@@ -8,11 +8,11 @@ import torch
 from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL, SAMPLE_RATE
 from engine.engine import Engine
-from engine.verify.policy import VerifyMode, VerifyPolicy
-from engine.verify.takes import Checks
-from engine.verify.verdict import Thresholds
-from engine.verify.verifier import Verifier
-from engine.verify.voice import SpeakerEncoder
+from engine.checks.policy import CheckMode, CheckPolicy
+from engine.checks.takes import Checks
+from engine.checks.verdict import Thresholds
+from engine.checks.checker import Checker
+from engine.checks.voice import SpeakerEncoder
 from tools.workloads import synthetic_voice
 
 TEXT = "Hello there, nice to meet you."
@@ -30,8 +30,8 @@ def voice(engine):
 
 
 @pytest.fixture(scope="module")
-def verifier(tiny_speaker_model):
-    return Verifier(None, SpeakerEncoder(tiny_speaker_model), {"words": "not in this test"})
+def checker(tiny_speaker_model):
+    return Checker(None, SpeakerEncoder(tiny_speaker_model), {"words": "not in this test"})
 
 
 def test_batched_takes_equal_lone_renders_with_their_seeds(engine, voice):
@@ -55,14 +55,14 @@ def test_a_long_text_without_a_voice_keeps_each_take_on_its_own_first_chunk(engi
         assert all(a.equal(b) for a, b in zip(take.tokens, lone.tokens))
 
 
-def test_best_of_n_streams_the_best_scored_take(engine, voice, verifier):
-    policy = VerifyPolicy(VerifyMode.BEST_OF_N, candidates=3)
-    chunks = list(engine.stream(TEXT, voice, config=CFG, checks=Checks(policy, verifier)))
-    reference = verifier.embed(engine.reference_audio(voice), SAMPLE_RATE)
+def test_best_of_n_streams_the_best_scored_take(engine, voice, checker):
+    policy = CheckPolicy(CheckMode.BEST_OF_N, candidates=3)
+    chunks = list(engine.stream(TEXT, voice, config=CFG, checks=Checks(policy, checker)))
+    reference = checker.embed(engine.reference_audio(voice), SAMPLE_RATE)
     for chunk in chunks:
         seed = CFG.seed + chunk.index
         takes = engine.takes(chunk.text, voice, config=CFG.replace(seed=seed), n=3)
-        verdicts = [verifier.check(t.audio, SAMPLE_RATE, chunk.text, policy.thresholds, reference=reference) for t in takes]
+        verdicts = [checker.check(t.audio, SAMPLE_RATE, chunk.text, policy.thresholds, reference=reference) for t in takes]
         best = min(range(3), key=lambda j: verdicts[j].rank_key())
         assert chunk.seed == seed + best and chunk.verdict.attempts == 3
         assert chunk.verdict.rank_key() == verdicts[best].rank_key()
@@ -70,19 +70,19 @@ def test_best_of_n_streams_the_best_scored_take(engine, voice, verifier):
         assert [c.name for c in chunk.verdict.checks] == ["voice", "clipping", "pauses", "dropouts"]
 
 
-def test_retake_renders_again_only_while_a_check_fails(engine, voice, verifier):
-    strict = VerifyPolicy(VerifyMode.RETAKE, retries=2, thresholds=Thresholds(min_similarity=1.01))  # never passes
-    chunk = next(engine.stream(TEXT, voice, config=CFG, checks=Checks(strict, verifier)))
+def test_retake_renders_again_only_while_a_check_fails(engine, voice, checker):
+    strict = CheckPolicy(CheckMode.RETAKE, retries=2, thresholds=Thresholds(min_similarity=1.01))  # never passes
+    chunk = next(engine.stream(TEXT, voice, config=CFG, checks=Checks(strict, checker)))
     assert chunk.verdict.attempts == 3 and not chunk.verdict.passed
-    lenient = VerifyPolicy(VerifyMode.RETAKE, retries=2, thresholds=Thresholds(
+    lenient = CheckPolicy(CheckMode.RETAKE, retries=2, thresholds=Thresholds(
         min_similarity=-1.0, max_pause_s=60, max_dropouts=99, max_clipped=1.0))  # always passes
-    chunk = next(engine.stream(TEXT, voice, config=CFG, checks=Checks(lenient, verifier)))
+    chunk = next(engine.stream(TEXT, voice, config=CFG, checks=Checks(lenient, checker)))
     assert chunk.verdict.attempts == 1 and chunk.verdict.passed and chunk.seed == CFG.seed
 
 
-def test_checks_off_is_the_plain_stream(engine, voice, verifier):
+def test_checks_off_is_the_plain_stream(engine, voice, checker):
     plain = list(engine.stream(TEXT, voice, config=CFG))
-    off = list(engine.stream(TEXT, voice, config=CFG, checks=Checks(VerifyPolicy(VerifyMode.OFF), verifier)))
+    off = list(engine.stream(TEXT, voice, config=CFG, checks=Checks(CheckPolicy(CheckMode.OFF), checker)))
     assert all(c.verdict is None for c in off)
     for a, b in zip(plain, off):
         np.testing.assert_array_equal(a.audio, b.audio)

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Pass/fail limits, changeable by the user. How the defaults were chosen: docs/verify.md."""
+    """Pass/fail limits, changeable by the user. How the defaults were chosen: docs/checks.md."""
 
     max_wer: float = 0.2  # words: word error rate of the transcript against the text
     min_similarity: float = 0.75  # voice: cosine similarity of speaker embeddings, take vs reference

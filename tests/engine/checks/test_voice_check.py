@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.verify.voice import SpeakerEncoder, check_voice, similarity
+from engine.checks.voice import SpeakerEncoder, check_voice, similarity
 
 from sounds import RATE, buzz, sweep
 

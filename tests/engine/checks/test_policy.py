@@ -1,8 +1,8 @@
 """The take-choosing rules: which take is kept, how many are rendered, in how many render calls."""
 import pytest
 
-from engine.verify.policy import VerifyMode, VerifyPolicy, choose
-from engine.verify.verdict import Check, Verdict
+from engine.checks.policy import CheckMode, CheckPolicy, choose
+from engine.checks.verdict import Check, Verdict
 
 
 def verdict(wer: float, similarity: float, max_wer: float = 0.2, min_similarity: float = 0.75) -> Verdict:
@@ -26,33 +26,33 @@ class Takes:
 
 def test_best_of_n_renders_once_and_keeps_the_best_score():
     takes = Takes([verdict(0.3, 0.9), verdict(0.0, 0.7), verdict(0.1, 0.8), verdict(0.0, 0.85)])
-    kept, v = choose(takes.render, takes.check, VerifyPolicy(VerifyMode.BEST_OF_N, candidates=4))
+    kept, v = choose(takes.render, takes.check, CheckPolicy(CheckMode.BEST_OF_N, candidates=4))
     assert takes.calls == [(0, 4)]  # one batch of four
     assert kept == 3 and v.passed and v.attempts == 4  # both pass: lowest WER, then the closer voice
 
 
 def test_best_of_n_prefers_fewer_failed_checks_over_scores():
     takes = Takes([verdict(0.0, 0.5), verdict(0.15, 0.8)])
-    kept, _ = choose(takes.render, takes.check, VerifyPolicy(VerifyMode.BEST_OF_N, candidates=2))
+    kept, _ = choose(takes.render, takes.check, CheckPolicy(CheckMode.BEST_OF_N, candidates=2))
     assert kept == 1
 
 
 def test_retake_stops_at_the_first_take_that_passes():
     takes = Takes([verdict(0.5, 0.9), verdict(0.1, 0.9), verdict(0.0, 0.95)])
-    kept, v = choose(takes.render, takes.check, VerifyPolicy(VerifyMode.RETAKE, retries=2))
+    kept, v = choose(takes.render, takes.check, CheckPolicy(CheckMode.RETAKE, retries=2))
     assert takes.calls == [(0, 1), (1, 1)] and kept == 1 and v.attempts == 2
 
 
 def test_retake_gives_up_after_the_retries_and_keeps_the_least_bad():
     takes = Takes([verdict(0.5, 0.9), verdict(0.3, 0.9), verdict(0.6, 0.9), verdict(0.0, 0.9)])
-    kept, v = choose(takes.render, takes.check, VerifyPolicy(VerifyMode.RETAKE, retries=2))
+    kept, v = choose(takes.render, takes.check, CheckPolicy(CheckMode.RETAKE, retries=2))
     assert takes.calls == [(0, 1), (1, 1), (2, 1)]  # never the fourth
     assert kept == 1 and not v.passed and v.attempts == 3
 
 
 def test_check_only_renders_one_take_and_keeps_it_failing():
     takes = Takes([verdict(0.9, 0.1), verdict(0.0, 0.9)])
-    kept, v = choose(takes.render, takes.check, VerifyPolicy(VerifyMode.CHECK))
+    kept, v = choose(takes.render, takes.check, CheckPolicy(CheckMode.CHECK))
     assert takes.calls == [(0, 1)] and kept == 0 and not v.passed
 
 
@@ -66,5 +66,5 @@ def test_badge_names_the_failing_part():
 
 def test_policy_rejects_nonsense():
     with pytest.raises(ValueError):
-        VerifyPolicy(VerifyMode.BEST_OF_N, candidates=0)
-    assert VerifyPolicy("retake").mode is VerifyMode.RETAKE
+        CheckPolicy(CheckMode.BEST_OF_N, candidates=0)
+    assert CheckPolicy("retake").mode is CheckMode.RETAKE

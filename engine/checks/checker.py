@@ -8,22 +8,22 @@ from typing import Callable
 import numpy as np
 import torch
 
-from engine.verify.signal import check_signal
-from engine.verify.verdict import Thresholds, Verdict
-from engine.verify.voice import SPEAKER_MODEL, SpeakerEncoder, check_voice
-from engine.verify.words import check_words
+from engine.checks.signal import check_signal
+from engine.checks.verdict import Thresholds, Verdict
+from engine.checks.voice import SPEAKER_MODEL, SpeakerEncoder, check_voice
+from engine.checks.words import check_words
 
 Transcribe = Callable[[np.ndarray, int], "str | None"]
 
 
-class Verifier:
+class Checker:
     def __init__(self, transcribe: Transcribe | None, speaker: SpeakerEncoder | None,
                  unavailable: dict[str, str] | None = None):
         self.transcribe, self.speaker = transcribe, speaker
         self.unavailable = dict(unavailable or {})  # check name -> why it cannot run here
 
     @classmethod
-    def load(cls, device: torch.device | str) -> "Verifier":
+    def load(cls, device: torch.device | str) -> "Checker":
         """The checks this computer can run: the speech recogniser and speaker model if present."""
         from engine.audio.asr import WHISPER, transcribe
 

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from engine.verify.signal import check_signal
-from engine.verify.verdict import Thresholds
+from engine.checks.signal import check_signal
+from engine.checks.verdict import Thresholds
 
 from sounds import RATE, buzz, silence, sweep
 

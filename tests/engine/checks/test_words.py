@@ -1,7 +1,7 @@
 """The words check against hand-made transcripts: WER, normalisation, and naming what went wrong."""
 import pytest
 
-from engine.verify.words import align, check_words, score_words, tokens
+from engine.checks.words import align, check_words, score_words, tokens
 
 TEXT = "The quick brown fox jumps over the lazy dog."
 
