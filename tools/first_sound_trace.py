@@ -51,14 +51,14 @@ def fill_form(page, tab: str, clip: Path | None = None, text: str = TEXT, steps:
     box.press("Enter")
 
 
-def serve(trace: Path, argv: list[str]) -> int:
-    """Run the launcher with timestamps appended to `trace` (one JSON line each)."""
+def serve(trace: Path, port: int) -> int:
+    """Run the app on the demo model with timestamps appended to `trace` (one JSON line each)."""
     import gradio.blocks
     import gradio.components.audio
     import gradio.route_utils
 
     import app.generation
-    import launcher
+    import app.server
     from app.worker import GpuWorker
     from engine.constants import SAMPLE_RATE
     from engine.engine import Engine
@@ -99,7 +99,7 @@ def serve(trace: Path, argv: list[str]) -> int:
         if data:
             mark("HLS segment added", s=round(data["duration"], 3))
     gradio.route_utils.MediaStream.add_segment = add_segment
-    return launcher.main(argv)
+    return app.server.serve(demo=True, port=port, open_browser=False)
 
 
 def measure(runs: int, tab: str) -> None:
@@ -114,9 +114,8 @@ def measure(runs: int, tab: str) -> None:
     sf.write(clip, synthetic_voice(4.0), 24000)
     trace, port = home / "trace.jsonl", 7800 + os.getpid() % 100
     with (home / "app.log").open("w") as log:
-        proc = subprocess.Popen([sys.executable, __file__, "--serve", str(trace), "--demo", "--no-browser", "--port",
-                                 str(port)], cwd=ROOT, env={**os.environ, "VOICEDESK_HOME": str(home)},
-                                stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([sys.executable, __file__, "--serve", str(trace), str(port)], cwd=ROOT,
+                                env={**os.environ, "VOICEDESK_HOME": str(home)}, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         while not _ready(Client, url):
@@ -168,5 +167,5 @@ def _one_run(browser, url: str, trace: Path, tab: str, clip: Path) -> list[tuple
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
     if sys.argv[1:2] == ["--serve"]:
-        sys.exit(serve(Path(sys.argv[2]), sys.argv[3:]))
+        sys.exit(serve(Path(sys.argv[2]), int(sys.argv[3])))
     measure(int(sys.argv[1]) if len(sys.argv) > 1 else 3, sys.argv[2] if len(sys.argv) > 2 else "design")
