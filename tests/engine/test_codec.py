@@ -1,6 +1,7 @@
 """engine.codec: the HiggsAudioV2 codec against upstream goldens, and its loading errors."""
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -38,7 +39,17 @@ def internals():
 
 def test_shape_facts(codec):
     assert (codec.sample_rate, codec.frame_rate, codec.hop_length, codec.num_codebooks) == (24000, 25, 960, 8)
-    assert "torchaudio" not in sys.modules
+
+
+def test_the_codec_needs_no_torchaudio():
+    """Loading the codec imports no torchaudio: checked in a fresh interpreter, since another test in
+    this process (or a library it loads where torchaudio is installed, as on the GPU image) may have."""
+    code = ("import sys; from engine.codec import AudioCodec; from engine.constants import DEMO_MODEL; "
+            "AudioCodec.load(DEMO_MODEL / 'audio_tokenizer'); print('torchaudio' in sys.modules)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["False"]
 
 
 def test_encode_stages_and_tokens_match_upstream(codec, codec64, internals):
