@@ -99,8 +99,8 @@ def main() -> int:
         row = shape_errors(args.m, k, n, acc_bits)
         if header is None:
             header = list(row)
-            print(f"   {'layer':<13}" + "".join(f"{h:>18}" for h in header))
-        print(f"   {name:<13}" + "".join(f"{row[h]:>18.3f}" for h in header))
+            print(f"   {'layer':<13}" + "".join(f"{h:>20}" for h in header))
+        print(f"   {name:<13}" + "".join(f"{row[h]:>20.3f}" for h in header))
     return 0
 
 
