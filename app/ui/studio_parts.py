@@ -1,5 +1,5 @@
 """What the Studio tab shows, as plain values: its help, the rows of the lines table, a line's takes and the
-progress bar (app/ui/studio.py lays them out and wires them)."""
+progress bar (app/ui/studio.py lays the tab out, app/ui/studio_handlers.py fills it)."""
 from __future__ import annotations
 
 import html
