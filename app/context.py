@@ -56,11 +56,8 @@ class AppContext:
 
     def __post_init__(self):
         self.checks = CheckService(lambda: self.host.engine.device)
-
-    @property
-    def projects(self) -> Projects:
-        """The Studio's projects (read from disk on each use: the command line may add some)."""
-        return Projects(self.dirs.studio)
+        # one Projects, so each project is one object that every handler updates (it reads the disk on each use)
+        self.projects = Projects(self.dirs.studio)
 
     def save_settings(self, **changes) -> int:
         """Pages save concurrently (a mode switch and a Steps edit arrive together): one save at a time, so the

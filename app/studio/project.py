@@ -83,14 +83,19 @@ def line_key(voice: str, text: str, options: dict, occurrence: int) -> str:
 class Project:
     def __init__(self, folder: Path, data: dict):
         self.folder = folder
-        self.name: str = data["name"]
-        self.created: str = data.get("created", "")
-        self.script: str = data.get("script", "")
-        self.settings = ProjectSettings.from_json(data.get("settings"))
-        self.lines: dict[str, LineTakes] = {
-            key: LineTakes([Take(**t) for t in value.get("takes", [])], value.get("chosen"))
-            for key, value in data.get("lines", {}).items()}
         self._lock = threading.RLock()  # the render thread and the UI both update it
+        self._load(data)
+
+    def _load(self, data: dict) -> None:
+        with self._lock:
+            self.name: str = data["name"]
+            self.created: str = data.get("created", "")
+            self.script: str = data.get("script", "")
+            self.settings = ProjectSettings.from_json(data.get("settings"))
+            self.lines: dict[str, LineTakes] = {
+                key: LineTakes([Take(**t) for t in value.get("takes", [])], value.get("chosen"))
+                for key, value in data.get("lines", {}).items()}
+            self.stamp = _stamp(self.folder / PROJECT_FILE)
 
     @property
     def slug(self) -> str:
@@ -165,6 +170,7 @@ class Project:
                     "lines": {k: {"takes": [asdict(t) for t in v.takes], "chosen": v.chosen}
                               for k, v in self.lines.items()}}
             atomic_write_json(self.folder / PROJECT_FILE, data)
+            self.stamp = _stamp(self.folder / PROJECT_FILE)
 
     def _remove_unused_audio(self) -> None:
         used = {t.id for state in self.lines.values() for t in state.takes}
@@ -185,11 +191,16 @@ class Project:
 
 
 class Projects:
-    """The folder of projects: list, create, open, delete."""
+    """The folder of projects: list, create, open, delete.
+
+    A project is one object in the process: a retake and Render all each wrote their own copy of the project,
+    and the one saved last dropped the other's takes."""
 
     def __init__(self, root: Path):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._open: dict[str, Project] = {}
+        self._lock = threading.Lock()
 
     def names(self) -> list[tuple[str, str]]:
         """(name, slug) of each readable project, newest first."""
@@ -206,21 +217,36 @@ class Projects:
         folder.mkdir(mode=0o700)
         project = Project(folder, {"name": name, "created": _now(), "script": script})
         project.save()
+        with self._lock:
+            self._open[folder.name] = project
         return project
 
     def open(self, slug: str) -> Project:
+        """The project `slug`: the one object this process has for it, read again if another process saved it."""
         folder = self.root / str(slug)
+        with self._lock:
+            known = self._open.get(folder.name) if folder.parent == self.root else None
+            if known is not None and known.stamp == _stamp(folder / PROJECT_FILE):
+                return known
+            data = self._read(folder, slug)
+            try:
+                if known is not None:  # saved by another process (voicedesk render) since
+                    known._load(data)
+                    return known
+                for stale in [*folder.glob(".*.tmp"), *(folder / "takes").glob(".*.tmp")]:  # cut short by a crash
+                    stale.unlink(missing_ok=True)  # (only on the first open: later, a write may be under way)
+                project = self._open[folder.name] = Project(folder, data)
+                return project
+            except (KeyError, TypeError) as err:
+                raise ProjectError(f"The project '{slug}' cannot be read ({err}).") from err
+
+    def _read(self, folder: Path, slug: str) -> dict:
         data = read_json(folder / PROJECT_FILE) if folder.parent == self.root and folder.is_dir() else None
         if data is None or data.get("format") != FORMAT:
             raise ProjectError(f"There is no readable project '{slug}'.")
         if data.get("version") != VERSION:
             raise ProjectError(f"The project '{data.get('name', slug)}' was saved by another version of VoiceDesk.")
-        for stale in [*folder.glob(".*.tmp"), *(folder / "takes").glob(".*.tmp")]:  # a write cut short by a crash
-            stale.unlink(missing_ok=True)
-        try:
-            return Project(folder, data)
-        except (KeyError, TypeError) as err:
-            raise ProjectError(f"The project '{slug}' cannot be read ({err}).") from err
+        return data
 
     def open_or_create(self, name: str) -> Project:
         """The project called `name` (the command line keeps one per script), made when missing."""
@@ -231,6 +257,17 @@ class Projects:
 
     def delete(self, slug: str) -> None:
         shutil.rmtree(self.open(slug).folder)
+        with self._lock:
+            self._open.pop(str(slug), None)
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """Which version of project.json is on disk (each save renames a new file into place)."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_ino, info.st_mtime_ns
 
 
 def _now() -> str:

@@ -28,13 +28,34 @@ def test_takes_are_stored_once_and_survive_reopening(tmp_path):
     project.choose("k1", first.id)
 
     (project.takes_dir / ".abc.flac.x1y2.tmp").write_bytes(b"half a file")  # a write cut short by a crash
-    reopened = projects.open(project.slug)
+    reopened = Projects(tmp_path).open(project.slug)  # the app started again
     assert not list(project.takes_dir.glob(".*.tmp"))
     assert reopened.kept("k1").id == first.id
     assert reopened.script == "Hello."
     assert np.abs(reopened.audio(reopened.kept("k1")) - tone()).max() <= 1 / 32767  # 16-bit FLAC
     with pytest.raises(ProjectError):
         reopened.choose("k1", "no-such-take")
+
+
+def test_two_handlers_of_one_project_keep_each_others_takes(tmp_path):
+    """Render all and a retake each opened the project: the one that saved last dropped the other's takes."""
+    projects = Projects(tmp_path)
+    slug = projects.create("Race").slug
+    render_all, retake = projects.open(slug), projects.open(slug)
+    render_all.add_take("line 2", tone(), RATE, seed=1, render_s=0.1)
+    retake.set_script("Hello.", keep={"line 1", "line 2"})  # what a retake does first
+    retake.add_take("line 1", tone(freq=330), RATE, seed=2, render_s=0.1)
+    on_disk = Projects(tmp_path).open(slug)
+    assert on_disk.kept("line 1") is not None and on_disk.kept("line 2") is not None
+    assert len(list(on_disk.takes_dir.glob("*.flac"))) == 2
+
+
+def test_a_project_saved_by_another_process_is_read_again(tmp_path):
+    app, command_line = Projects(tmp_path), Projects(tmp_path)  # the app and `voicedesk render`
+    slug = app.create("Book").slug
+    shown = app.open(slug)
+    command_line.open(slug).add_take("line 1", tone(), RATE, seed=1, render_s=0.1)
+    assert app.open(slug) is shown and shown.kept("line 1") is not None
 
 
 def test_a_new_script_prunes_takes_of_lines_that_left(tmp_path):

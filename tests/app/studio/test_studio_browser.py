@@ -224,3 +224,36 @@ def test_checked_render_shows_each_lines_badge(page, running_app, tmp_path):
     page.locator("#studio-lines [role=gridcell]", has_text="A checked line for the Studio.").first.click()
     # the takes radio still shows the line an earlier test selected until this selection arrives: wait for it
     expect(page.locator("#studio-takes label").first).to_contain_text(kept["checks"]["badge"], timeout=30_000)
+
+
+def test_a_retake_during_render_all_leaves_the_render_going(page, running_app, tmp_path):
+    """A new take of a finished line while Render all runs: the render went on to none of the lines after it
+    ("1 of 1 lines rendered", the rest left queued) and the export then failed."""
+    count = 6
+    path = tmp_path / "race.md"
+    path.write_text("".join(f"Anna: Racing line number {i}.\n" for i in range(1, count + 1)), encoding="utf-8")
+    import_into_new_project(page, "race", path)
+    page.wait_for_function(f"{ROWS_JS}.length === {count}", timeout=60_000)
+    steps = page.locator("#studio-steps input[type=number]")
+    steps.fill("4")
+    steps.press("Enter")
+    page.locator("#studio-render").click()
+    page.wait_for_function(f"{ROWS_JS}[0][4] === 'done'", timeout=180_000)
+    page.locator("#studio-lines [role=gridcell]", has_text="Racing line number 1.").first.click()
+    page.wait_for_selector("#studio-takes label", timeout=30_000)
+    page.locator("#studio-retake").click()
+    [project_json] = [p for p in (running_app.home / "data" / "studio").glob("*/project.json")
+                      if json.loads(p.read_text())["name"] == "race"]
+
+    def takes() -> list[int]:
+        try:
+            return [len(line["takes"]) for line in json.loads(project_json.read_text())["lines"].values()]
+        except ValueError:  # being replaced
+            return []
+
+    deadline = time.monotonic() + 300
+    while not (len(takes()) == count and all(takes()) and sum(takes()) == count + 1):
+        assert time.monotonic() < deadline, f"the render stopped: takes per line {takes()}"
+        time.sleep(0.5)
+    page.wait_for_function(f"{ROWS_JS}.every(cells => cells[4] === 'done')", timeout=60_000)
+    assert progress(page) == {"state": "done", "done": count, "total": count}
