@@ -51,16 +51,18 @@ def render(args, model: str | None) -> int:
     print(f"{script_path.name}: {len(cues)} lines in {len(script.chapters)} chapter(s), {len(todo)} to render "
           f"(project '{project.name}')", file=sys.stderr)
     progress = Progress.of(todo)
-    failed = []
+    failed, stopped = [], None
     started = time.perf_counter()
     bar = tqdm(total=len(cues), initial=len(cues) - len(todo), unit="line", file=sys.stderr, dynamic_ncols=True)
     try:
         for event in render_lines(engine, project, todo, library.find_voice):
             progress.add(event)
+            if event.kind == "stopped":
+                stopped = event.error
             if event.kind == "failed":
                 failed.append(event)
                 tqdm.write(f"line {event.cue.line.number} failed: {event.error}", file=sys.stderr)
-            if event.kind != "start":
+            if event.kind in ("done", "failed"):
                 bar.update(1)
                 left = progress.seconds_left
                 bar.set_postfix_str(f"RTF {progress.rtf:.3f}, about {left:.0f} s left" if left is not None else "")
@@ -73,6 +75,9 @@ def render(args, model: str | None) -> int:
         wall = time.perf_counter() - started
         print(f"rendered {progress.done} lines: {progress.audio_s:.1f} s of audio in {wall:.1f} s "
               f"({progress.render_s:.1f} s generating, RTF {progress.rtf:.4f})", file=sys.stderr)
+    if stopped:
+        print(f"error: {stopped.replace('rendering again', 'running the same command again')}", file=sys.stderr)
+        return 1
     if failed:
         print(f"{len(failed)} line(s) failed; run the same command again to retry them.", file=sys.stderr)
         return 1

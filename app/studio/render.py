@@ -19,7 +19,7 @@ import numpy as np
 
 from engine.config import GenerationConfig
 from engine.constants import SAMPLE_RATE
-from engine.errors import Cancelled, VoiceDeskError
+from engine.errors import Cancelled, StorageError, VoiceDeskError
 from engine.request import SpeechRequest
 from engine.checks.policy import CheckMode
 from engine.checks.takes import Checks, checked_take
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class RenderEvent:
-    kind: str  # start | done | failed
+    kind: str  # start | done | failed | stopped (nothing can be saved: the render ends at this line)
     cue: Cue
     take: Take | None = None
     audio: np.ndarray | None = None  # float32 at the engine's rate, for "done"
@@ -61,7 +61,7 @@ class Progress:
         return cls(total=len(cues), estimated_left_s=sum(estimate_seconds(c) for c in cues))
 
     def add(self, event: RenderEvent) -> None:
-        if event.kind == "start":
+        if event.kind in ("start", "stopped"):
             return
         estimate = estimate_seconds(event.cue)
         self.estimated_left_s = max(0.0, self.estimated_left_s - estimate)
@@ -135,6 +135,10 @@ def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callabl
                 voices[speaker.key] = _keep_as_voice(engine, project, speaker, result)
         except Cancelled:
             raise
+        except StorageError as err:  # a full or read-only disk fails every line after it the same way
+            yield RenderEvent("stopped", cue, error=f"{err} The render stopped at line {cue.line.number}; "
+                                                    "rendering again goes on from there.")
+            return
         except VoiceDeskError as err:
             yield RenderEvent("failed", cue, error=str(err))
             continue

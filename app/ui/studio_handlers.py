@@ -123,6 +123,8 @@ class StudioHandlers:
                         audio = audio_bytes(to_int16(np.concatenate([value.audio, gap])), SAMPLE_RATE, "WAV")
                     elif value.kind == "failed":
                         failed_lines = {**failed_lines, value.cue.key: value.error}
+                    elif value.kind == "stopped":  # the disk is full (or read-only): said once, not per line
+                        note = value.error
                     table_update = [gr.skip()] * 4
                     if value.kind == "start" or time.monotonic() - shown_at > TABLE_EVERY_S:
                         shown_at = time.monotonic()

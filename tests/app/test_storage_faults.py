@@ -87,3 +87,19 @@ def test_an_upload_onto_a_full_disk_says_so_and_loses_nothing(tmp_path, app_laun
         assert served.status_code == 200 and served.content == reference_wav.read_bytes()
         again = upload(app.url, "short.wav", os.urandom(2**20))
         assert again.status_code == 200, again.text
+
+
+def test_a_render_onto_a_full_disk_stops_once_and_resumes(tmp_path):
+    """`voicedesk render` generated every remaining line and printed 'The disk is full' for each."""
+    data = tmp_path / "data"
+    script = tmp_path / "book.md"
+    script.write_text("".join(f"The narrator reads line number {i} of the book.\n" for i in range(1, 9)),
+                      encoding="utf-8")
+    run = subprocess.run([*on_tmpfs(data, "size=200k"), sys.executable, "launcher.py", "render", str(script), "--out",
+                          str(tmp_path / "book.wav"), "--demo", "--device", "cpu", "--steps", "4"], cwd=ROOT,
+                         env={**os.environ, "VOICEDESK_HOME": str(tmp_path)}, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert run.stderr.count("The disk is full") == 1 and "failed" not in run.stderr, run.stderr[-3000:]
+    assert "The render stopped at line" in run.stderr and "running the same command again goes on" in run.stderr
+    assert "Traceback" not in run.stderr and not (tmp_path / "book.wav").exists()

@@ -1,5 +1,6 @@
 """A whole Studio render through the engine facade on the demo model (CPU), then the export: the SRT's
 timings against the audio, M4B chapter marks read back with ffprobe, the loudness target measured."""
+import errno
 import json
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from app.studio.project import Projects
 from app.studio.render import Progress, pending, render_lines
 from engine.constants import DEMO_MODEL, FRAME_RATE, SAMPLE_RATE
 from engine.errors import Cancelled
+from engine.fileio import storage_error
 from engine.request import SpeechRequest
 
 SCRIPT = """\
@@ -234,6 +236,32 @@ def test_a_failing_line_is_reported_and_the_rest_renders(engine, library, tmp_pa
     events = [e for e in render_lines(engine, project, cues, missing) if e.kind != "start"]
     assert [(e.kind, e.cue.line.number) for e in events] == [("failed", 1), ("done", 2)]
     assert "no saved voice 'Anna'" in events[0].error
+
+
+def test_a_full_disk_stops_the_render_at_the_first_line_it_cannot_save(engine, library, tmp_path, monkeypatch):
+    """Every remaining line was still generated, and each failed with 'The disk is full'."""
+    project, script, cues = new_project(tmp_path, library, "Anna: One.\nAnna: Two.\nAnna: Three.\nAnna: Four.\n")
+    store = project.add_take
+
+    def full_after_the_first(key, *args, **kwargs):
+        if project.lines:
+            raise storage_error(project.takes_dir, OSError(errno.ENOSPC, "No space left on device"))
+        return store(key, *args, **kwargs)
+
+    monkeypatch.setattr(project, "add_take", full_after_the_first)
+    recorder = Recorder(engine)
+    progress = Progress.of(cues)
+    events = []
+    for event in render_lines(recorder, project, cues, library.find_voice):
+        progress.add(event)
+        events.append(event)
+    assert [(e.kind, e.cue.line.number) for e in events] == [("start", 1), ("done", 1), ("start", 2), ("stopped", 2)]
+    assert len(recorder.calls) == 2  # nothing generated after it
+    assert events[-1].error.startswith("The disk is full") and "stopped at line 2" in events[-1].error
+    assert (progress.done, progress.failed) == (1, 0)
+    monkeypatch.setattr(project, "add_take", store)  # space freed: rendering again goes on from line 2
+    assert [e.cue for e in render_lines(engine, project, pending(project, cues), library.find_voice)
+            if e.kind == "done"] == cues[1:]
 
 
 def test_checked_render_keeps_each_takes_verdict(engine, library, tmp_path, tiny_speaker_model):
