@@ -79,12 +79,23 @@ def badge_html(parts: list[dict], skipped: dict | None = None) -> str:
 
 
 def summary(checks: dict | None) -> str:
-    """The History column: '—' when unchecked, 'ok' or what failed ('1/3 failed: words')."""
+    """The History and Studio column: '—' when unchecked, 'ok' or what failed ('1/3 failed: words'); when some
+    checks could not run, what was checked ('signal ok; words, voice not checked')."""
     parts = (checks or {}).get("parts") or []
     if not parts:
         return "—"
+    skipped = sorted({*(checks.get("skipped") or {}), *(name for p in parts for name in p.get("skipped") or {})})
+    unchecked = f"; {', '.join(skipped)} not checked" if skipped else ""
     failed = [p for p in parts if not p["passed"]]
     if not failed:
-        return "ok"
+        ran = {_kind(name) for p in parts for name in p["checks"]}
+        return f"{', '.join(k for k in _KINDS if k in ran)} ok{unchecked}" if skipped else "ok"
     names = sorted({name for p in failed for name, c in p["checks"].items() if not c["passed"]})
-    return f"{len(failed)}/{len(parts)} failed: {', '.join(names)}"
+    return f"{len(failed)}/{len(parts)} failed: {', '.join(names)}{unchecked}"
+
+
+_KINDS = ("words", "voice", "signal")  # as the badge groups them: clipping, pauses and dropouts are the signal
+
+
+def _kind(check: str) -> str:
+    return check if check in ("words", "voice") else "signal"

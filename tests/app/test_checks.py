@@ -46,6 +46,18 @@ def test_history_summary():
     assert summary({"parts": [GOOD, BAD]}) == "1/2 failed: words"
 
 
+def test_the_summary_says_what_was_checked_when_models_are_missing():
+    """Best of N with neither model here: only the signal was checked, and the column said 'ok'."""
+    missing = {"words": "the speech recogniser is not on this computer", "voice": "no speaker model"}
+    signal_only = part(Check("clipping", 0.0, 0.001, True), Check("pauses", 0.2, 1.5, True), attempts=3,
+                       skipped=missing)
+    assert summary({"parts": [signal_only], "skipped": missing}) == "signal ok; voice, words not checked"
+    assert summary({"parts": [signal_only]}) == "signal ok; voice, words not checked"  # as the Studio stores it
+    voice_too = part(Check("voice", 0.8, 0.75, True), Check("pauses", 0.2, 1.5, True), skipped={"words": "x"})
+    assert summary({"parts": [voice_too]}) == "voice, signal ok; words not checked"
+    assert summary({"parts": [BAD], "skipped": {"voice": "x"}}) == "1/1 failed: words; voice not checked"
+
+
 def test_missing_models_are_found_without_the_network(monkeypatch, tmp_path, tiny_speaker_model):
     monkeypatch.setattr(asr, "WHISPER", HubModel(str(tmp_path / "nowhere"), "test"))
     monkeypatch.setattr(checker_module, "SPEAKER_MODEL", HubModel(tiny_speaker_model, "test"))
