@@ -10,6 +10,7 @@ from ..checks import badge_html, summary
 from ..context import AppContext
 from ..history import HistoryEntry
 from ..metrics import milliseconds
+from .confirm_delete import delete_confirm, hidden
 from .design import DESIGNED
 from .messages import message_line, reported
 from .output import download_links
@@ -68,6 +69,7 @@ def build_history_tab(ctx: AppContext, history_version: gr.State, tabs: gr.Tabs,
                     downloads = gr.HTML(download_links(None), elem_id="history-downloads")
                     reuse = gr.Button("Use this text", size="sm", min_width=110, elem_id="history-reuse")
                     delete = gr.Button("Delete", variant="stop", size="sm", min_width=90, elem_id="history-delete")
+                confirm = delete_confirm("history")
             message = message_line("history-message")
     ids_state = gr.State(ids)
     selected = gr.State(None)
@@ -90,11 +92,17 @@ def build_history_tab(ctx: AppContext, history_version: gr.State, tabs: gr.Tabs,
         return (entry.id, gr.Group(visible=True), text, badge_html(verdicts.get("parts", []), verdicts.get("skipped")),
                 str(entry.audio), download_links(entry.id), "")
 
+    def ask_delete(entry_id):
+        if not entry_id:
+            return gr.skip(), gr.skip()
+        text = ctx.history.get(entry_id).text
+        return confirm.asked(f"the result “{text if len(text) <= 40 else text[:39] + '…'}”")
+
     def do_delete(entry_id, version):
         if not entry_id:
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip(), hidden()
         ctx.history.delete(entry_id)
-        return None, gr.Group(visible=False), version + 1, "✓ Deleted."
+        return None, gr.Group(visible=False), version + 1, "✓ Deleted.", hidden()
 
     def use_text(entry_id):
         """The entry's text in the tab that made it (Voice design for a designed voice, else Clone)."""
@@ -112,10 +120,13 @@ def build_history_tab(ctx: AppContext, history_version: gr.State, tabs: gr.Tabs,
     history_version.change(refresh, None, [table, ids_state, empty_note], api_visibility="private")
     select_outputs = [selected, details, info, checks, player, downloads, message]
     table.select(reported(select, select_outputs), ids_state, select_outputs, api_visibility="private",
+                 show_progress="hidden").then(hidden, None, confirm.box, api_visibility="private")
+    ask_outputs = [confirm.box, confirm.question]
+    delete.click(reported(ask_delete, ask_outputs), selected, ask_outputs, api_visibility="private",
                  show_progress="hidden")
-    delete_outputs = [selected, details, history_version, message]
-    delete.click(reported(do_delete, delete_outputs), [selected, history_version], delete_outputs,
-                 api_name="delete_history", show_progress="hidden",
-                 js="(id, v) => confirm('Delete this result?') ? [id, v] : [null, v]")
+    delete_outputs = [selected, details, history_version, message, confirm.box]
+    confirm.yes.click(reported(do_delete, delete_outputs), [selected, history_version], delete_outputs,
+                      api_name="delete_history", show_progress="hidden")
+    confirm.wire_keep()
     reuse.click(use_text, selected, [tabs, clone_text, design_text], api_visibility="private")
     gr.api(list_history, api_name="list_history")

@@ -7,6 +7,7 @@ from ..context import AppContext
 from ..library import DamagedVoice
 from .clone import NEW_CLIP, voice_choices
 from .common import describe_entry, export_link, reference_player
+from .confirm_delete import delete_confirm, hidden
 from .messages import message_line, reported
 
 COLUMNS = ["Name", "Length", "Saved", "Transcript"]
@@ -44,7 +45,8 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
                 with gr.Row():
                     rename = gr.Button("Rename", size="sm", min_width=90)
                     export = gr.HTML(elem_id="voices-export")
-                    delete = gr.Button("Delete", variant="stop", size="sm", min_width=90)
+                    delete = gr.Button("Delete", variant="stop", size="sm", min_width=90, elem_id="voices-delete")
+                confirm = delete_confirm("voices")
             message = message_line("voices-message")  # outside the details: "Deleted" stays in view
     slugs_state = gr.State(slugs)
     selected = gr.State(None)
@@ -72,13 +74,18 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
         return (entry.slug, describe_entry(entry), reference_player(entry), export_link(entry), version + 1,
                 f"✓ Renamed to '{entry.name}'.")
 
+    def ask_delete(slug):
+        if not slug:
+            return gr.skip(), gr.skip()
+        return confirm.asked(f"'{ctx.library.read(slug).name}'")
+
     def do_delete(slug, version):
         if not slug:
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip(), hidden()
         name = ctx.library.delete(slug)
         if ctx.settings.last_voice == slug:
             ctx.save_settings(last_voice=None)
-        return None, gr.Group(visible=False), version + 1, f"✓ Deleted '{name}'."
+        return None, gr.Group(visible=False), version + 1, f"✓ Deleted '{name}'.", hidden()
 
     def do_import(file, version):
         entry = ctx.library.import_archive(file)
@@ -88,14 +95,17 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
                            api_visibility="private")
     select_outputs = [selected, details, info, preview, new_name, export, message]
     table.select(reported(select, select_outputs), slugs_state, select_outputs, api_visibility="private",
-                 show_progress="hidden")
+                 show_progress="hidden").then(hidden, None, confirm.box, api_visibility="private")
     rename_outputs = [selected, info, preview, export, library_version, message]
     rename.click(reported(do_rename, rename_outputs), [selected, new_name, library_version], rename_outputs,
                  api_name="rename_voice", show_progress="hidden")
-    delete_outputs = [selected, details, library_version, message]
-    delete.click(reported(do_delete, delete_outputs), [selected, library_version], delete_outputs,
-                 api_name="delete_voice", show_progress="hidden",
-                 js="(slug, v) => confirm('Delete this voice?') ? [slug, v] : [null, v]")
+    ask_outputs = [confirm.box, confirm.question]
+    delete.click(reported(ask_delete, ask_outputs), selected, ask_outputs, api_visibility="private",
+                 show_progress="hidden")
+    delete_outputs = [selected, details, library_version, message, confirm.box]
+    confirm.yes.click(reported(do_delete, delete_outputs), [selected, library_version], delete_outputs,
+                      api_name="delete_voice", show_progress="hidden")
+    confirm.wire_keep()
     import_outputs = [library_version, import_message]
     import_button.upload(reported(do_import, import_outputs), [import_button, library_version], import_outputs,
                          api_name="import_voice", show_progress="hidden")

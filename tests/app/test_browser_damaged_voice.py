@@ -26,8 +26,8 @@ def test_a_damaged_voice_is_shown_as_damaged_and_can_be_deleted(running_app, bro
     page.wait_for_function("document.querySelector('#tab-voices').innerText.includes('is damaged')")
     details = page.locator("#tab-voices").inner_text()
     assert "Voice Gone Bad is damaged: voice.safetensors or voice.json is corrupt, so it cannot be used." in details
-    page.once("dialog", lambda dialog: dialog.accept())
-    page.locator("#tab-voices").get_by_role("button", name="Delete").click()
+    page.locator("#voices-delete").click()
+    page.locator("#voices-delete-confirm").click()
     page.wait_for_function("document.querySelector('#voices-message').innerText.includes(\"Deleted 'Voice Gone Bad'\")",
                            timeout=60_000)
     page.wait_for_function("!document.querySelector('#voices-table').innerText.includes('Voice Gone Bad')",

@@ -44,8 +44,8 @@ def urls_on(page, scope: str) -> list[str]:
 
 
 def delete_selected(page, tab):
-    page.once("dialog", lambda dialog: dialog.accept())
-    page.locator(f"#tab-{tab}").get_by_role("button", name="Delete").click()
+    page.locator(f"#{tab}-delete").click()
+    page.locator(f"#{tab}-delete-confirm").click()  # Delete asks first, on the page
     page.wait_for_function(f"document.querySelector('#{tab}-message').innerText.includes('Deleted')",
                            timeout=60_000)
 
@@ -101,3 +101,26 @@ def test_a_deleted_voice_and_its_export_are_gone(running_app, browser, reference
     assert {u: httpx.get(u).status_code for u in urls} == {u: 404 for u in urls}
     assert not list(running_app.home.rglob("*.zip"))
     assert "Voice To Delete" not in [v["name"] for v in client.predict(api_name="/list_voices")]
+
+
+def test_delete_asks_first_on_the_page(running_app, browser, reference_wav):
+    """A browser confirm() came before the handler but could not stop it: one click deleted (dismissed or not)."""
+    client = Client(running_app.url, verbose=False)
+    client.predict(name="Voice To Keep", reference=handle_file(str(reference_wav)), transcript="A buzzing clip.",
+                   api_name="/save_voice")
+    client.predict(text="A result to keep.", steps=4, randomize=False, seed=2, api_name="/design")
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    page = open_page(context, running_app.url)
+    page.on("dialog", lambda dialog: dialog.dismiss())  # none is expected; if one comes, the answer is no
+    for tab, row, asked in (("voices", "Voice To Keep", "Delete 'Voice To Keep'?"),
+                            ("history", "A result to keep.", "Delete the result “A result to keep.”?")):
+        page.get_by_role("tab", name=tab.capitalize()).click()
+        page.locator(f"#{tab}-table [role=gridcell]", has_text=row).first.click()
+        page.locator(f"#{tab}-delete").click()
+        page.wait_for_function(f"(document.querySelector('#{tab}-confirm-question')?.innerText || '')"
+                               f".includes({asked!r})", timeout=60_000)
+        page.locator(f"#{tab}-delete-keep").click()
+        page.wait_for_function(f"!document.querySelector('#{tab}-delete-confirm')?.checkVisibility()", timeout=30_000)
+    context.close()
+    assert "Voice To Keep" in [v["name"] for v in client.predict(api_name="/list_voices")]
+    assert "A result to keep." in [e["text"] for e in client.predict(api_name="/list_history")]
