@@ -135,7 +135,8 @@ def check_disk() -> SetupCheck:
         return SetupCheck("Disk space", FAIL, detail, "Free some disk space, or set VOICEDESK_HOME / HF_HOME to a "
                      "folder on a larger disk.")
     if free_gb < DOWNLOAD_GB + MIN_FREE_GB:
-        return SetupCheck("Disk space", WARN, detail, f"The model download needs about {DOWNLOAD_GB} GB: free some space.")
+        return SetupCheck("Disk space", WARN, detail,
+                          f"The model download needs about {DOWNLOAD_GB} GB: free some space.")
     return SetupCheck("Disk space", OK, detail)
 
 

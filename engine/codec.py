@@ -82,7 +82,8 @@ class CodecConfig:
         top = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()
                if k in cls.__dataclass_fields__ and k != "semantic" and v is not None}
         if raw.get("codebook_dim") is None:  # transformers: the full hidden size
-            top["codebook_dim"] = acoustic.get("hidden_size", cls.acoustic_hidden_size) + semantic.get("hidden_size", 768)
+            top["codebook_dim"] = (acoustic.get("hidden_size", cls.acoustic_hidden_size)
+                                   + semantic.get("hidden_size", 768))
         return cls(
             **top,
             encoder_hidden_size=acoustic.get("encoder_hidden_size", cls.encoder_hidden_size),

@@ -34,7 +34,8 @@ class Voice:
         """Write `voice.safetensors` and `voice.json` into `folder`, each atomically."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        meta = {"format": FORMAT, "version": VERSION, "transcript": self.transcript, "rms": None if self.rms is None else float(self.rms)}
+        meta = {"format": FORMAT, "version": VERSION, "transcript": self.transcript,
+                "rms": None if self.rms is None else float(self.rms)}
         tokens = self.tokens.detach().to("cpu", torch.int64).contiguous()
         atomic_write(folder / TOKENS_FILE, lambda tmp: save_file({"tokens": tokens}, tmp))
         atomic_write_text(folder / META_FILE, json.dumps(meta, ensure_ascii=False, indent=1))

@@ -2,7 +2,8 @@
 
 No CUDA toolkit is needed on the user's machine: PyTorch's CUDA wheels ship libnvrtc, and the driver
 (libcuda) loads the cubin. Cubins are kept in the `CubinCache` the caller passes (the engine's is in
-the user cache directory), keyed by source hash, options, NVRTC version and arch. Native INT4 MMA (SASS IMMA.16864.S4.S4) exists on sm_80/86/87/89 only:
+the user cache directory), keyed by source hash, options, NVRTC version and arch. Native INT4 MMA
+(SASS IMMA.16864.S4.S4) exists on sm_80/86/87/89 only:
 sm_90, sm_100 and sm_120 compile the same PTX to a slow emulation routine (checked with nvcc 13.0
 cubins), so those GPUs take the Triton int8 path.
 """

@@ -14,7 +14,8 @@ CATEGORIES = (  # first match wins; checked on the lower-cased kernel name
     ("gemm", ("nvjet", "gemm", "cutlass", "xmma", "cublas", "sm90_", "sm80_", "matmul", "_mm_", "w4a4")),
     ("conv", ("conv", "winograd", "implicit_convolve", "fft")),
     ("reduction", ("reduce", "softmax", "norm", "topk", "sort", "argmax", "cumsum", "scan")),
-    ("elementwise/copy", ("elementwise", "copy", "cat", "fill", "index", "gather", "scatter", "where", "memcpy", "memset")),
+    ("elementwise/copy", ("elementwise", "copy", "cat", "fill", "index", "gather", "scatter", "where", "memcpy",
+                          "memset")),
 )
 
 
@@ -40,7 +41,8 @@ class TraceStats:
     cpu_launches: int = 0  # host-side kernel launches, graph launches and async copies/memsets
 
     def table(self) -> str:
-        lines = [f"kernels {self.kernels} (CPU-side launches {self.cpu_launches})   span {self.span_ms:.1f} ms   busy {self.busy_ms:.1f} ms "
+        lines = [f"kernels {self.kernels} (CPU-side launches {self.cpu_launches})   span {self.span_ms:.1f} ms   "
+                 f"busy {self.busy_ms:.1f} ms "
                  f"({100 * self.busy_fraction:.0f} %)   launch gap median {self.gap_median_us:.1f} us, "
                  f"p90 {self.gap_p90_us:.1f} us"]
         for cat, ms in sorted(self.by_category_ms.items(), key=lambda kv: -kv[1]):

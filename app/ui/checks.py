@@ -29,7 +29,8 @@ def build_checks(ctx: AppContext, view: SettingsView, prefix: str) -> None:
                                                  info="word error rate a take may have"))
             view.bind("check_min_similarity", gr.Slider(*RANGES["check_min_similarity"],
                                                         value=shown(ctx, "check_min_similarity"), step=0.01,
-                                                        label="Voice: least similarity", info="to the reference, 0 to 1"))
+                                                        label="Voice: least similarity",
+                                                        info="to the reference, 0 to 1"))
         availability = gr.Markdown(availability_text(ctx), elem_classes="vd-hint", elem_id=f"{prefix}-check-models")
         ask = gr.Button("Download the missing models…", size="sm", visible=bool(ctx.checks.missing()),
                         elem_id=f"{prefix}-check-ask")
@@ -83,6 +84,7 @@ def register_checks_api(ctx: AppContext) -> None:
                           check_min_similarity=policy.thresholds.min_similarity)
         return {"mode": policy.mode.value, "candidates": policy.candidates, "retries": policy.retries,
                 "max_wer": policy.thresholds.max_wer, "min_similarity": policy.thresholds.min_similarity,
-                "unavailable": {name: f"{m.repo_id} is not on this computer" for name, m in ctx.checks.missing().items()}}
+                "unavailable": {name: f"{m.repo_id} is not on this computer"
+                                for name, m in ctx.checks.missing().items()}}
 
     gr.api(set_checks, api_name="set_checks")

@@ -93,7 +93,8 @@ def chunk_text_for_duration(text: str, target_tokens: int, chunk_seconds: float 
     chunks = chunk_text(text, int(chunk_seconds * FRAME_RATE / tokens_per_char), min_chars=3)
     max_weight = chunk_seconds * weight_per_second()
     return [piece for chunk in chunks
-            for piece in (_split(chunk, max_weight, max_weight / 4) if text_weight(chunk) > 2 * max_weight else [chunk])]
+            for piece in (_split(chunk, max_weight, max_weight / 4) if text_weight(chunk) > 2 * max_weight
+                          else [chunk])]
 
 
 # ---------------------------------------------------------------------------------------------

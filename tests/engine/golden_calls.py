@@ -45,7 +45,8 @@ PROMPT_FACTS = ("text", "ref_text", "lang", "instruct", "target_len", "cond_len"
 
 def _same_prompt(call: GoldenCall) -> GoldenCall:
     key = [call.facts[k] for k in PROMPT_FACTS]
-    same = [c for c in greedy_calls() if [c.facts[k] for k in PROMPT_FACTS] == key and c.config.denoise == call.config.denoise]
+    same = [c for c in greedy_calls()
+            if [c.facts[k] for k in PROMPT_FACTS] == key and c.config.denoise == call.config.denoise]
     assert same, f"no greedy golden call has the prompt of {call.name}"
     return same[0]
 

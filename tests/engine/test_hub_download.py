@@ -27,8 +27,9 @@ class Hub:
                 hub.requests.append((self.command, self.path))
                 path = self.path.split("?")[0]
                 if path.startswith(f"/api/models/{REPO}/tree/"):
-                    self.reply(json.dumps([{"type": "file", "path": name, "size": len(data),
-                                            "oid": hashlib.sha1(data).hexdigest()} for name, data in hub.files.items()]).encode())
+                    listing = [{"type": "file", "path": name, "size": len(data), "oid": hashlib.sha1(data).hexdigest()}
+                               for name, data in hub.files.items()]
+                    self.reply(json.dumps(listing).encode())
                 elif path.startswith(f"/api/models/{REPO}"):
                     self.reply(json.dumps({"id": REPO, "sha": COMMIT, "private": False, "siblings": [
                         {"rfilename": name, "size": len(data)} for name, data in hub.files.items()]}).encode())

@@ -153,7 +153,8 @@ def test_later_chunks_pack_whole_sentences_up_to_the_budget():
 def test_cjk_punctuation_splits():
     text = "你好，欢迎来到我们的节目。今天我们有一位特别的嘉宾，她是物理学教授，写过很多书。让我们开始吧！"
     chunks = stream_chunks(text, max_seconds=6)
-    assert chunks == ["你好，欢迎来到我们的节目。", "今天我们有一位特别的嘉宾，她是物理学教授，写过很多书。", "让我们开始吧！"]
+    assert chunks == ["你好，欢迎来到我们的节目。", "今天我们有一位特别的嘉宾，她是物理学教授，写过很多书。",
+                      "让我们开始吧！"]
 
 
 def test_text_without_punctuation_splits_at_spaces():

@@ -54,7 +54,8 @@ def decode(codec, codes, fused: bool):
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             out = codec.decode(codes)
     top_level = [e.name for e in prof.events() if e.cpu_parent is None]
-    return out, Counter(name for name in top_level if name == KERNEL or name.startswith("aten::") and name not in NO_KERNEL)
+    return out, Counter(name for name in top_level
+                        if name == KERNEL or name.startswith("aten::") and name not in NO_KERNEL)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,8 @@ from kernels.snake import snake, snake_input_ref, snake_ref
 
 gpu_only = pytest.mark.skipif(not ON_GPU, reason="needs CUDA (codec-size shapes are too slow to interpret)")
 DTYPES = [torch.float16, torch.float32,
-          pytest.param(torch.bfloat16, marks=pytest.mark.skipif(not ON_GPU, reason="the interpreter truncates to bf16"))]
+          pytest.param(torch.bfloat16,
+                       marks=pytest.mark.skipif(not ON_GPU, reason="the interpreter truncates to bf16"))]
 # (batch, channels, length): a row of one sample, short rows (several per program, over several blocks),
 # long rows (one past a full block)
 SHAPES = [(1, 1, 1), (1, 3, 17), (3, 7, 200), (2, 5, 1000), (1, 4, 1025)]
@@ -73,7 +74,8 @@ def test_snake_in_place():
     (lambda a: {**a, "bias": a["bias"][:2]}, r"bias: expected shape \(3,\)"),
     (lambda a: {**a, "residual": a["residual"][..., ::2]}, "residual: expected shape"),
     (lambda a: {**a, "out": torch.empty(2, 3, 4, device=DEVICE)}, "out: expected shape"),
-    (lambda a: {**a, "input_out": torch.empty(2, 3, 7, dtype=torch.float64, device=DEVICE)}, "input_out: expected dtype"),
+    (lambda a: {**a, "input_out": torch.empty(2, 3, 7, dtype=torch.float64, device=DEVICE)},
+     "input_out: expected dtype"),
 ])
 def test_snake_rejects_bad_arguments(change, message):
     x, alpha, bias, residual = inputs((2, 3, 7), torch.float32, "bias+residual")

@@ -216,7 +216,8 @@ def test_module_triton_backend_matches_ref_backend():
 @pytest.mark.skipif(not w4a4_cuda.nvrtc_available(), reason="NVRTC is not installed (PyTorch CPU build)")
 def test_cuda_source_compiles_with_nvrtc(tmp_path):
     written = []
-    cache = w4a4_cuda.CubinCache(tmp_path / "kernels", lambda path, data: written.append(path) or path.write_bytes(data))
+    cache = w4a4_cuda.CubinCache(tmp_path / "kernels",
+                                 lambda path, data: written.append(path) or path.write_bytes(data))
     cubins = [w4a4_cuda.compile_cubin(89, rank=32, out_f16=True, tile=tile, cache=cache)
               for tile in (w4a4_cuda.LARGE, w4a4_cuda.SMALL)]
     assert all(c[:4] == b"\x7fELF" for c in cubins) and cubins[0] != cubins[1]

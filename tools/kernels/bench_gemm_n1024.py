@@ -82,7 +82,8 @@ def main() -> int:
             print(f"{name + ' M=' + str(m):<22}" + "".join(f"{v:>9.2f}" if i == 0 else f"{v:>16.2f}"
                                                         for i, v in enumerate(row)))
             best = min(v for v in row if v == v)
-            print(f"   best {best:.2f} us = {flops / best / 1e6:.0f} TFLOP/s; cuBLAS {flops / row[0] / 1e6:.0f} TFLOP/s")
+            print(f"   best {best:.2f} us = {flops / best / 1e6:.0f} TFLOP/s; "
+                  f"cuBLAS {flops / row[0] / 1e6:.0f} TFLOP/s")
             for note in notes:
                 print("   " + note)
     return 0
