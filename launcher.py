@@ -51,7 +51,10 @@ def cmd_synth(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from tools.bench import main
+    if args.batching:
+        from tools.bench_batch import main
+    else:
+        from tools.bench import main
 
     return main(args, model=_model(args))
 
@@ -153,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--workloads", default="all", help="comma list of workload names, or 'all'")
     bench.add_argument("--results", default="results", help="folder for the JSON results")
     bench.add_argument("--append-md", metavar="FILE", help="append a section to this markdown file")
+    bench.add_argument("--batching", action="store_true",
+                       help="the batching tables (long text streamed, best of N) in the first fast mode of --modes")
     bench.set_defaults(func=cmd_bench)
 
     prof = sub.add_parser("profile", help="profile one generation; write a Perfetto trace")

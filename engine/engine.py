@@ -23,7 +23,8 @@ from engine.config import GenerationConfig, Mode
 from engine.constants import SAMPLE_RATE
 from engine.errors import AudioInputError, Cancelled, TranscriptRequiredError
 from engine.lm.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
-from engine.lm.decode import generate_tokens
+from engine.lm.batch import BatchedGeneration
+from engine.lm.budget import MemoryBudget
 from engine.lm.modes import pick_device
 from engine.lm.plan import Plan, plan_request
 from engine.lm.prompt import PromptItem, build_prompt
@@ -84,11 +85,28 @@ class AudioChunk:
     verdict: Verdict | None = None  # the checks of this chunk's take, when checks were asked for
 
 
+AHEAD_MAX = 16  # streamed pieces generated together at most (the runner cuts a group further to fit)
+
+
+def ahead_groups(count: int, checking: bool) -> list[range]:
+    """The streamed pieces generated together: the first alone (its audio comes as early as when pieces
+    ran one by one), then groups doubling in size, each generated while the audio before it plays.
+    Checked pieces go one by one (their candidates are the batch)."""
+    groups, start, size = [], 0, 1
+    while start < count:
+        groups.append(range(start, min(start + size, count)))
+        start += size
+        size = 1 if checking else min(2 * size, AHEAD_MAX)
+    return groups
+
+
 class Engine:
     def __init__(self, folder: Path, lm, tokenizer, codec: AudioCodec, device: torch.device, mode: Mode,
-                 backend: str, runner=None):
+                 backend: str, runner=None, budget: MemoryBudget | None = None):
         self.folder, self.lm, self.tokenizer, self.codec = folder, lm, tokenizer, codec
         self.device, self.mode, self.backend, self.runner = device, mode, backend, runner
+        # what one batch may take (engine/lm/budget.py)
+        self.budget = budget or MemoryBudget.for_device(device, lm.cfg, next(lm.parameters()).dtype)
         self.sample_rate = SAMPLE_RATE
         self._lock = threading.Lock()  # one generation at a time on one GPU
 
@@ -119,14 +137,16 @@ class Engine:
         folder = resolve_checkpoint(model, lambda f, m: report(LoadProgress("download", f, m)))
         report(LoadProgress("load", 0.0, "Loading the language model"))
         lm = load_lm(folder, dev, dtype)
+        budget = MemoryBudget.for_device(dev, lm.cfg, dtype)  # free memory with the weights in place
         tokenizer = load_text_tokenizer(folder)
         report(LoadProgress("codec", 0.0, "Loading the audio codec"))
         codec = AudioCodec.load(folder / "audio_tokenizer", dev)
         from engine.lm.modes import prepare_mode  # the fast paths live there
 
-        runner, backend = prepare_mode(lm, mode, dev, folder, lambda stage, f, m: report(LoadProgress(stage, f, m)))
+        runner, backend = prepare_mode(lm, mode, dev, folder, lambda stage, f, m: report(LoadProgress(stage, f, m)),
+                                       budget)
         report(LoadProgress("ready", 1.0, f"Ready: {backend}"))
-        return cls(folder, lm, tokenizer, codec, dev, mode, backend, runner)
+        return cls(folder, lm, tokenizer, codec, dev, mode, backend, runner, budget)
 
     # -- voices ---------------------------------------------------------------------------------
     def voice_from_clip(self, audio, transcript: str | None = None, preprocess: bool = True) -> Voice:
@@ -195,27 +215,32 @@ class Engine:
 
     def render(self, request: SpeechRequest, n: int = 1,
                cancel: threading.Event | None = None) -> list[SynthesisResult]:
-        """`n` takes of a request; take j is seeded config.seed + j and equals a lone render with that
-        seed. On the eager path they are generated together, one batched forward per step (their
-        timings share the generation time). With CUDA graphs they are rendered one after another:
-        N graph replays cost less than one batched eager forward (BENCHMARKS.md, best of N).
-        Raises SettingError for a setting out of range and TextInputError for text over its limits."""
-        cfg = request.config.check()
+        """`n` takes of a request, generated together (one batched forward per step); take j is seeded
+        config.seed + j and equals a lone render with that seed (their timings share the generation
+        time). Raises SettingError for a setting out of range and TextInputError for text over its limits."""
+        seed = self._seed(request.config.check())
+        return self.render_many([request.with_seed(seed + j) for j in range(n)], cancel)
+
+    def render_many(self, requests: list[SpeechRequest], cancel: threading.Event | None = None
+                    ) -> list[SynthesisResult]:
+        """Several requests generated together, one batched forward per step; each result equals its
+        request's lone render. Their settings must agree but for the seed and the duration."""
         t0 = time.perf_counter()
-        seed = self._seed(cfg)
-        if n > 1 and self.runner is not None:
-            return [self.render(request.with_seed(seed + j), 1, cancel)[0] for j in range(n)]
-        plan = plan_request(request.with_config(cfg))
+        cfgs = [r.config.check() for r in requests]
+        if any(c.replace(seed=None, duration=None) != cfgs[0].replace(seed=None, duration=None) for c in cfgs):
+            raise ValueError("requests generated together share their settings (but seed and duration)")
+        seeds = [self._seed(c) for c in cfgs]
+        plans = [plan_request(r.with_config(c)) for r, c in zip(requests, cfgs)]
         prepare_s = time.perf_counter() - t0
-        token_sets = self._generate_plan(plan, cfg, [seed + j for j in range(n)], cancel)
+        token_sets = self._generate_plans(plans, cfgs[0], seeds, cancel)
         generate_s = time.perf_counter() - t0 - prepare_s
         results = []
-        for j, tokens in enumerate(token_sets):
+        for request, cfg, seed, tokens in zip(requests, cfgs, seeds, token_sets):
             t1 = time.perf_counter()
             audio = self._decode(tokens, request.voice, cfg)
             timings = Timings(prepare_s, generate_s, decode_s=time.perf_counter() - t1,
                               total_s=time.perf_counter() - t0, audio_s=len(audio) / SAMPLE_RATE)
-            results.append(SynthesisResult(audio, SAMPLE_RATE, timings, seed + j, tokens))
+            results.append(SynthesisResult(audio, SAMPLE_RATE, timings, seed, tokens))
         return results
 
     def stream(self, text: str, voice: Voice | None = None, *, instruct: str | None = None,
@@ -223,8 +248,10 @@ class Engine:
                cancel: threading.Event | None = None, checks: Checks | None = None) -> Iterator[AudioChunk]:
         """Speak `text` chunk by chunk: a short first clause (low time to first audio), then whole
         sentences. Without a reference voice, the first chunk's audio becomes the voice of the rest,
-        as upstream does for long text. With `checks`, each chunk's take is checked (and retaken or
-        picked from several) by its policy; the chunk carries the verdict."""
+        as upstream does for long text. After the first, pieces are generated in growing groups
+        (`ahead_groups`), one batched forward per step; each equals its lone render. With `checks`, each
+        chunk's take is checked (and retaken or picked from several) by its policy; the chunk carries
+        the verdict."""
         cfg = (config or GenerationConfig()).check()
         t0 = time.perf_counter()
         check_request(text, voice.transcript if voice is not None else None, instruct)  # before any work
@@ -236,24 +263,28 @@ class Engine:
         checking = checks is not None and checks.policy.mode != CheckMode.OFF
         reference = checks.checker.embed(self.reference_audio(voice), SAMPLE_RATE) if checking and voice else None
         first_audio_s = None
-        for index, piece in enumerate(pieces):
-            share = len(piece) / len(text)  # a fixed duration is shared out by length
-            piece_cfg = cfg.replace(seed=seed + index,
-                                    duration=None if cfg.duration is None else cfg.duration * share)
-            request = SpeechRequest(text=piece, voice=voice, instruct=instruct, language=language, config=piece_cfg)
+        for group in ahead_groups(len(pieces), checking):
+            requests = []
+            for index in group:
+                share = len(pieces[index]) / len(text)  # a fixed duration is shared out by length
+                piece_cfg = cfg.replace(seed=seed + index,
+                                        duration=None if cfg.duration is None else cfg.duration * share)
+                requests.append(SpeechRequest(text=pieces[index], voice=voice, instruct=instruct, language=language,
+                                              config=piece_cfg))
             if checking:
-                result, verdict = checked_take(self, request, cancel=cancel, checks=checks, reference=reference)
+                outcomes = [checked_take(self, requests[0], cancel=cancel, checks=checks, reference=reference)]
             else:
-                result, verdict = self.render(request, cancel=cancel)[0], None
-            if first_audio_s is None:
-                first_audio_s = time.perf_counter() - t0
-            if voice is None and instruct is None and index == 0 and len(pieces) > 1:
-                voice = Voice(tokens=result.tokens[0].cpu(), transcript=piece, rms=None)
-                reference = checks.checker.embed(result.audio, SAMPLE_RATE) if checking else None
-            timings = result.timings
-            timings.first_audio_s = first_audio_s
-            yield AudioChunk(result.audio, SAMPLE_RATE, index, piece, index == len(pieces) - 1, timings,
-                             result.seed, verdict)
+                outcomes = [(result, None) for result in self.render_many(requests, cancel)]
+            for index, (result, verdict) in zip(group, outcomes):
+                if first_audio_s is None:
+                    first_audio_s = time.perf_counter() - t0
+                if voice is None and instruct is None and index == 0 and len(pieces) > 1:
+                    voice = Voice(tokens=result.tokens[0].cpu(), transcript=pieces[0], rms=None)
+                    reference = checks.checker.embed(result.audio, SAMPLE_RATE) if checking else None
+                timings = result.timings
+                timings.first_audio_s = first_audio_s
+                yield AudioChunk(result.audio, SAMPLE_RATE, index, pieces[index], index == len(pieces) - 1, timings,
+                                 result.seed, verdict)
 
     def reference_audio(self, voice: Voice) -> np.ndarray:
         """The voice's reference as the codec renders it: its tokens decoded (float32, SAMPLE_RATE)."""
@@ -291,28 +322,16 @@ class Engine:
                             ref_tokens=ref_tokens, language=plan.language, instruct=plan.instruct,
                             denoise=plan.denoise)
 
-    def _generate_plan(self, plan: Plan, cfg: GenerationConfig, seeds: list[int], cancel) -> list[list[torch.Tensor]]:
-        """Tokens of every plan item, per take (one take per seed, all takes in one batch)."""
+    def _generate_plans(self, plans: list[Plan], cfg: GenerationConfig, seeds: list[int],
+                        cancel) -> list[list[torch.Tensor]]:
+        """Tokens of every item of every plan (plan j seeded seeds[j]), in shared batches (engine/lm/batch.py)."""
         def on_step(step: int) -> None:
             if cancel is not None and cancel.is_set():
                 raise Cancelled("Stopped.")
 
-        outs: list[list[torch.Tensor]] = [[] for _ in seeds]
         with self._lock:
-            generators = [torch.Generator(self.device).manual_seed(seed) for seed in seeds]
-            for i in range(len(plan.items)):
-                prompts = [self._prompt(plan, i, out[0] if (plan.chunk0_is_reference and i > 0) else None)
-                           for out in outs]
-                if len(seeds) == 1 and self.runner is not None and self.runner.fits(prompts[0]):
-                    torch.cuda.manual_seed(seeds[0] + i)  # graphs draw from the default CUDA generator
-                    tokens = [self.runner.generate(prompts[0], cfg, on_step=on_step)]
-                else:
-                    if len(seeds) == 1 and self.runner is not None:
-                        log.warning("%d rows exceed the largest CUDA-graph bucket: running eagerly",
-                                    prompts[0].ids.shape[1] + prompts[0].target_len)
-                    tokens = generate_tokens(self.lm, prompts, cfg, generators, on_step=on_step)
-                for out, t in zip(outs, tokens):
-                    out.append(t)
+            batched = BatchedGeneration(self.lm, self.runner, self.budget, self.device)
+            outs = batched.plans(plans, cfg, seeds, self._prompt, on_step)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return outs

@@ -90,3 +90,29 @@ def synthetic_voice(seconds: float, seed: int = 0, sr: int = SAMPLE_RATE) -> np.
     pauses = ((t % 2.0) < 1.7).astype(np.float64)
     signal = 0.25 * voice * syllables * pauses + 0.003 * rng.standard_normal(len(t))
     return signal.astype(np.float32)
+
+
+# Long-form prose for the batching tables: English at about 150 words a minute of speech, made of
+# varied sentences (each streamed piece its own length), repeated in a fixed order to the word count.
+_PROSE = (
+    "The morning train was late again, and the platform filled with people who had stopped pretending "
+    "to be surprised.", "She read the letter twice before she understood what it was asking of her.",
+    "Nobody in the village remembered who had planted the old oak by the bridge.",
+    "It rained for three days, and on the fourth the river reached the garden wall.",
+    "He kept a notebook of every bird he saw, with the date, the weather and the time of day.",
+    "When the lights came back on, the room was exactly as they had left it, except for the open window.",
+    "There are two ways to cross the valley, and neither of them is quick.",
+    "The baker opened at six, and by seven the bread on the left side of the shelf was always gone.",
+    "They argued about the map for an hour and then followed the river anyway.",
+    "A good question, she said, is worth more than a quick answer.",
+)
+WORDS_PER_MINUTE = 150
+
+
+def prose(minutes: float) -> str:
+    """About `minutes` of English speech: sentences of _PROSE in order, a paragraph every five."""
+    words, sentences = int(minutes * WORDS_PER_MINUTE), []
+    while sum(len(s.split()) for s in sentences) < words:
+        sentences.append(_PROSE[len(sentences) % len(_PROSE)])
+    paragraphs = [" ".join(sentences[i:i + 5]) for i in range(0, len(sentences), 5)]
+    return "\n\n".join(paragraphs)

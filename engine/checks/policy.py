@@ -1,5 +1,5 @@
-"""How a line gets its take: checked once, retaken on failure (up to K more takes, one at a time),
-or the best of N takes rendered together in one batched forward."""
+"""How a line gets its take: checked once, retaken on failure (up to K more takes, rendered together
+once the first has failed), or the best of N takes rendered together in one batched forward."""
 from __future__ import annotations
 
 import enum
@@ -14,7 +14,7 @@ T = TypeVar("T")
 class CheckMode(str, enum.Enum):
     OFF = "off"
     CHECK = "check"  # check every take, keep it whatever it scores
-    RETAKE = "retake"  # render again (next seed) while a check fails, up to `retries` times
+    RETAKE = "retake"  # on a failed check, the next `retries` seeds together; keep the first that passes
     BEST_OF_N = "best_of_n"  # render `candidates` takes in one batch, keep the best
 
 
@@ -41,14 +41,16 @@ def choose(render: Callable[[int, int], list[T]], check: Callable[[list[T]], lis
         best = min(range(len(takes)), key=lambda i: verdicts[i].rank_key())
         verdicts[best].attempts = len(takes)
         return takes[best], verdicts[best]
-    tries = 1 + policy.retries if policy.mode == CheckMode.RETAKE else 1
-    kept = None
-    for attempt in range(tries):
-        take = render(attempt, 1)[0]
-        verdict = check([take])[0]
-        if kept is None or verdict.rank_key() < kept[1].rank_key():
-            kept = (take, verdict)
-        if verdict.passed:
-            break
-    kept[1].attempts = attempt + 1
+    kept = (take := render(0, 1)[0], check([take])[0])
+    attempt = 1
+    if policy.mode == CheckMode.RETAKE and policy.retries > 0 and not kept[1].passed:
+        # the retakes in one batch (one forward per step for all); checked in order, so the kept take
+        # and its count of attempts are those of retaking one at a time
+        for attempt, take in enumerate(render(1, policy.retries), start=2):
+            verdict = check([take])[0]
+            if verdict.rank_key() < kept[1].rank_key():
+                kept = (take, verdict)
+            if verdict.passed:
+                break
+    kept[1].attempts = attempt
     return kept

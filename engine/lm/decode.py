@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -83,9 +83,12 @@ def build_cfg_batch(prompts: list[PromptItem], mask_id: int, device: torch.devic
     return CfgBatch(ids, audio_mask, attn, cond_lens, target_lens, torch.cat(rows).to(device))
 
 
-def gumbel_perturb(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
-    """logits / temperature + Gumbel noise (upstream's formula, eps 1e-10)."""
-    u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=logits.dtype)
+def gumbel_perturb(logits: torch.Tensor, temperature: float, generator: torch.Generator | None,
+                   uniforms: torch.Tensor | None = None) -> torch.Tensor:
+    """logits / temperature + Gumbel noise (upstream's formula, eps 1e-10), from `generator` or from
+    the given `uniforms` (same shape)."""
+    u = uniforms if uniforms is not None else torch.rand(logits.shape, generator=generator, device=logits.device,
+                                                         dtype=logits.dtype)
     return logits / temperature - torch.log(-torch.log(u + 1e-10) + 1e-10)
 
 
@@ -104,16 +107,25 @@ def guided_log_probs(cond: torch.Tensor, uncond: torch.Tensor, guidance_scale: f
     return c
 
 
+class SlotNoise(Protocol):
+    """Uniforms for every target slot, in place of a torch.Generator (the graph runner's, engine/lm/noise.py)."""
+
+    def positions(self) -> torch.Tensor: ...  # [C, T]
+
+    def classes(self, num_classes: int) -> torch.Tensor: ...  # [C, T, V]
+
+
 def predict_and_score(cond: torch.Tensor, uncond: torch.Tensor, tokens: torch.Tensor, cfg: GenerationConfig,
                       mask_id: int, generator: torch.Generator | None,
-                      fused: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                      fused: bool = False, noise: SlotNoise | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Predicted class and reveal priority of every target slot: ([C, T] long, [C, T] fp32).
 
     cond/uncond: logits [C, T, V] (fp32, or fp16 when `fused`); tokens [C, T]: current tokens (MASK
     where not revealed). The priority is the guided log-probability of the predicted class minus a
     penalty growing with the codebook index, perturbed by Gumbel noise at `position_temperature`;
     already revealed slots get -inf, so they are never masked again. `fused` computes the greedy
-    case with one Triton kernel (kernels/cfg_score.py, same fp32 math).
+    case with one Triton kernel (kernels/cfg_score.py, same fp32 math). The noise comes from
+    `noise` when given, else from `generator`.
     """
     if fused and cfg.class_temperature == 0:
         from kernels.cfg_score import cfg_score
@@ -122,13 +134,15 @@ def predict_and_score(cond: torch.Tensor, uncond: torch.Tensor, tokens: torch.Te
     else:
         log_probs = guided_log_probs(cond.float(), uncond.float(), cfg.guidance_scale, mask_id)
         if cfg.class_temperature > 0:
-            predicted = gumbel_perturb(keep_top_classes(log_probs), cfg.class_temperature, generator).argmax(-1)
+            u = noise.classes(log_probs.shape[-1]) if noise is not None else None
+            predicted = gumbel_perturb(keep_top_classes(log_probs), cfg.class_temperature, generator, u).argmax(-1)
         else:
             predicted = log_probs.argmax(-1)  # [C, T]
         codebook = torch.arange(tokens.shape[0], device=tokens.device).view(-1, 1)  # [C, 1]
         scores = log_probs.max(-1).values - codebook * cfg.layer_penalty_factor  # [C, T]
     if cfg.position_temperature > 0:
-        scores = gumbel_perturb(scores, cfg.position_temperature, generator)
+        u = noise.positions() if noise is not None else None
+        scores = gumbel_perturb(scores, cfg.position_temperature, generator, u)
     return predicted, scores.masked_fill(tokens != mask_id, float("-inf"))
 
 

@@ -8,6 +8,7 @@ from typing import Callable
 import torch
 
 from engine.config import GenerationConfig, Mode
+from engine.lm.budget import MemoryBudget
 
 log = logging.getLogger(__name__)
 
@@ -32,15 +33,16 @@ def device_label(device: torch.device) -> str:
     return f"{torch.cuda.get_device_name(device)}, sm_{major}{minor}"
 
 
-def prepare_mode(lm, mode: Mode, device: torch.device, folder: Path, report: Report):
-    """Set up `mode` for `lm` in place; return (runner or None, backend description)."""
+def prepare_mode(lm, mode: Mode, device: torch.device, folder: Path, report: Report, budget: MemoryBudget):
+    """Set up `mode` for `lm` in place; return (runner or None, backend description). The runner's
+    buckets are those whose step fits `budget`."""
     dtype = str(next(lm.parameters()).dtype).removeprefix("torch.").upper().replace("FLOAT", "FP")
     where = device_label(device)
     if runs_as(mode, device) is Mode.EAGER:
         if mode is not Mode.EAGER:
             log.warning("%s mode needs an NVIDIA GPU; running the eager path on the %s", mode.value, where)
         return None, f"{dtype} eager ({where})"
-    from engine.lm.runner import StaticRunner, freeze_heap
+    from engine.lm.runner import DEFAULT_BUCKETS, StaticRunner, freeze_heap
 
     if mode is Mode.REALTIME:
         from engine.quant import quantize_for_realtime
@@ -55,7 +57,7 @@ def prepare_mode(lm, mode: Mode, device: torch.device, folder: Path, report: Rep
         lm.use_fused_kernels()
     else:
         log.warning("Triton is not available: CUDA graphs without fused kernels")
-    runner = StaticRunner(lm, fused=fused)
+    runner = StaticRunner(lm, buckets=budget.buckets(DEFAULT_BUCKETS), fused=fused)
     runner.capture(GenerationConfig(), lambda f, m: report("capture", f, m))
     freeze_heap()
     return runner, f"{backend} ({where})"

@@ -1,15 +1,20 @@
-"""Static-shape execution of the unmasking loop, replayed from CUDA graphs captured per length bucket.
+"""Static-shape execution of the unmasking loop for one or many sequences at once, replayed from CUDA
+graphs captured per bucket of total rows.
 
-Cond and uncond rows are packed into ONE sequence without padding between them: the prompt
-(positions 0..c-1) then the uncond target (positions 0..T-1), block-diagonal attention given as
-per-row key ranges (the fused attention kernel skips the blocks outside them), pads at the end
-attending to each other. So the work per step is c + T rows instead of upstream's 2 * c. One
-step (embed, all layers, audio head on the 2T target rows only, guided scoring, static-shape top-k
-reveal, write-back) is captured per bucket; a generation is `num_step` replays with no host sync.
-Per-request inputs are copied into the bucket's static buffers once. Scoring settings are baked
-into a graph, so a graph is keyed by (bucket, scoring settings); the default settings are captured
-at load, others on first use. With `eager=True` the same static algorithm runs without graphs
-(CPU, debugging), which is what tests compare to the reference loop.
+Each sequence's cond and uncond rows are packed without padding between them: its prompt (positions
+0..c-1), then its uncond target (positions 0..T-1); the sequences follow one another, pads at the end
+attending to each other. Attention is block-diagonal, given as per-row key ranges (the fused ragged
+kernel skips the blocks outside them), so no row sees another sequence. The target slots of all
+sequences are concatenated along the frame axis; every step reveals, in each sequence, its own
+scheduled number of its best slots (a per-sequence rank), and each slot's noise is a hash of its
+sequence's key (engine/lm/noise.py): a sequence gets the same tokens in any batch as alone.
+
+One step (embed, all layers, audio head on the target rows only, guided scoring, static-shape
+per-sequence top-k, write-back) is captured per bucket; a generation is `num_step` replays with no
+host sync. Per-request inputs are copied into the bucket's static buffers once. Scoring settings are
+baked into a graph, so a graph is keyed by (bucket, scoring settings); the default settings are
+captured at load, others on first use. With `eager=True` the same static algorithm runs without
+graphs (CPU, debugging), which is what tests compare to the reference loop.
 
 Steady latency: the host's work per generation is a few small copies and `num_step` graph
 launches, done with Python's garbage collector paused (a collection in a process holding the app
@@ -29,12 +34,16 @@ import torch
 from engine.config import MAX_STEPS, GenerationConfig
 from engine.lm.decode import predict_and_score, unmask_schedule
 from engine.lm.model import KeyRanges, OmniVoiceLM, rope_cos_sin
+from engine.lm.noise import MAX_FRAMES, class_uniforms, position_uniforms, sequence_key
 from engine.lm.prompt import PromptItem
 
 log = logging.getLogger(__name__)
 
-# Packed rows (prompt + uncond target + pads): at most 64 padded rows up to 1024, 128 above.
-DEFAULT_BUCKETS = tuple(range(128, 1025, 64)) + tuple(range(1152, 2049, 128))
+# Packed rows (prompts + uncond targets + pads): at most 64 padded rows up to 1024, 128 up to 2048 (one
+# sequence), then buckets for batches: 256 up to 4096, 512 up to 8192.
+DEFAULT_BUCKETS = (tuple(range(128, 1025, 64)) + tuple(range(1152, 2049, 128)) + tuple(range(2304, 4097, 256))
+                   + tuple(range(4608, 8193, 512)))
+MAX_SEQUENCES = 64  # sequences one batch holds (the per-sequence schedule's width)
 
 
 MAX_SCORE_SETTINGS = 4  # scoring settings whose graphs are kept; the least recently used beyond are dropped
@@ -45,66 +54,124 @@ def score_key(cfg: GenerationConfig) -> tuple:
     return (cfg.guidance_scale, cfg.layer_penalty_factor, cfg.position_temperature, cfg.class_temperature)
 
 
+def packed_rows(prompt: PromptItem) -> int:
+    """Rows one sequence takes in the packed layout: its prompt, then its uncond target."""
+    return prompt.ids.shape[1] + prompt.target_len
+
+
 @dataclass
 class Buffers:
-    """Static inputs and state of one bucket of S rows (H = S // 2 target slots per half)."""
+    """Static inputs and state of one bucket of S rows (H = S // 2 target slots, all sequences')."""
 
     ids: torch.Tensor  # [1, C, S] long
     audio_mask: torch.Tensor  # [1, S] bool
     positions: torch.Tensor  # [S] long
     key_start: torch.Tensor  # [S] int32: row s attends to keys key_start[s] <= j < key_end[s]
     key_end: torch.Tensor  # [S] int32
-    rows: torch.Tensor  # [2H] long: cond target rows, then uncond rows (junk row past T)
-    cond_cols: torch.Tensor  # [H] long: where slot t of the cond target lives in the sequence
+    rows: torch.Tensor  # [2H] long: cond target rows, then uncond rows (junk row past the last slot)
+    cond_cols: torch.Tensor  # [H] long: where slot t of the cond targets lives in the sequence
     uncond_cols: torch.Tensor  # [H] long
-    valid: torch.Tensor  # [C, H] bool: slot t < T
+    valid: torch.Tensor  # [C, H] bool: a slot of some sequence
     tokens: torch.Tensor  # [C, H] long: current target tokens (MASK until revealed)
-    schedule: torch.Tensor  # [MAX_STEPS] long: slots revealed at each step
+    slot_sequence: torch.Tensor  # [H] long: the sequence of each slot (MAX_SEQUENCES for junk)
+    slot_frame: torch.Tensor  # [H] long: the slot's frame within its sequence
+    slot_key: torch.Tensor  # [H] long: its sequence's noise key (32 bits)
+    rank_base: torch.Tensor  # [H] long: flat slots of the sequences before its own (C * their frames)
+    schedule: torch.Tensor  # [MAX_STEPS, MAX_SEQUENCES + 1] long: slots each sequence reveals per step
     step: torch.Tensor  # [] long: step counter, advanced inside the graph
 
     @classmethod
     def allocate(cls, S: int, C: int, device) -> "Buffers":
         H = S // 2
         z = dict(device=device)
-        return cls(torch.zeros(1, C, S, dtype=torch.long, **z), torch.zeros(1, S, dtype=torch.bool, **z),
-                   torch.zeros(S, dtype=torch.long, **z), torch.zeros(S, dtype=torch.int32, **z),
-                   torch.full((S,), S, dtype=torch.int32, **z),
-                   torch.zeros(2 * H, dtype=torch.long, **z), torch.zeros(H, dtype=torch.long, **z),
-                   torch.zeros(H, dtype=torch.long, **z), torch.zeros(C, H, dtype=torch.bool, **z),
-                   torch.zeros(C, H, dtype=torch.long, **z), torch.zeros(MAX_STEPS, dtype=torch.long, **z),
-                   torch.zeros((), dtype=torch.long, **z))
+
+        def longs(*shape):
+            return torch.zeros(*shape, dtype=torch.long, **z)
+        return cls(longs(1, C, S), torch.zeros(1, S, dtype=torch.bool, **z), longs(S),
+                   torch.zeros(S, dtype=torch.int32, **z), torch.full((S,), S, dtype=torch.int32, **z),
+                   longs(2 * H), longs(H), longs(H), torch.zeros(C, H, dtype=torch.bool, **z), longs(C, H),
+                   torch.full((H,), MAX_SEQUENCES, dtype=torch.long, **z), longs(H), longs(H), longs(H),
+                   longs(MAX_STEPS, MAX_SEQUENCES + 1), torch.zeros((), dtype=torch.long, **z))
 
 
-def pack(prompt: PromptItem, S: int, mask_id: int, schedule: list[int]) -> Buffers:
-    """Lay out [prompt (c) | uncond target (T) | pads] in S rows (host-side Buffers, step 0);
-    the last row is always a pad."""
-    C, c = prompt.ids.shape
-    T = prompt.target_len
+def pack(prompts: list[PromptItem], S: int, mask_id: int, schedules: list[list[int]], seeds: list[int]) -> Buffers:
+    """Lay out [prompt (c) | uncond target (T)] per sequence, then pads, in S rows (host-side Buffers,
+    step 0); the last row is always a pad."""
+    C = prompts[0].ids.shape[0]
     H = S // 2
-    if c + T >= S:
-        raise ValueError(f"{c} + {T} rows do not fit a bucket of {S}")
-    ids = torch.full((1, C, S), mask_id, dtype=torch.long)
-    ids[0, :, :c] = prompt.ids
-    ids[0, :, c:c + T] = prompt.ids[:, -T:]
-    audio_mask = torch.zeros(1, S, dtype=torch.bool)
-    audio_mask[0, :c] = prompt.audio_mask
-    audio_mask[0, c:c + T] = True
-    positions = torch.zeros(S, dtype=torch.long)
-    positions[:c] = torch.arange(c)
-    positions[c:c + T] = torch.arange(T)
-    # three blocks on the diagonal: prompt, uncond target, pads
-    bounds = torch.tensor([0, c, c + T, S], dtype=torch.int32)
-    block = torch.bucketize(torch.arange(S, dtype=torch.int32), bounds[1:], right=True)  # [S] in 0..2
-    key_start, key_end = bounds[block], bounds[block + 1]
+    total = sum(packed_rows(p) for p in prompts)
+    if total >= S or len(prompts) > MAX_SEQUENCES:
+        raise ValueError(f"{len(prompts)} sequences of {total} rows do not fit a bucket of {S}")
     junk = S - 1
-    t = torch.arange(H)
-    cond_cols = torch.where(t < T, c - T + t, junk)
-    uncond_cols = torch.where(t < T, c + t, junk)
-    sched = torch.zeros(MAX_STEPS, dtype=torch.long)
-    sched[:len(schedule)] = torch.tensor(schedule)
+    ids = torch.full((1, C, S), mask_id, dtype=torch.long)
+    audio_mask = torch.zeros(1, S, dtype=torch.bool)
+    positions = torch.zeros(S, dtype=torch.long)
+    bounds, cond_cols, uncond_cols = [0], [], []
+    slot_sequence = torch.full((H,), MAX_SEQUENCES, dtype=torch.long)
+    slot_frame, slot_key, rank_base = (torch.zeros(H, dtype=torch.long) for _ in range(3))
+    sched = torch.zeros(MAX_STEPS, MAX_SEQUENCES + 1, dtype=torch.long)
+    row = slot = 0
+    for j, (prompt, schedule, seed) in enumerate(zip(prompts, schedules, seeds)):
+        c, T = prompt.ids.shape[1], prompt.target_len
+        if T > MAX_FRAMES:
+            raise ValueError(f"{T} frames in one sequence: the noise counter tells {MAX_FRAMES} apart")
+        ids[0, :, row:row + c] = prompt.ids
+        ids[0, :, row + c:row + c + T] = prompt.ids[:, -T:]
+        audio_mask[0, row:row + c] = prompt.audio_mask
+        audio_mask[0, row + c:row + c + T] = True
+        positions[row:row + c] = torch.arange(c)
+        positions[row + c:row + c + T] = torch.arange(T)
+        bounds += [row + c, row + c + T]
+        cond_cols.append(torch.arange(row + c - T, row + c))
+        uncond_cols.append(torch.arange(row + c, row + c + T))
+        slot_sequence[slot:slot + T] = j
+        slot_frame[slot:slot + T] = torch.arange(T)
+        slot_key[slot:slot + T] = sequence_key(seed)
+        rank_base[slot:slot + T] = C * slot
+        sched[:len(schedule), j] = torch.tensor(schedule)
+        row, slot = row + c + T, slot + T
+    rank_base[slot:] = C * slot
+    bounds.append(S)  # blocks on the diagonal: each prompt, each uncond target, the pads
+    bounds = torch.tensor(bounds, dtype=torch.int32)
+    block = torch.bucketize(torch.arange(S, dtype=torch.int32), bounds[1:], right=True)  # [S]
+    key_start, key_end = bounds[block], bounds[block + 1]
+    pad = torch.full((H - slot,), junk, dtype=torch.long)
+    cond_cols, uncond_cols = torch.cat([*cond_cols, pad]), torch.cat([*uncond_cols, pad])
+    valid = (torch.arange(H) < slot).expand(C, H).clone()
     return Buffers(ids, audio_mask, positions, key_start, key_end, torch.cat([cond_cols, uncond_cols]),
-                   cond_cols, uncond_cols, (t < T).expand(C, H).clone(),
-                   torch.full((C, H), mask_id, dtype=torch.long), sched, torch.zeros((), dtype=torch.long))
+                   cond_cols, uncond_cols, valid, torch.full((C, H), mask_id, dtype=torch.long),
+                   slot_sequence, slot_frame, slot_key, rank_base, sched, torch.zeros((), dtype=torch.long))
+
+
+@dataclass
+class PackedNoise:
+    """The slots' uniforms at the buffers' current step (engine/lm/noise.py)."""
+
+    buf: Buffers
+
+    def positions(self) -> torch.Tensor:
+        b = self.buf
+        return position_uniforms(b.slot_key, b.slot_frame, b.step, b.tokens.shape[0])
+
+    def classes(self, num_classes: int) -> torch.Tensor:
+        b = self.buf
+        return class_uniforms(b.slot_key, b.slot_frame, b.step, b.tokens.shape[0], num_classes)
+
+
+def reveal_mask(scores: torch.Tensor, buf: Buffers) -> torch.Tensor:
+    """[C, H] bool: in each sequence, its scheduled number of best slots at this step.
+
+    scores [C, H] (-inf where not revealable). Sorted by score (stable: ties keep the flat, codebook-major
+    order, as topk over one sequence's [C * T]), then stably by sequence: a slot's place in its
+    sequence's run is its rank there, the same as when the sequence is alone."""
+    C, H = scores.shape
+    flat_sequence = buf.slot_sequence.expand(C, H).flatten()  # [C * H]
+    by_score = scores.flatten().argsort(descending=True, stable=True)
+    order = by_score[flat_sequence[by_score].argsort(stable=True)]
+    place = torch.empty_like(order).scatter_(0, order, torch.arange(order.numel(), device=order.device))
+    rank = place.view(C, H) - buf.rank_base.view(1, H)  # [C, H]
+    k = buf.schedule.index_select(0, buf.step.view(1))[0].index_select(0, buf.slot_sequence)  # [H]
+    return rank < k.view(1, H)
 
 
 @dataclass
@@ -134,26 +201,28 @@ class StaticRunner:
         cos, sin = rope_cos_sin(max(self.buckets), cfg.head_dim, cfg.rope_theta, self.dtype, self.device)
         self.cos_table, self.sin_table = cos, sin  # [S_max, D], precast before any capture
 
+    @property
+    def max_rows(self) -> int:
+        """The most packed rows one batch may take (the largest bucket keeps one row of pad)."""
+        return max(self.buckets) - 1
+
     def bucket_for(self, rows: int) -> int | None:
         return next((b for b in self.buckets if rows < b), None)
 
     def fits(self, prompt: PromptItem) -> bool:
-        return self.bucket_for(prompt.ids.shape[1] + prompt.target_len) is not None
+        return self.bucket_for(packed_rows(prompt)) is not None
 
     # -- one step on static buffers -------------------------------------------------------------
-    def _step(self, buf: Buffers, cfg: GenerationConfig, generator: torch.Generator | None) -> None:
+    def _step(self, buf: Buffers, cfg: GenerationConfig) -> None:
         lm, mask_id = self.lm, self.lm.cfg.audio_mask_id
         cos, sin = self.cos_table[buf.positions], self.sin_table[buf.positions]  # [S, D]
         ranges = KeyRanges(buf.key_start, buf.key_end)
         logits = lm(buf.ids, buf.audio_mask, ranges, rows=buf.rows, rope=(cos, sin))  # [2H, C, V]
         H = buf.tokens.shape[1]
         cond, uncond = logits[:H].transpose(0, 1), logits[H:].transpose(0, 1)  # [C, H, V]
-        predicted, scores = predict_and_score(cond, uncond, buf.tokens, cfg, mask_id, generator, self.fused)
-        scores = scores.masked_fill(~buf.valid, float("-inf")).flatten()  # [C * H]
-        k = buf.schedule.index_select(0, buf.step.view(1))  # [1], read on the device
-        order = scores.argsort(descending=True, stable=True)
-        rank = torch.empty_like(order).scatter_(0, order, torch.arange(order.numel(), device=order.device))
-        reveal = (rank < k).view_as(buf.tokens)  # exactly the k best: same set as topk(k)
+        predicted, scores = predict_and_score(cond, uncond, buf.tokens, cfg, mask_id, None, self.fused,
+                                              noise=PackedNoise(buf))
+        reveal = reveal_mask(scores.masked_fill(~buf.valid, float("-inf")), buf)
         buf.tokens.copy_(torch.where(reveal, predicted, buf.tokens))
         buf.ids[0].index_copy_(1, buf.cond_cols, buf.tokens)
         buf.ids[0].index_copy_(1, buf.uncond_cols, buf.tokens)
@@ -185,7 +254,6 @@ class StaticRunner:
 
     def _capture(self, buf: Buffers, cfg: GenerationConfig) -> torch.cuda.CUDAGraph:
         # Warm up on a side stream (allocator, cuBLAS handles, autotuning), then capture one step.
-        # The default CUDA generator is graph-safe: each replay draws fresh philox offsets.
         mask_id = self.lm.cfg.audio_mask_id
         buf.ids.fill_(mask_id)
         buf.tokens.fill_(mask_id)
@@ -193,13 +261,13 @@ class StaticRunner:
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side), torch.inference_mode():
             for _ in range(2):
-                self._step(buf, cfg, None)
+                self._step(buf, cfg)
         torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         with torch.inference_mode(), torch.cuda.graph(graph, pool=self.pool):
-            self._step(buf, cfg, None)
+            self._step(buf, cfg)
         return graph
 
     def capture(self, cfg: GenerationConfig, progress: Callable[[float, str], None] | None = None) -> None:
@@ -211,16 +279,18 @@ class StaticRunner:
         if progress is not None:
             progress(1.0, f"Captured {len(self.buckets)} CUDA graphs")
 
-    def generate(self, prompt: PromptItem, cfg: GenerationConfig, generator: torch.Generator | None = None,
-                 on_step: Callable[[int], None] | None = None) -> torch.Tensor:
-        """Tokens [C, T] of one prompt. The caller checks `fits(prompt)` first."""
+    def generate(self, prompts: list[PromptItem], cfg: GenerationConfig, seeds: list[int],
+                 on_step: Callable[[int], None] | None = None) -> list[torch.Tensor]:
+        """Tokens [C, T_j] of each prompt, all in one forward per step; prompt j's noise is keyed by
+        seeds[j]. The caller keeps the batch within `max_rows` and MAX_SEQUENCES."""
         C = self.lm.cfg.num_codebooks
-        T = prompt.target_len
-        S = self.bucket_for(prompt.ids.shape[1] + T)
+        S = self.bucket_for(sum(packed_rows(p) for p in prompts))
+        if S is None:
+            raise ValueError(f"{len(prompts)} sequences exceed the largest bucket ({max(self.buckets)} rows)")
         entry = self._graph_for(S, cfg)
-        schedule = unmask_schedule(T, C, cfg.num_step, cfg.t_shift)
+        schedules = [unmask_schedule(p.target_len, C, cfg.num_step, cfg.t_shift) for p in prompts]
         with collector_paused(), torch.inference_mode():
-            packed = pack(prompt, S, self.lm.cfg.audio_mask_id, schedule)
+            packed = pack(prompts, S, self.lm.cfg.audio_mask_id, schedules, seeds)
             buf = entry.buffers
             for f in fields(Buffers):  # the step counter restarts at 0 with the rest
                 getattr(buf, f.name).copy_(getattr(packed, f.name), non_blocking=True)
@@ -230,8 +300,12 @@ class StaticRunner:
                 if entry.graph is not None:
                     entry.graph.replay()
                 else:
-                    self._step(buf, cfg, generator)
-            return buf.tokens[:, :T].clone()
+                    self._step(buf, cfg)
+            tokens, out, slot = buf.tokens.clone(), [], 0
+            for p in prompts:
+                out.append(tokens[:, slot:slot + p.target_len])
+                slot += p.target_len
+            return out
 
 
 def freeze_heap() -> None:

@@ -48,7 +48,7 @@ def test_fused_runner_gives_the_reference_tokens(models_and_prompt):
     want = generate_tokens(plain, [prompt], cfg, torch.Generator(DEVICE).manual_seed(0))[0]
     runner = StaticRunner(fused, buckets=(64,), fused=True)
     assert runner.eager == (DEVICE == "cpu")  # on a GPU the step replays from a CUDA graph
-    got = runner.generate(prompt, cfg)
+    got = runner.generate([prompt], cfg, [0])[0]
     assert torch.equal(got, want)
 
 

@@ -40,7 +40,7 @@ def test_static_runner_matches_reference_loop(lm_and_tokenizer, with_ref, target
     expected = generate_tokens(lm, [prompt], cfg, torch.Generator().manual_seed(0))[0]
     runner = StaticRunner(lm, buckets=(128, 256))
     assert runner.eager  # no CUDA here: same algorithm, no graphs
-    got = runner.generate(prompt, cfg)
+    got = runner.generate([prompt], cfg, [0])[0]
     assert got.shape == expected.shape == (8, target_len)
     assert torch.equal(got, expected)
     assert (got != lm.cfg.audio_mask_id).all()
@@ -51,9 +51,7 @@ def test_runner_sampling_is_seeded_and_complete(lm_and_tokenizer):
     prompt = _prompt(lm, tok, True, 30)
     cfg = GenerationConfig(class_temperature=0.7)
     runner = StaticRunner(lm, buckets=(256,))
-    a = runner.generate(prompt, cfg, torch.Generator().manual_seed(5))
-    b = runner.generate(prompt, cfg, torch.Generator().manual_seed(5))
-    c = runner.generate(prompt, cfg, torch.Generator().manual_seed(6))
+    a, b, c = (runner.generate([prompt], cfg, [seed])[0] for seed in (5, 5, 6))
     assert torch.equal(a, b) and not torch.equal(a, c)
     assert (a != lm.cfg.audio_mask_id).all()
 
@@ -62,7 +60,7 @@ def test_pack_layout(lm_and_tokenizer):
     lm, tok = lm_and_tokenizer
     prompt = _prompt(lm, tok, True, 10)
     c, T, S = prompt.ids.shape[1], 10, 128
-    p = pack(prompt, S, 1024, unmask_schedule(T, 8, 32, 0.1))
+    p = pack([prompt], S, 1024, [unmask_schedule(T, 8, 32, 0.1)], [0])
     rows = torch.arange(S)
     want_start = torch.where(rows < c, 0, torch.where(rows < c + T, c, c + T))
     want_end = torch.where(rows < c, c, torch.where(rows < c + T, c + T, S))
@@ -73,9 +71,9 @@ def test_pack_layout(lm_and_tokenizer):
     assert torch.isinf(mask[c + T:, :c + T]).all()  # pads see only pads
     assert torch.equal(p.positions[c:c + T], torch.arange(T))  # uncond rows restart at position 0
     assert torch.equal(p.ids[0, :, c:c + T], prompt.ids[:, -T:])
-    assert int(p.schedule.sum()) == 8 * T
+    assert int(p.schedule.sum()) == int(p.schedule[:, 0].sum()) == 8 * T
     with pytest.raises(ValueError):
-        pack(prompt, c + T, 1024, [8 * T])  # no room for the junk row
+        pack([prompt], c + T, 1024, [[8 * T]], [0])  # no room for the junk row
 
 
 def test_generation_pauses_the_garbage_collector(lm_and_tokenizer, monkeypatch):
@@ -83,11 +81,11 @@ def test_generation_pauses_the_garbage_collector(lm_and_tokenizer, monkeypatch):
     prompt = _prompt(lm, tok, True, 12)
     seen = []
     runner = StaticRunner(lm, buckets=(128,))
-    runner.generate(prompt, GenerationConfig(num_step=3), on_step=lambda step: seen.append(gc.isenabled()))
+    runner.generate([prompt], GenerationConfig(num_step=3), [0], on_step=lambda step: seen.append(gc.isenabled()))
     assert seen == [False] * 3 and gc.isenabled()  # off while the steps are launched, back on after
     gc.disable()
     try:
-        runner.generate(prompt, GenerationConfig(num_step=2))
+        runner.generate([prompt], GenerationConfig(num_step=2), [0])
         assert not gc.isenabled()  # a caller's choice is left as it was
     finally:
         gc.enable()
@@ -115,11 +113,11 @@ def test_freeze_heap_exempts_what_is_alive_and_frees_earlier_cycles():
         gc.unfreeze()
 
 
-def test_buckets_cover_long_prompts_with_little_padding():
-    assert DEFAULT_BUCKETS == tuple(sorted(DEFAULT_BUCKETS)) and DEFAULT_BUCKETS[-1] >= 2048
-    for rows in range(100, 2040, 7):
+def test_buckets_cover_long_prompts_and_batches_with_little_padding():
+    assert DEFAULT_BUCKETS == tuple(sorted(DEFAULT_BUCKETS)) and DEFAULT_BUCKETS[-1] >= 8192
+    for rows in range(100, 8180, 7):
         bucket = next(b for b in DEFAULT_BUCKETS if rows < b)
-        assert bucket - rows <= (64 if rows < 1024 else 128)
+        assert bucket - rows <= (64 if rows < 1024 else 128 if rows < 2048 else 256 if rows < 4096 else 512)
 
 
 def test_graphs_of_rarely_used_scoring_settings_are_dropped(lm_and_tokenizer):
@@ -129,6 +127,6 @@ def test_graphs_of_rarely_used_scoring_settings_are_dropped(lm_and_tokenizer):
     runner = StaticRunner(lm, buckets=(128,))
     guidances = [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 1.0]
     for guidance in guidances:
-        runner.generate(prompt, GenerationConfig(num_step=1, guidance_scale=guidance, position_temperature=0.0))
+        runner.generate([prompt], GenerationConfig(num_step=1, guidance_scale=guidance, position_temperature=0.0), [0])
     kept = {key[1][0] for key in runner.graphs}
     assert len(runner.graphs) == MAX_SCORE_SETTINGS and kept == {1.0, 2.0, 2.5, 3.0}

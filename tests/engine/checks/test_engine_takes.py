@@ -3,7 +3,6 @@ from one batched generation and each equals a lone render with its seed; the kep
 best-scored one. Speaker model: tiny and random (tests/conftest.py), so scores test the path, not voices."""
 import numpy as np
 import pytest
-import torch
 
 from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL, SAMPLE_RATE
@@ -88,18 +87,18 @@ def test_checks_off_is_the_plain_stream(engine, voice, checker):
         np.testing.assert_array_equal(a.audio, b.audio)
 
 
-def test_with_a_graph_runner_takes_are_lone_renders_one_after_another(engine, voice, monkeypatch):
-    """With CUDA graphs N replays beat one batched eager forward (BENCHMARKS.md): takes go through
-    the runner one by one. Here the runner is the static loop without graphs (CPU)."""
+def test_with_a_graph_runner_takes_are_one_batch_of_lone_renders(engine, voice, monkeypatch):
+    """Through the graph runner the N takes share one packed batch (one forward per step), and each equals
+    its lone render: its noise is keyed by its own seed. Here the runner is the static loop without graphs (CPU)."""
     from engine.lm.runner import StaticRunner
 
     runner = StaticRunner(engine.lm)
     calls = []
     generate = runner.generate
-    monkeypatch.setattr(runner, "generate", lambda *a, **k: calls.append(1) or generate(*a, **k))
+    monkeypatch.setattr(runner, "generate", lambda prompts, *a, **k: calls.append(len(prompts)) or
+                        generate(prompts, *a, **k))
     monkeypatch.setattr(engine, "runner", runner)
-    monkeypatch.setattr(torch.cuda, "manual_seed", torch.manual_seed)  # the CPU loop draws from the CPU generator
     takes = engine.takes(TEXT, voice, config=CFG, n=2)
-    assert len(calls) == 2 and [t.seed for t in takes] == [11, 12]
+    assert calls == [2] and [t.seed for t in takes] == [11, 12]
     lone = engine.synthesize(TEXT, voice, config=CFG.replace(seed=12))
     assert all(a.equal(b) for a, b in zip(takes[1].tokens, lone.tokens))

@@ -37,16 +37,35 @@ def test_best_of_n_prefers_fewer_failed_checks_over_scores():
     assert kept == 1
 
 
-def test_retake_stops_at_the_first_take_that_passes():
-    takes = Takes([verdict(0.5, 0.9), verdict(0.1, 0.9), verdict(0.0, 0.95)])
+class CheckedTakes(Takes):
+    """Also records which takes were checked."""
+
+    def __init__(self, verdicts):
+        super().__init__(verdicts)
+        self.checked = []
+
+    def check(self, takes):
+        self.checked += takes
+        return super().check(takes)
+
+
+def test_retake_batches_the_retakes_and_keeps_the_first_that_passes():
+    takes = CheckedTakes([verdict(0.5, 0.9), verdict(0.1, 0.9), verdict(0.0, 0.95)])
     kept, v = choose(takes.render, takes.check, CheckPolicy(CheckMode.RETAKE, retries=2))
-    assert takes.calls == [(0, 1), (1, 1)] and kept == 1 and v.attempts == 2
+    assert takes.calls == [(0, 1), (1, 2)]  # the first alone, then both retakes in one batch
+    assert kept == 1 and v.attempts == 2 and takes.checked == [0, 1]  # as one at a time: the better third unseen
+
+
+def test_retake_renders_no_retake_when_the_first_passes():
+    takes = Takes([verdict(0.1, 0.9), verdict(0.0, 0.95)])
+    kept, v = choose(takes.render, takes.check, CheckPolicy(CheckMode.RETAKE, retries=2))
+    assert takes.calls == [(0, 1)] and kept == 0 and v.attempts == 1
 
 
 def test_retake_gives_up_after_the_retries_and_keeps_the_least_bad():
     takes = Takes([verdict(0.5, 0.9), verdict(0.3, 0.9), verdict(0.6, 0.9), verdict(0.0, 0.9)])
     kept, v = choose(takes.render, takes.check, CheckPolicy(CheckMode.RETAKE, retries=2))
-    assert takes.calls == [(0, 1), (1, 1), (2, 1)]  # never the fourth
+    assert takes.calls == [(0, 1), (1, 2)]  # never the fourth
     assert kept == 1 and not v.passed and v.attempts == 3
 
 

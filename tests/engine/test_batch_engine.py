@@ -1,0 +1,88 @@
+"""The Engine's batched paths on the demo checkpoint (CPU): streamed sentences generated in growing groups
+and takes of one line generated together each equal their lone render, on the eager reference loop and
+through the graph runner's static algorithm (no graphs on a CPU); the first piece still comes alone."""
+import numpy as np
+import pytest
+import torch
+
+import engine.lm.batch as batch_module
+from engine.config import GenerationConfig
+from engine.constants import DEMO_MODEL, SAMPLE_RATE
+from engine.engine import Engine, ahead_groups
+from engine.lm.runner import StaticRunner
+from engine.voice import Voice
+from tools.workloads import synthetic_voice
+
+TEXT = ("First words here.\n\nThe second sentence.\n\nA third one is here.\n\nThen there is a fourth.\n\n"
+        "And the fifth is last.")  # five pieces: a blank line ends each
+CFG = GenerationConfig(num_step=4, seed=40)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine.load(DEMO_MODEL, device="cpu", mode="eager")
+
+
+@pytest.fixture(scope="module")
+def voice(engine):
+    return engine.voice_from_clip((synthetic_voice(2.0), SAMPLE_RATE), "A synthetic voice for the test.")
+
+
+@pytest.fixture(params=["eager", "runner"])
+def path(request, engine, monkeypatch):
+    """The eager reference loop, or the runner (its batches spied on)."""
+    calls = []
+    if request.param == "runner":
+        runner = StaticRunner(engine.lm, buckets=(256, 512, 1024))
+        generate = runner.generate
+        monkeypatch.setattr(runner, "generate", lambda prompts, *a, **k: calls.append(len(prompts)) or
+                            generate(prompts, *a, **k))
+        monkeypatch.setattr(engine, "runner", runner)
+    else:
+        generate = batch_module.generate_tokens
+        monkeypatch.setattr(batch_module, "generate_tokens", lambda lm, prompts, *a, **k: calls.append(len(prompts))
+                            or generate(lm, prompts, *a, **k))
+    return calls
+
+
+def test_groups_start_with_the_first_piece_alone_then_double():
+    assert [list(g) for g in ahead_groups(8, checking=False)] == [[0], [1, 2], [3, 4, 5, 6], [7]]
+    assert [len(g) for g in ahead_groups(100, checking=False)][:7] == [1, 2, 4, 8, 16, 16, 16]
+    assert [list(g) for g in ahead_groups(3, checking=True)] == [[0], [1], [2]]
+
+
+def test_streamed_groups_equal_each_piece_alone(engine, voice, path):
+    chunks = list(engine.stream(TEXT, voice, config=CFG))
+    assert len(chunks) == 5 and path == [1, 2, 2]  # the first piece alone, then groups in one batch each
+    for chunk in chunks:
+        alone = engine.synthesize(chunk.text, voice, config=CFG.replace(seed=CFG.seed + chunk.index))
+        assert chunk.seed == alone.seed
+        np.testing.assert_array_equal(chunk.audio, alone.audio)
+
+
+def test_without_a_voice_the_first_piece_is_the_voice_of_the_batched_rest(engine, path):
+    chunks = list(engine.stream(TEXT, config=CFG))
+    first = engine.synthesize(chunks[0].text, config=CFG)
+    np.testing.assert_array_equal(chunks[0].audio, first.audio)
+    its_voice = Voice(tokens=first.tokens[0], transcript=chunks[0].text, rms=None)
+    for chunk in chunks[1:]:
+        alone = engine.synthesize(chunk.text, its_voice, config=CFG.replace(seed=CFG.seed + chunk.index))
+        np.testing.assert_array_equal(chunk.audio, alone.audio)
+
+
+def test_takes_are_one_batch_and_each_equals_its_lone_render(engine, voice, path):
+    takes = engine.takes("One line, four takes.", voice, config=CFG, n=4)
+    assert path == [4]
+    for j, take in enumerate(takes):
+        alone = engine.synthesize("One line, four takes.", voice, config=CFG.replace(seed=CFG.seed + j))
+        assert take.seed == CFG.seed + j and all(a.equal(b) for a, b in zip(take.tokens, alone.tokens))
+    assert not takes[0].tokens[0].equal(takes[1].tokens[0])
+
+
+def test_requests_with_other_settings_are_not_batched(engine, voice):
+    from engine.request import SpeechRequest
+
+    a = SpeechRequest(text="One.", voice=voice, config=CFG)
+    b = SpeechRequest(text="Two.", voice=voice, config=CFG.replace(guidance_scale=1.0))
+    with pytest.raises(ValueError, match="share their settings"):
+        engine.render_many([a, b])
