@@ -1,7 +1,8 @@
 """Live playback on this computer's speakers (sounddevice / PortAudio), optional and fail-soft.
 
-Chunks are played as they arrive: the PortAudio callback pops them from a queue and fills silence
-while the next sentence is still being generated. Without PortAudio (`libportaudio2` on Linux) or
+Chunks are played as they arrive: the output stream runs from the moment the player is made (silent
+until the first chunk, so opening the device is not on the first sound's path), and the PortAudio
+callback pops the chunks from a queue and fills silence while the next sentence is still being generated. Without PortAudio (`libportaudio2` on Linux) or
 without an output device the app says "browser playback only" and carries on.
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ from engine.errors import VoiceDeskError
 log = logging.getLogger(__name__)
 
 BLOCK_FRAMES = 1024
-PREBUFFER_S = 0.25  # start once this much audio is queued: fewer gaps at the start
+LATENCY_S = 0.05  # the device's buffer: the page's live player holds about as much (its jitter buffer)
 
 
 class SpeakersUnavailable(VoiceDeskError):
@@ -77,7 +78,8 @@ def list_output_devices(sd) -> list[OutputDevice]:
 class SpeakerPlayer:
     """Plays float32 mono chunks on one output device as they are fed.
 
-    `feed` may be called from any thread; `finish` lets the queued audio play out; `stop` cuts it.
+    `feed` may be called from any thread; `finish` lets the queued audio play out; `stop` cuts it. Raises
+    SpeakersUnavailable when the device cannot be opened.
     """
 
     def __init__(self, sample_rate: int, device: str | None = None, sd=None):
@@ -90,45 +92,39 @@ class SpeakerPlayer:
         self.rate = _supported_rate(self._sd, self._device, sample_rate)
         self._chunks: queue.Queue[np.ndarray | None] = queue.Queue()
         self._current = np.zeros(0, np.float32)
-        self._queued_frames = 0
-        self._stream = None
         self.done = threading.Event()
         self.underflows = 0
+        self._stream = self._start()
 
     def feed(self, chunk: np.ndarray) -> None:
         chunk = np.asarray(chunk, dtype=np.float32).reshape(-1)
         if self.rate != self._source_rate:
             chunk = resample(torch.from_numpy(chunk), self._source_rate, self.rate).numpy()
-        self._chunks.put(chunk)
-        self._queued_frames += len(chunk)
-        if self._stream is None and self._queued_frames >= PREBUFFER_S * self.rate:
-            self._start()
+        self._chunks.put(chunk)  # the running stream's next callback plays it
 
     def finish(self) -> None:
         """No more audio: play what is queued, then close."""
         self._chunks.put(None)
-        if self._stream is None:
-            self._start()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the queued audio has played (True) or `timeout` passed (False)."""
         finished = self.done.wait(timeout)
-        if finished and self._stream is not None:
+        if finished:
             self._stream.close()
         return finished
 
     def stop(self) -> None:
-        if self._stream is not None:
-            self._stream.abort()
-            self._stream.close()
+        self._stream.abort()
+        self._stream.close()
         self.done.set()
 
-    def _start(self) -> None:
+    def _start(self):
         try:
-            self._stream = self._sd.OutputStream(
-                samplerate=self.rate, channels=1, dtype="float32", blocksize=BLOCK_FRAMES, latency="high",
+            stream = self._sd.OutputStream(
+                samplerate=self.rate, channels=1, dtype="float32", blocksize=BLOCK_FRAMES, latency=LATENCY_S,
                 device=self._device, callback=self._fill, finished_callback=self.done.set)
-            self._stream.start()
+            stream.start()
+            return stream
         except Exception as err:  # PortAudioError and friends: a device that vanished, a busy device
             self.done.set()
             raise SpeakersUnavailable(f"Cannot open the speakers ({err}); browser playback only.") from err

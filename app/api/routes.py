@@ -45,7 +45,7 @@ def api_routes(ctx: AppContext, access: ApiAccess) -> list[BaseRoute]:
                 access.check(ctx.settings, request.headers.get("authorization"))
                 return await handler(request)
             except Exception as err:  # never a traceback to the client: a bug's goes to the log
-                error = _as_api_error(err)
+                error = as_api_error(err)
                 if isinstance(err, (ApiError, VoiceDeskError)):  # the client's mistake: one line in the log
                     log.info("API %s refused (%s): %s", request.url.path, error.status, error.message)
                 return error.response()
@@ -59,7 +59,7 @@ def api_routes(ctx: AppContext, access: ApiAccess) -> list[BaseRoute]:
         stream = await anyio.to_thread.run_sync(SpeechStream, ctx, body, ctx.settings.api_max_waiting)
         pieces = stream.pieces()
         try:
-            first = await _unless_disconnected(request, _next(pieces))
+            first = await unless_disconnected(request, _next(pieces))
         except BaseException:
             stream.cancel()
             raise
@@ -87,7 +87,7 @@ async def _next(pieces):
     return await anyio.to_thread.run_sync(next, pieces, _END, abandon_on_cancel=True)
 
 
-async def _unless_disconnected(request: Request, awaitable):
+async def unless_disconnected(request: Request, awaitable):
     """The awaitable's result, or raise Cancelled when the client disconnects first."""
     outcome: dict = {}
 
@@ -128,7 +128,7 @@ async def _audio(stream: SpeechStream, first: bytes, pieces) -> AsyncIterator[by
         async for piece in _rest(stream, first, pieces):
             yield piece
     except Exception as err:  # the status is sent: end the body unfinished, so the client sees it broke
-        log.warning("API speech stream failed after it started: %s", _as_api_error(err).message)
+        log.warning("API speech stream failed after it started: %s", as_api_error(err).message)
         raise
 
 
@@ -137,7 +137,7 @@ async def _sse(stream: SpeechStream, first: bytes, pieces) -> AsyncIterator[byte
         async for piece in _rest(stream, first, pieces):
             yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(piece).decode()})
     except Exception as err:
-        yield _event({"type": "error", **_as_api_error(err).body()})
+        yield _event({"type": "error", **as_api_error(err).body()})
         return
     checks = stream.checks()  # VoiceDesk's take checks, beside OpenAI's fields (clients ignore extra keys)
     yield _event({"type": "speech.audio.done", "usage": stream.usage(), **({"checks": checks} if checks else {})})
@@ -147,7 +147,7 @@ def _event(data: dict) -> bytes:
     return f"data: {json.dumps(data)}\n\n".encode()
 
 
-def _as_api_error(err: Exception) -> ApiError:
+def as_api_error(err: Exception) -> ApiError:
     if isinstance(err, ApiError):
         return err
     if isinstance(err, (TextInputError, AudioInputError, TranscriptRequiredError, SettingError)):

@@ -59,12 +59,12 @@ def test_each_user_error_is_one_line_in_the_terminal(running_app, reference_wav)
 
 
 def test_a_bug_keeps_its_traceback_for_the_terminal(caplog):
-    from app.api.routes import _as_api_error
+    from app.api.routes import as_api_error
 
     try:
         raise RuntimeError("a bug")
     except RuntimeError as bug:
         with caplog.at_level(logging.ERROR, logger="app"):
-            error = _as_api_error(bug)
+            error = as_api_error(bug)
     assert error.status == 500 and "Traceback" not in error.message  # the client gets no traceback
     assert "Traceback (most recent call last)" in caplog.text and "RuntimeError: a bug" in caplog.text
