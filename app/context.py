@@ -17,6 +17,7 @@ from .checks import CheckService
 from .engine_host import EngineHost
 from .history import History
 from .library import VoiceLibrary
+from .live import LiveStreams
 from .playback import SpeakerStatus
 from .settings import Settings
 from .storage import AppDirs
@@ -41,6 +42,7 @@ class AppContext:
     bind_host: str = "127.0.0.1"  # the address the server listens on
     notices: list[str] = field(default_factory=list)  # said once, on the next page that opens
     live: dict = field(default_factory=dict)  # session -> LiveMetrics of the generation its page runs last
+    live_audio: LiveStreams = field(default_factory=LiveStreams)  # where the pages hear their generations
     settings_revision: int = 0  # counts saves, so open pages can tell they show old settings
     checks: CheckService = field(init=False)  # the take checks (docs/checks.md)
     _voices: OrderedDict = field(default_factory=OrderedDict)

@@ -1,7 +1,6 @@
 """Audio file formats for what leaves the app, the one place audio is encoded: the API's responses
-(mp3 / opus / aac / flac / wav / pcm, chunk by chunk), the page's streamed player (AAC segments,
-app/ui/player_stream.py) and the Studio's exports (WAV, FLAC, MP3 and M4B with chapter marks), through
-FFmpeg's own libraries (PyAV).
+(mp3 / opus / aac / flac / wav / pcm, chunk by chunk) and the Studio's exports (WAV, FLAC, MP3 and M4B
+with chapter marks), through FFmpeg's own libraries (PyAV). The page's live sound is raw PCM (app/live.py).
 
 Streaming-safe: `encode` returns every complete frame of the chunk at once (Ogg pages are closed
 every 20 ms instead of every second), so a client can play one sentence while the next is made;

@@ -24,6 +24,7 @@ from engine.voice import Voice
 from .checks import policy_from
 from .context import AppContext
 from .history import HistoryEntry
+from .live import LiveStream
 from .metrics import LiveMetrics
 from .playback import SpeakerPlayer, SpeakersUnavailable
 from .waiting import in_line
@@ -93,7 +94,9 @@ def record(ctx: AppContext, request: GenerationRequest, job: Job, metrics: LiveM
                            heard_first_audio_s=metrics.heard_first_audio_s, **extra)
 
 
-def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[Progress]:
+def run(ctx: AppContext, request: GenerationRequest, owner: str,
+        live: LiveStream | None = None) -> Iterator[Progress]:
+    """With `live`, each part's samples are published there the moment they are made (the page's live player)."""
     rate = SAMPLE_RATE
     notices = list(request.voice.notes) if request.voice is not None else []  # e.g. only the start of a long clip
     player = _open_speakers(request, rate, notices)
@@ -102,6 +105,8 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[Pro
     parts: list[dict] = []  # the verdict of each streamed part, when checked
     job, metrics = submit(ctx, request, owner, policy=policy)
     ctx.live[owner] = metrics  # where the page's own first-sound figure arrives
+    if live is not None:
+        live.attach(stop=job.cancel.set)  # the page stopped listening: the GPU goes to the next job
 
     def progress(phase: str, status: str, **fields) -> Progress:
         checks = checks_summary(policy, parts) if checked and phase != "waiting" else None
@@ -116,6 +121,8 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str) -> Iterator[Pro
             elif kind == "item":
                 elapsed, chunk = value
                 pieces.append(to_int16(chunk.audio))  # int16 halves what a long text holds in memory
+                if live is not None:
+                    live.put(pieces[-1])
                 metrics.add_chunk(elapsed, len(chunk.audio) / rate)
                 player = _feed(player, chunk.audio, notices)
                 if chunk.verdict is not None:

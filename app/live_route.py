@@ -14,10 +14,12 @@ from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from engine.constants import SAMPLE_RATE
+from engine.errors import VoiceDeskError
 
 from . import ASSETS
 from .api.errors import ApiError
 from .api.routes import as_api_error, unless_disconnected
+from .library import LibraryError
 from .live import LiveError, LiveStreams
 
 PREFIX = "/live"
@@ -36,8 +38,7 @@ def live_routes(streams: LiveStreams) -> list[Route]:
         except StopAsyncIteration:  # ended before any audio (stopped early)
             first = b""
         except Exception as err:
-            error = ApiError(err.status, str(err), code="live_id") if isinstance(err, LiveError) else as_api_error(err)
-            return error.response()
+            return _error(err).response()
         return StreamingResponse(_rest(first, pieces), media_type="audio/pcm",
                                  headers={**NO_STORE, "X-Sample-Rate": str(SAMPLE_RATE)})
 
@@ -45,6 +46,18 @@ def live_routes(streams: LiveStreams) -> list[Route]:
         return FileResponse(ASSETS / "live_worklet.js", media_type="text/javascript", headers=NO_STORE)
 
     return [Route(f"{PREFIX}/worklet.js", worklet), Route(f"{PREFIX}/stream/{{live_id}}", stream)]
+
+
+def _error(err: Exception) -> ApiError:
+    """The API's statuses, and the page's own: its live id, a saved voice that is not there. The handler that
+    failed has reported its error already (the form's message line, a bug's traceback in the log)."""
+    if isinstance(err, LiveError):
+        return ApiError(err.status, str(err), code="live_id")
+    if isinstance(err, LibraryError):
+        return ApiError(404, str(err), code="voice_not_found")
+    if isinstance(err, (ApiError, VoiceDeskError)):
+        return as_api_error(err)
+    return ApiError(500, f"The generation failed ({type(err).__name__}); the app's log has the details.")
 
 
 async def _rest(first: bytes, pieces: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

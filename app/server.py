@@ -16,7 +16,7 @@ from .storage import AppDirs
 
 MAX_UPLOAD = "25mb"
 QUEUE_SIZE = 16
-PAGE_SCRIPTS = ("first_audio.js", "stop.js", "dropdowns.js", "microphone.js")  # in app/assets
+PAGE_SCRIPTS = ("live_player.js", "stop.js", "dropdowns.js", "microphone.js")  # in app/assets
 DEFAULT_PORT = 7860  # `serve`'s port when none is given
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,7 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     from .engine_host import EngineHost
     from .history import History
     from .library import VoiceLibrary
+    from .live_route import live_routes
     from .page_key import key_middleware
     from .playback import probe
     from .security import LOOPBACK_HOSTS, guard_middleware
@@ -126,7 +127,8 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
             enable_monitoring=False, mcp_server=False, run_history=False, pwa=False, ssr_mode=False,
             footer_links=["api"], show_error=True, favicon_path=str(ASSETS / "icon.svg"),
             theme=_theme(gr), css_paths=[ASSETS / "style.css"], head=_page_scripts(),
-            app_kwargs={"middleware": middleware, "routes": [*routes, *download_routes(ctx)]},
+            app_kwargs={"middleware": middleware,
+                        "routes": [*routes, *download_routes(ctx), *live_routes(ctx.live_audio)]},
             # Gradio's last step sends the page one HEAD with a 3 s limit and no retry after a timeout, then fails
             # the start with "When localhost is not accessible..." (3 of 11 starts on a loaded machine); launch has
             # already waited for the server's own startup request, so the server is known to answer.

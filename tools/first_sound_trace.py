@@ -1,16 +1,19 @@
 """Where the time to the first sound goes: launches the app on the demo model with a timestamp at each
-hand-off (handler, GPU worker, engine chunk, Gradio's encoder and HLS segments), generates in the Voice
+hand-off (handler, GPU worker, engine chunk, the live route and each published part), generates in the Voice
 design tab (or the Clone tab, from an uploaded clip) of Debian's Chromium, and prints every step in ms from
-the click on Generate.
+the click on Generate, then per run and as median / p90: click -> the live request leaves the page (its
+Resource Timing `requestStart`), the engine's first chunk -> its first sample played (the live player's audio
+clock, mapped to the page's clock where the output device plays it), click -> first sample played.
 
     .venv/bin/python tools/first_sound_trace.py [runs] [design|clone]
 
-(docs/latency.md holds a measurement. Needs the test extras: playwright, gradio_client.)
+(docs/latency.md holds measurements. Needs the test extras: playwright, gradio_client.)
 """
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -20,16 +23,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = "Measuring the first sound. A second sentence follows it."
-WATCH = """(tab) => { window.tl = {};
-  const mark = (k) => { if (window.tl[k] === undefined) window.tl[k] = Date.now(); };
-  document.querySelector(`#${tab}-generate`).addEventListener('click', () => mark('click'), true);
-  for (const ev of ['loadstart', 'loadedmetadata', 'canplay', 'play', 'playing'])
-    document.addEventListener(ev, (e) => {
-      if (e.target.closest && e.target.closest(`#${tab}-result`)) mark(ev);
-    }, true);
-  new MutationObserver(() => { if (document.querySelector(`#${tab}-result audio`)) mark('audio element'); })
-    .observe(document.body, {subtree: true, childList: true});
+WATCH = """(tab) => { window.tl = {};  // wall-clock ms, as the server's marks
+  document.querySelector(`#${tab}-generate`).addEventListener('click',
+    () => { window.tl.click = performance.timeOrigin + performance.now(); }, true);
 }"""
+LIVE = """() => { const wall = (ms) => performance.timeOrigin + ms;  // the live player's events and request
+  const first = window.voicedeskLive.events.find(e => e.type === 'first');
+  const asked = performance.getEntriesByType('resource').find(e => e.name.includes('/live/stream/'));
+  return first && asked && {'first sample played': wall(first.playsAt), 'worklet: first block': wall(first.at),
+    'live request leaves the page': wall(asked.requestStart), 'live answer starts': wall(asked.responseStart)};
+}"""
+FIGURES = ("click -> request leaves the page", "engine first chunk -> first sample played",
+           "click -> first sample played")
 
 
 def fill_form(page, tab: str, clip: Path | None = None, text: str = TEXT, steps: int = 8) -> None:
@@ -53,11 +58,8 @@ def fill_form(page, tab: str, clip: Path | None = None, text: str = TEXT, steps:
 
 def serve(trace: Path, port: int) -> int:
     """Run the app on the demo model with timestamps appended to `trace` (one JSON line each)."""
-    import gradio.blocks
-    import gradio.components.audio
-    import gradio.route_utils
-
     import app.generation
+    import app.live
     import app.server
     from app.worker import GpuWorker
     from engine.constants import SAMPLE_RATE
@@ -85,20 +87,13 @@ def serve(trace: Path, port: int) -> int:
                    lambda chunk: ("engine chunk ready", {"s": len(chunk.audio) / SAMPLE_RATE}))
     execute = GpuWorker._execute
     GpuWorker._execute = staticmethod(lambda job: (mark("worker starts job"), execute(job))[1])
-    audio_cls = gradio.components.audio.Audio
-    encode = audio_cls.stream_output
+    listen, put = app.live.LiveStreams.listen, app.live.LiveStream.put
+    app.live.LiveStreams.listen = lambda self, live_id: (mark("live request arrives"), listen(self, live_id))[1]
 
-    async def stream_output(self, *args, **kwargs):
-        mark("gradio encodes chunk")
-        return await encode(self, *args, **kwargs)
-    audio_cls.stream_output = stream_output
-    add = gradio.route_utils.MediaStream.add_segment
-
-    async def add_segment(self, data):
-        await add(self, data)
-        if data:
-            mark("HLS segment added", s=round(data["duration"], 3))
-    gradio.route_utils.MediaStream.add_segment = add_segment
+    def published(self, samples):
+        put(self, samples)
+        mark("live part published", s=round(len(samples) / SAMPLE_RATE, 3))
+    app.live.LiveStream.put = published
     return app.server.serve(demo=True, port=port, open_browser=False)
 
 
@@ -125,11 +120,20 @@ def measure(runs: int, tab: str) -> None:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
                 "--no-sandbox", "--disable-gpu", "--autoplay-policy=no-user-gesture-required"])
+            figures = []
             for run in range(runs):
                 print(f"--- run {run + 1}")
-                for at, event in _one_run(browser, url, trace, tab, clip):
+                events = _one_run(browser, url, trace, tab, clip)
+                for at, event in events:
                     print(f"{at * 1000:7.0f} ms  {event}")
+                figures.append(_figures(events))
+                print("  ".join(f"{name}: {value:.0f} ms" for name, value in zip(FIGURES, figures[-1])))
             browser.close()
+        print(f"--- {runs} runs, ms: median / p90 (nearest rank) / all")
+        for name, values in zip(FIGURES, zip(*figures)):
+            ranked = sorted(values)
+            p90 = ranked[min(len(ranked) - 1, -(-9 * len(ranked) // 10) - 1)]
+            print(f"{name}: {statistics.median(values):.0f} / {p90:.0f} / {' '.join(f'{v:.0f}' for v in values)}")
     finally:
         proc.terminate()
         proc.wait(20)
@@ -145,8 +149,8 @@ def _ready(client_cls, url: str) -> bool:
 def _one_run(browser, url: str, trace: Path, tab: str, clip: Path) -> list[tuple[float, str]]:
     context = browser.new_context(viewport={"width": 1440, "height": 1000})
     page, fetched = context.new_page(), []
-    page.on("request", lambda r: fetched.append((time.time(), "browser asks " + r.url.split("?")[0].rsplit("/")[-1]))
-            if "/stream/" in r.url or "/queue/join" in r.url else None)
+    page.on("request", lambda r: fetched.append((time.time(), "browser asks (Playwright sees) " + r.url.split("?")[0]
+                                                 .rsplit("/")[-1][:12])) if "/live/stream/" in r.url else None)
     page.goto(url)
     page.wait_for_selector("#vd-model-status[data-stage=ready]", timeout=120_000)
     fill_form(page, tab, clip)
@@ -154,14 +158,24 @@ def _one_run(browser, url: str, trace: Path, tab: str, clip: Path) -> list[tuple
     seen = len(trace.read_text().splitlines()) if trace.exists() else 0
     page.locator(f"#{tab}-generate").click()
     page.wait_for_function(f"document.querySelector('#{tab}-status').innerText.includes('Done')", timeout=180_000)
-    page.wait_for_function("window.tl.playing !== undefined", timeout=60_000)
-    marks = page.evaluate("window.tl")
+    page.wait_for_function(f"({LIVE})()", timeout=60_000)
+    marks = {"browser: click": page.evaluate("window.tl.click"), **page.evaluate(LIVE)}
     context.close()
     events = [(e.pop("t"), " ".join([e.pop("event"), *(f"{k}={v}" for k, v in e.items())]))
               for e in map(json.loads, trace.read_text().splitlines()[seen:])]
-    events += [(ms / 1000, f"browser: {name}") for name, ms in marks.items()] + fetched
-    click = marks["click"] / 1000
-    return [(t - click, event) for t, event in sorted(events) if t <= marks["playing"] / 1000 + 0.01]
+    events += [(ms / 1000, name) for name, ms in marks.items()] + fetched
+    click, played = marks["browser: click"] / 1000, marks["first sample played"] / 1000
+    return [(t - click, event) for t, event in sorted(events) if t <= played + 0.01]
+
+
+def _figures(events: list[tuple[float, str]]) -> tuple[float, float, float]:
+    """(click -> request leaves the page, engine first chunk -> first sample played, click -> first sample played),
+    ms."""
+    at = {}
+    for t, event in events:
+        at.setdefault(event.split(" s=")[0], t)
+    played = at["first sample played"]
+    return (at["live request leaves the page"] * 1000, (played - at["engine chunk ready"]) * 1000, played * 1000)
 
 
 if __name__ == "__main__":

@@ -1,22 +1,29 @@
-// The live audio path (docs/latency.md). At the click on Generate (Gradio's `js` step of the event, which runs only
-// when the click starts a generation) the page makes a live id, asks for the generation's audio at once
-// (GET live/stream/<id>: 16-bit PCM, 24 kHz mono, the API's `pcm`) and hands the id to Gradio with the form; the
-// handler publishes the samples of its GPU job under that id. They play through an AudioWorklet
-// (live_worklet.js) as they arrive, each generation from its first sample; a new generation or Stop silences the
-// one before. "First sound, heard" is read from the audio clock: the frame of the worklet's first sample, mapped
-// to the page's clock where the output device plays it (getOutputTimestamp), minus the click; it goes back to the
-// app through the panel's hidden box, as the engine's figure's neighbour in the metrics and the history.
+// The live audio path (docs/latency.md). At the click on Generate (or the Studio's Render) the page makes a live id
+// and asks for the generation's audio at once (GET live/stream/<id>: 16-bit PCM, 24 kHz mono, the API's `pcm`).
+// Gradio's `js` step of the event, which runs only when the click starts a generation (50-200 ms later), takes
+// that request and hands its id to the handler with the form; the handler publishes the samples of its GPU job
+// under that id. A click Gradio ignores (a generation of the page still runs) leaves a request nobody takes: the
+// next click drops it. The samples play through an AudioWorklet (live_worklet.js) as they arrive, each generation
+// from its first sample; a new generation or Stop silences the one before. "First sound, heard" is read from the
+// audio clock: the frame of the worklet's first sample, mapped to the page's clock where the output device plays
+// it (getOutputTimestamp), minus the click; it goes back to the app through the panel's hidden box.
 (() => {
   const RATE = 24000; // engine/constants.py SAMPLE_RATE: the worklet plays the samples as they are, no resampling
-  const clickedAt = {};
-  let context = null, node = null, ready = null, current = null, streams = 0;
-  const live = { start, stop, isPlaying, tap: false, taps: [], events: [] };
+  const clickedAt = {}, pending = {}; // per panel: the last click, its request until Gradio's js step takes it
+  let node = null, current = null, streams = 0;
+  const live = { start, stop, isPlaying, context: () => context, tap: false, taps: [], events: [] };
   window.voicedeskLive = live;
 
-  for (const panel of ["clone", "design"]) {
+  const STARTS = { clone: "#clone-generate", design: "#design-generate",
+                   studio: "#studio-render, #studio-render-chapter, #studio-retake" };
+  for (const [panel, buttons] of Object.entries(STARTS)) {
     document.addEventListener("click", (event) => {
-      const button = event.target.closest && event.target.closest(`#${panel}-generate`);
-      if (button && !button.disabled) clickedAt[panel] = performance.now();
+      const button = event.target.closest && event.target.closest(buttons);
+      if (!button || button.disabled) return;
+      clickedAt[panel] = performance.now();
+      if (pending[panel]) pending[panel].controller.abort();
+      pending[panel] = ask();
+      if (context.state !== "running") context.resume(); // within the click's user activation
     }, true);
   }
   document.addEventListener("play", (event) => { // the finished result's player: one sound at a time
@@ -27,14 +34,22 @@
     return [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0")).join("");
   }
 
-  function start(panel) {
+  function ask() {
     const id = newId(), controller = new AbortController();
-    const response = fetch(`live/stream/${id}`, { signal: controller.signal, cache: "no-store" }); // first: at once
+    const response = fetch(`live/stream/${id}`, { signal: controller.signal, cache: "no-store" });
+    response.catch(() => {}); // dropped unheard: its abort is no error
+    return { id, controller, response, askedAt: performance.now() };
+  }
+
+  function start(panel) { // Gradio's js step: this generation's request becomes the one heard
+    const asked = pending[panel] || ask();
+    delete pending[panel];
     stop();
-    current = { panel, id, stream: ++streams, controller, clickedAt: clickedAt[panel] ?? performance.now() };
-    note({ type: "request", stream: current.stream, panel, id, clickedAt: current.clickedAt });
-    play(current, response);
-    return id;
+    current = { panel, ...asked, stream: ++streams, clickedAt: clickedAt[panel] ?? asked.askedAt };
+    note({ type: "request", stream: current.stream, panel, id: asked.id, clickedAt: current.clickedAt,
+           askedAt: asked.askedAt });
+    play(current, asked.response);
+    return asked.id;
   }
 
   function stop() {
@@ -48,22 +63,20 @@
     return current !== null && current.panel === panel;
   }
 
-  function audio() {
-    if (ready === null) {
-      context = new AudioContext({ sampleRate: RATE, latencyHint: "interactive" });
-      ready = context.audioWorklet.addModule("live/worklet.js").then(() => {
-        node = new AudioWorkletNode(context, "voicedesk-live", { numberOfInputs: 0, outputChannelCount: [1] });
-        node.port.onmessage = ({ data }) => heard(data);
-        node.connect(context.destination);
-      });
-    }
-    context.resume(); // within the click's user activation
-    return ready;
-  }
+  // Made with the page, not at the click: making a context takes a few hundred ms on a busy computer. It runs
+  // (renders) only while there is something to play.
+  const context = new AudioContext({ sampleRate: RATE, latencyHint: "interactive" });
+  const ready = context.audioWorklet.addModule("live/worklet.js").then(() => {
+    node = new AudioWorkletNode(context, "voicedesk-live", { numberOfInputs: 0, outputChannelCount: [1] });
+    node.port.onmessage = ({ data }) => heard(data);
+    node.connect(context.destination);
+  });
+  context.suspend();
 
   async function play(cur, responsePromise) {
     try {
-      await audio();
+      if (context.state !== "running") context.resume();
+      await ready;
       if (cur !== current) return;
       node.port.postMessage({ type: "start", stream: cur.stream, tap: live.tap });
       const response = await responsePromise;
@@ -92,24 +105,37 @@
   }
 
   function heard(message) {
+    message.received = performance.now();
     if (message.type === "tap") {
       live.taps.push(message);
       return;
     }
-    if (message.type === "first") { // the frame to the page's clock, where the output device plays it
-      const ts = context.getOutputTimestamp();
-      message.playsAt = ts.performanceTime + (message.frame / context.sampleRate - ts.contextTime) * 1000;
+    if (message.type === "first") {
+      whenPlayed(message, current);
+      return;
     }
     note(message);
-    if (current === null || message.stream !== current.stream) return;
-    if (message.type === "first") {
-      const box = document.querySelector(`#${current.panel}-heard textarea, #${current.panel}-heard input`);
-      if (box) {
-        box.value = String(Math.round(message.playsAt - current.clickedAt));
-        box.dispatchEvent(new Event("input", { bubbles: true }));
-      }
+    if (current !== null && message.stream === current.stream && message.type === "ended") current = null;
+    const idle = current === null && Object.keys(pending).length === 0; // nothing to play, nothing asked for
+    if (idle && (message.type === "ended" || message.type === "stopped")) context.suspend();
+  }
+
+  // The page's time at which the device plays `first.frame`: read once the device's clock has passed it, so that
+  // a stall of the audio thread (a busy computer) between the reading and the sample cannot shift it.
+  function whenPlayed(first, cur) {
+    const ts = context.getOutputTimestamp(), at = first.frame / context.sampleRate;
+    if (ts.contextTime < at && performance.now() - first.received < 2000) {
+      setTimeout(() => whenPlayed(first, cur), 2);
+      return;
     }
-    if (message.type === "ended") current = null;
+    first.playsAt = ts.performanceTime - (ts.contextTime - at) * 1000;
+    note(first);
+    if (cur === null || cur.stream !== first.stream) return;
+    const box = document.querySelector(`#${cur.panel}-heard textarea, #${cur.panel}-heard input`);
+    if (box) {
+      box.value = String(Math.round(first.playsAt - cur.clickedAt));
+      box.dispatchEvent(new Event("input", { bubbles: true }));
+    }
   }
 
   function note(event) {

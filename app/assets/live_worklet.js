@@ -33,7 +33,8 @@ class LivePlayer extends AudioWorkletProcessor {
     } else if (message.type === "end") {
       this.ended = true;
     } else if (message.type === "stop") {
-      this.port.postMessage({ type: "stopped", stream: this.stream, frame: currentFrame, played: this.played });
+      this.port.postMessage({ type: "stopped", stream: this.stream, frame: currentFrame, played: this.played,
+                              queued: this.queued });
       this.reset(null);
     }
   }

@@ -19,7 +19,7 @@ from .advanced import make_config
 from .common import describe_entry, reference_player
 from .components import refuse_urls
 from .messages import message_line, reported
-from .output import OUTPUTS, idle_outputs, panel_updates
+from .output import OUTPUTS, idle_outputs, live_start, panel_updates
 from .request_form import RequestForm, build_request_form
 from .state import SettingsView, output_device
 
@@ -87,9 +87,9 @@ def build_clone_tab(ctx: AppContext, view: SettingsView, library_version: gr.Sta
     panel, advanced = form.panel, form.advanced
     inputs = [voice, reference, transcript, form.text, form.language, *advanced.inputs, panel.speakers, panel.device]
     outputs = [*panel.outputs, transcript, advanced.seed, advanced.last_seed, history_version, form.message]
-    form.generate.click(reported(_generate(ctx), outputs, reset={panel.status: ""}), inputs + [history_version],
-                        outputs, api_name="clone", concurrency_limit=8, concurrency_id="generate",
-                        show_progress="hidden")
+    form.generate.click(reported(_generate(ctx), outputs, reset={panel.status: ""}),
+                        inputs + [history_version, panel.live_id], outputs, js=live_start("clone"), api_name="clone",
+                        concurrency_limit=8, concurrency_id="generate", show_progress="hidden")
     return CloneTab(voice, form)
 
 
@@ -139,37 +139,39 @@ def _status_only(status: str) -> tuple:
 
 def _generate(ctx: AppContext):
     def run(voice_slug, reference, transcript, text, language, speed, duration, steps, guidance, denoise, seed,
-            randomize, preprocess, postprocess, pad, fade, normalize, speakers, device, history_version,
+            randomize, preprocess, postprocess, pad, fade, normalize, speakers, device, history_version, live_id,
             request: gr.Request):
-        if not (text or "").strip():
-            raise TextInputError("Type the text to speak first.")
-        check_request(text, transcript)  # before the voice is made
-        owner = request.session_hash
-        yield (*idle_outputs("Preparing the voice…"), *[gr.skip()] * (EXTRAS - 1), "")
-        from_clip = not voice_slug or voice_slug == NEW_CLIP
-        # Making the voice, then speaking: nobody who asked later slips in between. While the voice waits in
-        # line its place is shown; if the page goes away then, Gradio closes this generator, which drops the
-        # voice's job and ends the turn.
-        with ctx.worker.turn(owner):
-            if from_clip:
-                voice = yield from ctx.voice_from_clip(
-                    reference, transcript, preprocess, owner=owner,
-                    show=lambda place: _status_only(f"Preparing the voice… {in_line(place)}"))
-                label = "reference clip"
-            else:
-                voice, label = ctx.library.load_voice(voice_slug), ctx.library.get(voice_slug).name
-            config = make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess,
-                                 postprocess, pad, fade, normalize)
-            request_ = generation.GenerationRequest(text, voice, None, language, config, label, bool(speakers),
-                                                    output_device(device))
-            runs = panel_updates(generation.run(ctx, request_, owner))
-            started = next(runs)  # the job is in line
-        # a transcript made by speech recognition goes back into the box, to be checked and corrected
-        filled = voice.transcript if from_clip and not (transcript or "").strip() else gr.skip()
-        first = True
-        for outputs, saved in itertools.chain([started], runs):
-            extras = (filled, config.seed, config.seed) if first else (gr.skip(),) * 3
-            first = False
-            yield (*outputs, *extras, history_version + 1 if saved else gr.skip(), gr.skip())
+        # the page listens under `live_id` (live_player.js): it hears the samples, or why there are none
+        with ctx.live_audio.publishing(live_id) as live:
+            if not (text or "").strip():
+                raise TextInputError("Type the text to speak first.")
+            check_request(text, transcript)  # before the voice is made
+            owner = request.session_hash
+            yield (*idle_outputs("Preparing the voice…"), *[gr.skip()] * (EXTRAS - 1), "")
+            from_clip = not voice_slug or voice_slug == NEW_CLIP
+            # Making the voice, then speaking: nobody who asked later slips in between. While the voice waits in
+            # line its place is shown; if the page goes away then, Gradio closes this generator, which drops the
+            # voice's job and ends the turn.
+            with ctx.worker.turn(owner):
+                if from_clip:
+                    voice = yield from ctx.voice_from_clip(
+                        reference, transcript, preprocess, owner=owner,
+                        show=lambda place: _status_only(f"Preparing the voice… {in_line(place)}"))
+                    label = "reference clip"
+                else:
+                    voice, label = ctx.library.load_voice(voice_slug), ctx.library.get(voice_slug).name
+                config = make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess,
+                                     postprocess, pad, fade, normalize)
+                request_ = generation.GenerationRequest(text, voice, None, language, config, label, bool(speakers),
+                                                        output_device(device))
+                runs = panel_updates(ctx, generation.run(ctx, request_, owner, live))
+                started = next(runs)  # the job is in line
+            # a transcript made by speech recognition goes back into the box, to be checked and corrected
+            filled = voice.transcript if from_clip and not (transcript or "").strip() else gr.skip()
+            first = True
+            for outputs, saved in itertools.chain([started], runs):
+                extras = (filled, config.seed, config.seed) if first else (gr.skip(),) * 3
+                first = False
+                yield (*outputs, *extras, history_version + 1 if saved else gr.skip(), gr.skip())
 
     return run

@@ -13,7 +13,7 @@ from ..context import AppContext
 from ..waiting import in_line
 from .advanced import make_config
 from .messages import message_line, reported
-from .output import panel_updates
+from .output import live_start, panel_updates
 from .request_form import RequestForm, build_request_form
 from .state import SettingsView, output_device
 
@@ -52,10 +52,12 @@ def build_design_tab(ctx: AppContext, view: SettingsView, history_version: gr.St
     save.click(reported(_save_voice(ctx), save_outputs), [voice_name, library_version], save_outputs,
                api_name="save_designed_voice", show_progress="hidden")
     panel, advanced = form.panel, form.advanced
-    inputs = [form.text, form.language, *attributes, *advanced.inputs, panel.speakers, panel.device, history_version]
+    inputs = [form.text, form.language, *attributes, *advanced.inputs, panel.speakers, panel.device, history_version,
+              panel.live_id]
     outputs = [*panel.outputs, advanced.seed, advanced.last_seed, history_version, form.message]
     form.generate.click(reported(_generate(ctx), outputs, reset={panel.status: ""}), inputs, outputs,
-                        api_name="design", concurrency_limit=8, concurrency_id="generate", show_progress="hidden")
+                        js=live_start("design"), api_name="design", concurrency_limit=8, concurrency_id="generate",
+                        show_progress="hidden")
     return form
 
 
@@ -94,19 +96,21 @@ def _save_voice(ctx: AppContext):
 def _generate(ctx: AppContext):
     def run(text, language, gender, age, pitch, style, accent, dialect, speed, duration, steps, guidance, denoise,
             seed, randomize, preprocess, postprocess, pad, fade, normalize, speakers, device, history_version,
-            request: gr.Request):
-        if not (text or "").strip():
-            raise TextInputError("Type the text to speak first.")
-        instruct = compose_instruct([gender, age, pitch, style, accent, dialect])
-        config = make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess,
-                             pad, fade, normalize)
-        request_ = generation.GenerationRequest(text, None, instruct, language, config,
-                                                f"{DESIGNED}{instruct or 'automatic'}", bool(speakers),
-                                                output_device(device))
-        first = True
-        for outputs, saved in panel_updates(generation.run(ctx, request_, request.session_hash)):
-            seeds, message = ((config.seed, config.seed), "") if first else ((gr.skip(),) * 2, gr.skip())
-            first = False
-            yield (*outputs, *seeds, history_version + 1 if saved else gr.skip(), message)
+            live_id, request: gr.Request):
+        # the page listens under `live_id` (live_player.js): it hears the samples, or why there are none
+        with ctx.live_audio.publishing(live_id) as live:
+            if not (text or "").strip():
+                raise TextInputError("Type the text to speak first.")
+            instruct = compose_instruct([gender, age, pitch, style, accent, dialect])
+            config = make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess,
+                                 pad, fade, normalize)
+            request_ = generation.GenerationRequest(text, None, instruct, language, config,
+                                                    f"{DESIGNED}{instruct or 'automatic'}", bool(speakers),
+                                                    output_device(device))
+            first = True
+            for outputs, saved in panel_updates(ctx, generation.run(ctx, request_, request.session_hash, live)):
+                seeds, message = ((config.seed, config.seed), "") if first else ((gr.skip(),) * 2, gr.skip())
+                first = False
+                yield (*outputs, *seeds, history_version + 1 if saved else gr.skip(), message)
 
     return run

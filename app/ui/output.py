@@ -1,5 +1,7 @@
-"""The output panel shared by the Clone and Voice design tabs: live player, status, metrics, the
-checks' badge, speaker playback, downloads, Stop."""
+"""The output panel shared by the Clone and Voice design tabs: status, metrics, the checks' badge, speaker
+playback, the finished result's player, downloads, Stop. The sound while it is made takes the live path
+(app/live.py, live_player.js): Generate's `js` step starts it in the page (`live_start`) and hands the
+handler its live id (`OutputPanel.live_id`)."""
 from __future__ import annotations
 
 import html
@@ -8,15 +10,11 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from engine.constants import SAMPLE_RATE
-
 from ..checks import badge_html
 from ..context import AppContext
 from ..downloads import result_url
 from ..generation import Progress
 from ..metrics import empty_html
-from ..storage import audio_bytes
-from .player_stream import in_process_stream
 from .state import SettingsView, device_names, shown
 
 OUTPUTS = ("audio", "status", "metrics_html", "metrics_json", "downloads", "checks_html", "checks_json")
@@ -34,6 +32,7 @@ class OutputPanel:
     speakers: gr.Checkbox
     device: gr.Dropdown
     stop: gr.Button
+    live_id: gr.Textbox  # Generate's last input: the id the page listens under
 
     @property
     def outputs(self) -> list:
@@ -43,17 +42,17 @@ class OutputPanel:
 
 
 def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> OutputPanel:
-    audio = in_process_stream(gr.Audio(
-        label="Result", streaming=True, autoplay=True, interactive=False, type="numpy",
-        elem_id=f"{prefix}-result", elem_classes="vd-result", buttons=[],
-        waveform_options=gr.WaveformOptions(show_recording_waveform=False)), SAMPLE_RATE)
+    audio = gr.Audio(label="Result", type="filepath", interactive=False, elem_id=f"{prefix}-result",
+                     elem_classes="vd-result", buttons=[],
+                     waveform_options=gr.WaveformOptions(show_recording_waveform=False))
     status = gr.Markdown("", elem_classes="vd-status", elem_id=f"{prefix}-status")
     metrics_html = gr.HTML(empty_html(), elem_classes="vd-metrics-box")
     metrics_json = gr.JSON(visible=False, label="metrics")
     checks_html = gr.HTML("", elem_id=f"{prefix}-checks", elem_classes="vd-checks-box")
     checks_json = gr.JSON(visible=False, label="checks")  # the scores, for API clients
     downloads = gr.HTML(download_links(None), elem_id=f"{prefix}-downloads")
-    heard = gr.Textbox(visible="hidden", elem_id=f"{prefix}-heard")  # filled by first_audio.js
+    heard = gr.Textbox(visible="hidden", elem_id=f"{prefix}-heard")  # filled by live_player.js
+    live_id = gr.Textbox(visible=False)  # set by Generate's js step (live_start)
     with gr.Group(elem_classes="vd-speakers"):
         speakers = view.bind("play_on_speakers", gr.Checkbox(
             label="Play on this computer's speakers", interactive=ctx.speakers.available,
@@ -66,26 +65,32 @@ def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> Outp
     stop.click(stop_handler(ctx), None, status, api_name=f"{prefix}_stop")
     heard.change(_heard_handler(ctx), heard, metrics_html, api_visibility="private", queue=False)
     return OutputPanel(audio, status, metrics_html, metrics_json, downloads, checks_html, checks_json, speakers,
-                       device, stop)
+                       device, stop, live_id)
 
-def panel_updates(progress: Iterator[Progress]) -> Iterator[tuple[tuple, bool]]:
+
+def live_start(prefix: str) -> str:
+    """Generate's `js` step: runs in the page at the click (only when the click starts a generation), asks for the
+    audio at once and puts the new live id in the last input; without the page's player, no id."""
+    return (f"(...inputs) => [...inputs.slice(0, -1), "
+            f"window.voicedeskLive ? window.voicedeskLive.start('{prefix}') : '']")
+
+
+def panel_updates(ctx: AppContext, progress: Iterator[Progress]) -> Iterator[tuple[tuple, bool]]:
     """A generation's progress (app/generation.run) as updates of the panel's outputs, in OUTPUTS order, each
-    with whether it is the finished result, now stored in the history."""
+    with whether it is the finished result, now stored in the history (then in the result's player)."""
     for step in progress:
-        yield _panel_update(step), step.saved
+        yield _panel_update(ctx, step), step.saved
 
 
 def idle_outputs(status: str = "") -> tuple:
-    """The output panel reset for a new request. The player is emptied by a property update: a plain None
-    would open its stream now, and a player handed a stream with no audio yet waits a whole playlist
-    reload (1 s) before it looks again (docs/latency.md)."""
-    return gr.update(value=None), status, gr.skip(), None, download_links(None), "", None
+    """The output panel reset for a new request."""
+    return None, status, gr.skip(), None, download_links(None), "", None
 
 
-def _panel_update(step: Progress) -> tuple:
+def _panel_update(ctx: AppContext, step: Progress) -> tuple:
     skip = gr.skip()
-    # WAV bytes, not an array: Gradio would store every chunk as a file in its cache
-    audio = skip if step.pcm is None else audio_bytes(step.pcm, SAMPLE_RATE, "WAV")
+    # the stored file, where it is (served from the history's folder): the parts were heard live
+    audio = str(ctx.history.get(step.entry_id).audio) if step.saved else skip
     if step.phase == "finished" and not step.checked:
         checks = ("", None)  # this generation is not checked: clear the last one's badge
     elif step.phase in ("part", "finished") and step.checked:

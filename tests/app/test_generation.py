@@ -1,6 +1,6 @@
 """The generation pipeline of the UI, in-process on the real Engine (tiny checkpoint), for what the
-launched app cannot show: the streamed chunks against the saved file, and speakers that are missing."""
-import io
+launched app cannot show: the live samples against the saved file, and speakers that are missing."""
+import asyncio
 from pathlib import Path
 
 import numpy as np
@@ -52,16 +52,22 @@ def saved_wav(ctx, final) -> Path:
     return newest.audio
 
 
-def test_streaming_sends_int16_chunks_that_add_up_to_the_saved_wav(ctx):
-    updates = list(panel_updates(generation.run(ctx, request(), "tester")))
-    # WAV bytes made in memory (an array would be written into Gradio's cache, a copy that outlives deletion)
-    wavs = [sf.read(io.BytesIO(out[0]), dtype="int16") for out, _ in updates if isinstance(out[0], bytes)]
-    chunks = [pcm for pcm, _ in wavs]
+def test_the_live_samples_add_up_to_the_saved_wav_and_the_player_gets_the_stored_file(ctx):
+    live_id = "test-live-id-0123456789"
+    with ctx.live_audio.publishing(live_id) as live:
+        updates = list(panel_updates(ctx, generation.run(ctx, request(), "tester", live)))
+
+    async def listen():
+        return [piece async for piece in ctx.live_audio.listen(live_id).pieces()]
+
+    pieces = asyncio.run(listen())
     final, saved = updates[-1]
-    assert saved and len(chunks) >= 2 and all(rate == 24000 for _, rate in wavs)
+    assert saved and len(pieces) >= 2
     stored, _ = sf.read(saved_wav(ctx, final), dtype="int16")
-    assert np.array_equal(np.concatenate(chunks), stored)
-    assert final[METRICS]["chunks"] == len(chunks)
+    assert np.array_equal(np.frombuffer(b"".join(pieces), "<i2"), stored)
+    assert final[METRICS]["chunks"] == len(pieces)
+    assert final[0] == str(saved_wav(ctx, final))  # served from where it is stored, not copied into a cache
+    assert all(out[0] is not None and not isinstance(out[0], (bytes, str)) for out, _ in updates[:-1])  # skipped
 
 
 def test_missing_speakers_are_a_notice_not_a_failure(ctx, monkeypatch):
@@ -69,7 +75,7 @@ def test_missing_speakers_are_a_notice_not_a_failure(ctx, monkeypatch):
         raise SpeakersUnavailable("Speaker playback needs the PortAudio library; browser playback only.")
 
     monkeypatch.setattr(playback, "load_sounddevice", no_portaudio)
-    final, saved = list(panel_updates(generation.run(ctx, request(speakers=True), "tester")))[-1]
+    final, saved = list(panel_updates(ctx, generation.run(ctx, request(speakers=True), "tester")))[-1]
     assert saved and "Done" in final[STATUS] and "browser playback only" in final[STATUS]
 
 
@@ -84,6 +90,6 @@ def test_a_reference_cut_to_60_s_is_said_in_the_status(ctx, tmp_path, monkeypatc
                               "generation slow and memory-hungry; 3-10 s works best).")
     cloned = generation.GenerationRequest("Hello.", voice, None, None, GenerationConfig(num_step=2, seed=1),
                                           "reference clip", False, None)
-    final, saved = list(panel_updates(generation.run(ctx, cloned, "tester")))[-1]
+    final, saved = list(panel_updates(ctx, generation.run(ctx, cloned, "tester")))[-1]
     assert saved and "Done" in final[STATUS] and "Only the first 60 s of this 65 s recording" in final[STATUS]
     assert "Only the first 60 s of this 65 s recording are used" in check_file(str(clip))  # the clip check too

@@ -86,9 +86,8 @@ def test_import_render_retake_export(page, running_app, tmp_path):
     steps.press("Enter")
 
     page.locator("#studio-render").click()
-    # Line 1 plays while later lines are still rendering.
-    page.wait_for_function("""() => { const a = document.querySelector('#studio-player audio');
-                                      return a && !a.paused && a.currentTime > 0.2; }""", timeout=180_000)
+    # Line 1 plays while later lines are still rendering (the live player's first sample).
+    page.wait_for_function("window.voicedeskLive.events.some(e => e.type === 'first')", timeout=180_000)
     heard_at = progress(page)
     assert heard_at["state"] == "rendering" and heard_at["done"] < LINES, heard_at
     page.wait_for_function("document.querySelector('#studio-progress .vd-studio-progress').dataset.state === 'done'",
