@@ -2,8 +2,9 @@
 
 Chunks are played as they arrive: the output stream runs from the moment the player is made (silent
 until the first chunk, so opening the device is not on the first sound's path), and the PortAudio
-callback pops the chunks from a queue and fills silence while the next sentence is still being generated. Without PortAudio (`libportaudio2` on Linux) or
-without an output device the app says "browser playback only" and carries on.
+callback pops the chunks from a queue and fills silence while the next sentence is still being generated.
+Without PortAudio (`libportaudio2` on Linux) or without an output device the app says "browser playback
+only" and carries on.
 """
 from __future__ import annotations
 

@@ -38,7 +38,10 @@ function viaSocket(count) {
   return new Promise((resolve) => {
     const got = [], ws = new WebSocket(`ws://${location.host}/ws`);
     ws.binaryType = 'arraybuffer';
-    ws.onmessage = () => { got.push(performance.timeOrigin + performance.now()); if (got.length === count) resolve(got); };
+    ws.onmessage = () => {
+      got.push(performance.timeOrigin + performance.now());
+      if (got.length === count) resolve(got);
+    };
   });
 }
 </script>"""

@@ -55,7 +55,9 @@ class LivePlayer extends AudioWorkletProcessor {
         this.queued -= take;
         if (this.offset === head.length) [this.queue, this.offset] = [this.queue.slice(1), 0];
       }
-      if (filled && this.played === 0) this.port.postMessage({ type: "first", stream: this.stream, frame: currentFrame });
+      if (filled && this.played === 0) {
+        this.port.postMessage({ type: "first", stream: this.stream, frame: currentFrame });
+      }
       if (filled && this.tap) {
         this.port.postMessage({ type: "tap", stream: this.stream, frame: currentFrame, samples: out.slice(0, filled) });
       }

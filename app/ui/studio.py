@@ -7,16 +7,13 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from engine.constants import SAMPLE_RATE
-
 from ..context import AppContext
 from ..settings import RANGES
 from ..studio.export import SUFFIXES as EXPORT_SUFFIXES
 from ..studio.importers import SUFFIXES as IMPORT_SUFFIXES
 from . import studio_parts as parts
 from .messages import message_line, reported
-from .output import stop_handler
-from .player_stream import in_process_stream
+from .output import live_start, stop_handler
 from .studio_handlers import StudioHandlers, narrators
 
 
@@ -37,7 +34,7 @@ class StudioView:
     render_chapter: gr.Button
     stop: gr.Button
     steps: gr.Slider
-    player: gr.Audio
+    live_id: gr.Textbox  # the render buttons' last input: the id the page listens under
     progress: gr.HTML
     line_box: gr.Group
     line_info: gr.Markdown
@@ -97,10 +94,7 @@ def _lay_out(ctx: AppContext) -> StudioView:
             steps = gr.Slider(*RANGES["steps"], value=32, step=1, elem_id="studio-steps",
                               label="Diffusion steps per line (fewer: faster, rougher)")
         with gr.Column(scale=2, elem_classes="vd-output"):
-            player = in_process_stream(gr.Audio(
-                label="Listen as it renders", streaming=True, autoplay=True, interactive=False, type="numpy",
-                buttons=[], elem_id="studio-player",
-                waveform_options=gr.WaveformOptions(show_recording_waveform=False)), SAMPLE_RATE)
+            live_id = gr.Textbox(visible=False)  # each finished line is heard as it renders (live_player.js)
             progress = gr.HTML(parts.progress_html(None), elem_id="studio-progress")
             with gr.Group(visible=False, elem_classes="vd-details") as line_box:
                 line_info = gr.Markdown(elem_id="studio-line-info")
@@ -123,7 +117,7 @@ def _lay_out(ctx: AppContext) -> StudioView:
     return StudioView(project=project, new_name=new_name, create=create, project_message=project_message,
                       upload=upload, narrator=narrator, script=script, message=message,
                       table=table, render_all=render_all, chapter=chapter,
-                      render_chapter=render_chapter, stop=stop, steps=steps, player=player,
+                      render_chapter=render_chapter, stop=stop, steps=steps, live_id=live_id,
                       progress=progress, line_box=line_box, line_info=line_info, takes=takes,
                       take_player=take_player, retake=retake, line_message=line_message,
                       fmt=fmt, loudness=loudness, per_chapter=per_chapter,
@@ -134,10 +128,11 @@ def _lay_out(ctx: AppContext) -> StudioView:
 def _wire(v: StudioView, h: StudioHandlers, library_version: gr.State) -> None:
     script_inputs = [v.project, v.script, v.narrator, v.failed]
     render_inputs = [*script_inputs, v.steps]
-    render_outputs = [v.player, v.progress, v.failed, *v.view_outputs]
+    render_outputs = [v.progress, v.failed, *v.view_outputs]
     details = [v.line_info, v.takes, v.take_player, v.line_message]
     wire = {"api_visibility": "private", "show_progress": "hidden"}
-    render = {"show_progress": "hidden", "concurrency_limit": 8, "concurrency_id": "generate"}
+    render = {"show_progress": "hidden", "concurrency_limit": 8, "concurrency_id": "generate",
+              "js": live_start("studio")}
     open_outputs = [v.script, v.narrator, *v.view_outputs, v.project_message]
     v.project.change(reported(h.open_project, open_outputs), [v.project, v.failed], open_outputs, **wire)
     create_outputs = [v.project, v.new_name, v.project_message]
@@ -148,9 +143,9 @@ def _wire(v: StudioView, h: StudioHandlers, library_version: gr.State) -> None:
         .then(reported(h.save, v.view_outputs), script_inputs, v.view_outputs, **wire)
     v.script.blur(reported(h.save, v.view_outputs), script_inputs, v.view_outputs, **wire)
     v.narrator.input(reported(h.save, v.view_outputs), script_inputs, v.view_outputs, **wire)
-    v.render_all.click(reported(h.render_pending, render_outputs), render_inputs, render_outputs,
+    v.render_all.click(reported(h.render_pending, render_outputs), [*render_inputs, v.live_id], render_outputs,
                        api_name="studio_render", **render)
-    v.render_chapter.click(reported(h.render_one_chapter, render_outputs), [*render_inputs, v.chapter],
+    v.render_chapter.click(reported(h.render_one_chapter, render_outputs), [*render_inputs, v.chapter, v.live_id],
                            render_outputs, api_name="studio_render_chapter", **render)
     v.stop.click(stop_handler(h.ctx), None, v.progress, api_name="studio_stop")
     select_outputs = [v.selected, v.line_box, *details]
@@ -158,7 +153,7 @@ def _wire(v: StudioView, h: StudioHandlers, library_version: gr.State) -> None:
     choose_outputs = [v.take_player, *v.view_outputs]
     v.takes.input(reported(h.choose, choose_outputs),
                   [v.project, v.selected, v.takes, v.script, v.narrator, v.failed], choose_outputs, **wire)
-    v.retake.click(reported(h.retake_line, render_outputs), [*render_inputs, v.selected], render_outputs,
+    v.retake.click(reported(h.retake_line, render_outputs), [*render_inputs, v.selected, v.live_id], render_outputs,
                    api_name="studio_retake", **render) \
         .then(reported(h.line_details, details), [*script_inputs, v.selected], details, **wire)
     export_outputs = [v.files, v.export_message]

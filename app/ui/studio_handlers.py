@@ -1,5 +1,5 @@
 """What the Studio tab does (app/ui/studio.py lays it out and wires these): open, create and import projects,
-save the script, render lines (all pending, a chapter, a new take of one) into the player as each finishes,
+save the script, render lines (all pending, a chapter, a new take of one), each heard live as it finishes,
 show and choose a line's takes, export."""
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ from engine.audio.pcm import to_int16
 from engine.checks.policy import CheckMode
 from engine.checks.takes import Checks
 from engine.constants import SAMPLE_RATE
-from engine.errors import Cancelled
+from engine.errors import Cancelled, SettingError
 
 from ..checks import policy_from
 from ..context import AppContext
-from ..storage import audio_bytes
 from ..studio.export import export
 from ..studio.importers import ImportFailed, import_file
 from ..studio.parse import parse_script
@@ -32,7 +31,7 @@ TABLE_EVERY_S = 1.0  # while rendering, a long script's table is redrawn at most
 
 class StudioHandlers:
     """The tab's event handlers. `view` gives (rows, row keys, chapter choices, message); the render handlers
-    yield (player, progress, failed lines, *view)."""
+    yield (progress, failed lines, *view)."""
 
     def __init__(self, ctx: AppContext):
         self.ctx = ctx
@@ -78,14 +77,14 @@ class StudioHandlers:
             project_.update_settings(narrator=narrator_name or None)
         return self.view(slug, text, narrator_name, failed_lines)
 
-    def run(self, slug, text, narrator_name, failed_lines, steps_, owner, only_chapter=None, key=None):
+    def run(self, slug, text, narrator_name, failed_lines, steps_, owner, live, only_chapter=None, key=None):
         """Render the pending lines (of one chapter), or a new take of one line.
 
-        Yields (player, progress, failed lines, *view): each finished line goes to the player at once."""
+        Yields (progress, failed lines, *view); each finished line is published to `live` at once."""
         try:
             project_, script_, cues = _prepare(self.ctx, slug, text, narrator_name)
         except ScriptError as err:
-            yield gr.skip(), gr.skip(), failed_lines, *[gr.skip()] * 3, parts.problems_markdown(err)
+            yield gr.skip(), failed_lines, *[gr.skip()] * 3, parts.problems_markdown(err)
             return
         project_.update_settings(steps=int(steps_))
         if key is not None:
@@ -95,7 +94,7 @@ class StudioHandlers:
         failed_lines = {k: v for k, v in failed_lines.items() if k not in {c.key for c in todo}}
         if not todo:
             note = "Every line has a take. Select a line in the table to render a new take of it."
-            yield gr.skip(), parts.progress_html(None), failed_lines, \
+            yield parts.progress_html(None), failed_lines, \
                 *self.view(slug, text, narrator_name, failed_lines, note=note)
             return
         engine = self.ctx.host.engine
@@ -107,20 +106,19 @@ class StudioHandlers:
                                 checks=checks)
 
         job = self.ctx.worker.submit(render, owner=owner)
+        if live is not None:
+            live.attach(stop=job.cancel.set)  # the page stopped listening: the GPU goes to the next job
         counter = Progress.of(todo)
         shown_at, note = 0.0, None
         try:
             for kind, value in job.follow(self.ctx.worker):
                 if kind == "waiting":
-                    yield gr.skip(), parts.progress_html(counter, in_line(value)), \
-                        failed_lines, *[gr.skip()] * 4
+                    yield parts.progress_html(counter, in_line(value)), failed_lines, *[gr.skip()] * 4
                 elif kind == "item":
                     counter.add(value)
-                    audio = gr.skip()
-                    if value.kind == "done":
+                    if value.kind == "done" and live is not None:
                         gap = np.zeros(round(project_.settings.line_gap_s * SAMPLE_RATE), np.float32)
-                        # WAV bytes, not an array: Gradio would keep a copy of each line in its cache
-                        audio = audio_bytes(to_int16(np.concatenate([value.audio, gap])), SAMPLE_RATE, "WAV")
+                        live.put(to_int16(np.concatenate([value.audio, gap])))
                     elif value.kind == "failed":
                         failed_lines = {**failed_lines, value.cue.key: value.error}
                     elif value.kind == "stopped":  # the disk is full (or read-only): said once, not per line
@@ -130,27 +128,34 @@ class StudioHandlers:
                         shown_at = time.monotonic()
                         current = value.cue.key if value.kind == "start" else None
                         table_update = self.view(slug, text, narrator_name, failed_lines, current, chapters=False)
-                    yield audio, parts.progress_html(counter), failed_lines, *table_update
+                    yield parts.progress_html(counter), failed_lines, *table_update
         except Cancelled:  # Stop: every finished line is kept
             note = "Stopped"
         finally:
             job.cancel.set()  # the page went away or the request ended: free the GPU either way
         failures = f"⚠ {counter.failed} line(s) failed: select one to see why." if counter.failed else ""
-        yield gr.skip(), parts.progress_html(counter, note, "stopped" if note else None), failed_lines, \
+        yield parts.progress_html(counter, note, "stopped" if note else None), failed_lines, \
             *self.view(slug, text, narrator_name, failed_lines, chapters=False, note=failures)
 
-    def render_pending(self, slug, text, narrator_name, failed_lines, steps_, request: gr.Request):
-        yield from self.run(slug, text, narrator_name, failed_lines, steps_, request.session_hash)
+    # Each render handler publishes under the page's `live_id` (live_player.js): the page hears every finished
+    # line, or why there is none.
+    def render_pending(self, slug, text, narrator_name, failed_lines, steps_, live_id, request: gr.Request):
+        with self.ctx.live_audio.publishing(live_id) as live:
+            yield from self.run(slug, text, narrator_name, failed_lines, steps_, request.session_hash, live)
 
-    def render_one_chapter(self, slug, text, narrator_name, failed_lines, steps_, only_chapter, request: gr.Request):
-        if only_chapter is None:
-            raise gr.Error("Pick a chapter first.")
-        yield from self.run(slug, text, narrator_name, failed_lines, steps_, request.session_hash, only_chapter)
+    def render_one_chapter(self, slug, text, narrator_name, failed_lines, steps_, only_chapter, live_id,
+                           request: gr.Request):
+        with self.ctx.live_audio.publishing(live_id) as live:
+            if only_chapter is None:
+                raise SettingError("Pick a chapter first.")
+            yield from self.run(slug, text, narrator_name, failed_lines, steps_, request.session_hash, live,
+                                only_chapter)
 
-    def retake_line(self, slug, text, narrator_name, failed_lines, steps_, key, request: gr.Request):
-        if not key:
-            raise gr.Error("Select a line in the table first.")
-        yield from self.run(slug, text, narrator_name, failed_lines, steps_, request.session_hash, key=key)
+    def retake_line(self, slug, text, narrator_name, failed_lines, steps_, key, live_id, request: gr.Request):
+        with self.ctx.live_audio.publishing(live_id) as live:
+            if not key:
+                raise SettingError("Select a line in the table first.")
+            yield from self.run(slug, text, narrator_name, failed_lines, steps_, request.session_hash, live, key=key)
 
     def line_details(self, slug, text, narrator_name, failed_lines, key):
         """(line info, takes, kept take's audio, message) of the selected line."""
@@ -201,7 +206,7 @@ def _plan(ctx: AppContext, text: str, narrator_name: str | None):
 def _prepare(ctx: AppContext, slug: str | None, text: str, narrator_name: str | None):
     """The project with this script saved (takes of lines no longer in it removed), the script and its lines."""
     if not slug:
-        raise gr.Error("Create a project or import a file first.")
+        raise SettingError("Create a project or import a file first.")
     project = ctx.projects.open(slug)
     script_, cues = _plan(ctx, text, narrator_name)
     project.update_settings(narrator=narrator_name or None)

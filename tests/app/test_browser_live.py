@@ -41,7 +41,7 @@ def wait_for(page, event: str, stream: int, timeout: int = 180_000) -> None:
     page.wait_for_function(EVENT, arg=[event, stream], timeout=timeout)
 
 
-DOWNLOAD = "() => { const a = document.querySelector('#design-downloads a'); return a ? a.getAttribute('href') : null; }"
+DOWNLOAD = "() => { const a = document.querySelector('#design-downloads a'); return a && a.getAttribute('href'); }"
 
 
 def finished(page, url: str, before: str | None = None) -> tuple[str, np.ndarray]:
