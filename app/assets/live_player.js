@@ -27,7 +27,7 @@
     }, true);
   }
   document.addEventListener("play", (event) => { // the finished result's player: one sound at a time
-    if (event.target.closest && event.target.closest(".vd-result")) stop();
+    if (event.target.closest && event.target.closest(".vd-result")) silence();
   }, true);
 
   function newId() { // crypto.randomUUID needs a secure context; the page may be served over plain http
@@ -44,7 +44,7 @@
   function start(panel) { // Gradio's js step: this generation's request becomes the one heard
     const asked = pending[panel] || ask();
     delete pending[panel];
-    stop();
+    silence();
     current = { panel, ...asked, stream: ++streams, clickedAt: clickedAt[panel] ?? asked.askedAt };
     note({ type: "request", stream: current.stream, panel, id: asked.id, clickedAt: current.clickedAt,
            askedAt: asked.askedAt });
@@ -52,11 +52,19 @@
     return asked.id;
   }
 
-  function stop() {
+  // A new generation (or the finished result's player) silences the sound: the generation before goes on (the
+  // Studio's Render all beside a Retake) and is stored, its request read to its end unheard. Stop also ends the
+  // request: the server stops the generation if it is still being made.
+  function silence() {
     if (current === null) return;
     if (node) node.port.postMessage({ type: "stop", stream: current.stream });
-    current.controller.abort(); // the server stops the generation if it is still being made
     current = null;
+  }
+
+  function stop() {
+    const cur = current;
+    silence();
+    if (cur !== null) cur.controller.abort();
   }
 
   function isPlaying(panel) {
@@ -77,20 +85,20 @@
     try {
       if (context.state !== "running") context.resume();
       await ready;
-      if (cur !== current) return;
-      node.port.postMessage({ type: "start", stream: cur.stream, tap: live.tap });
+      if (cur === current) node.port.postMessage({ type: "start", stream: cur.stream, tap: live.tap });
       const response = await responsePromise;
       if (!response.ok) {
         const body = await response.json().catch(() => ({}));
         note({ type: "error", stream: cur.stream, status: response.status, message: body.error && body.error.message });
-        if (cur === current) stop();
+        if (cur === current) silence();
         return;
       }
       const reader = response.body.getReader();
       let odd = null; // a byte of a sample split between two reads
       for (;;) {
         const { done, value } = await reader.read();
-        if (done || cur !== current) break;
+        if (done) break;
+        if (cur !== current) continue; // replaced: read on unheard, so the server is not held up
         const bytes = odd === null ? value : concat(odd, value);
         const count = bytes.length >> 1, view = new DataView(bytes.buffer, bytes.byteOffset, count * 2);
         odd = bytes.length % 2 ? bytes.slice(-1) : null;
