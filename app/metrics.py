@@ -55,9 +55,9 @@ class LiveMetrics:
         body = "".join(f'<div class="vd-metric" title="{html.escape(why)}"><span class="vd-metric-label">'
                        f'{html.escape(label)}</span><span class="vd-metric-value">{html.escape(value)}</span></div>'
                        for label, value, why in tiles)
-        note = " · demo model: output is noise" if self.demo else ""
+        said = [part for part in (self.mode, self.backend, "demo model: output is noise" if self.demo else "") if part]
         return (f'<div class="vd-metrics">{body}</div>'
-                f'<div class="vd-backend">{html.escape(self.mode)} · {html.escape(self.backend)}{note}</div>')
+                f'<div class="vd-backend">{html.escape(" · ".join(said))}</div>')  # nothing before a generation
 
 
 def milliseconds(seconds: float | None) -> str:
@@ -65,4 +65,4 @@ def milliseconds(seconds: float | None) -> str:
 
 
 def empty_html(backend: str = "") -> str:
-    return LiveMetrics(mode="—", backend=backend, demo=False).to_html()
+    return LiveMetrics(mode="", backend=backend, demo=False).to_html()

@@ -63,3 +63,7 @@ def export_link(entry: VoiceEntry) -> str:
     """A link that makes the voice's .zip when clicked (nothing is written beforehand)."""
     return f'<a class="vd-link" href="{html.escape(voice_archive_url(entry.slug))}" download>Export (.zip)</a>'
 
+
+def shortened(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters at most, with an ellipsis where it was cut (a table cell)."""
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"

@@ -13,6 +13,7 @@ from ..metrics import milliseconds
 from .confirm_delete import delete_confirm, hidden
 from .design import DESIGNED
 from .messages import message_line, reported
+from .common import shortened
 from .output import download_links
 
 COLUMNS = ["When", "Text", "Voice", "Mode", "RTF", "Length", "Checks"]
@@ -35,7 +36,7 @@ def _mode(meta: dict) -> str:
 
 def _row(e: HistoryEntry) -> list:
     rtf = e.meta.get("rtf")
-    text = e.text if len(e.text) <= 70 else e.text[:69] + "…"
+    text = shortened(e.text, 70)
     return [local_time(e.created), text, _voice(e.meta), _mode(e.meta),
             "—" if rtf is None else f"{rtf:.3f}",
             f"{e.meta.get('audio_s', 0):.1f} s" + (" (stopped)" if e.meta.get("stopped") else ""),
@@ -57,7 +58,7 @@ def build_history_tab(ctx: AppContext, history_version: gr.State, tabs: gr.Tabs,
         with gr.Column(scale=3):
             table = gr.Dataframe(rows, headers=COLUMNS, interactive=False, elem_id="history-table", wrap=True,
                                  elem_classes="vd-table", max_height=480,
-                                 column_widths=["13%", "31%", "15%", "11%", "8%", "8%", "14%"])
+                                 column_widths=["13%", "28%", "14%", "11%", "8%", "10%", "16%"])
             empty_note = gr.Markdown("*Nothing yet: results appear here when they finish.*", visible=not rows)
         with gr.Column(scale=2):
             with gr.Group(visible=False, elem_classes="vd-details") as details:

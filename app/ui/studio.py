@@ -79,13 +79,12 @@ def _lay_out(ctx: AppContext) -> StudioView:
                                          type="filepath", elem_id="studio-import")
                 narrator = gr.Dropdown(narrators(ctx), value="", label="Narrator (lines without a name)",
                                        elem_id="studio-narrator")
-            script = gr.Textbox(label="Script", lines=12, max_lines=30, placeholder=parts.EXAMPLE,
+            script = gr.Textbox(label="Script", lines=9, max_lines=30, placeholder=parts.EXAMPLE,
                                 elem_id="studio-script")
             with gr.Accordion("How to write a script", open=False):
                 gr.Markdown(parts.HELP)
             message = message_line("studio-problems")  # the script's problems and what the last action did
-            table = gr.Dataframe([], headers=parts.COLUMNS, interactive=False, wrap=True, max_height=420,
-                                 elem_id="studio-lines", elem_classes="vd-table", column_widths=parts.WIDTHS)
+            # Render above the table, on the first screen at 1920x1080 (below a long table it was not)
             with gr.Row(equal_height=True):
                 render_all = gr.Button("Render all", variant="primary", interactive=False, elem_id="studio-render")
                 chapter = gr.Dropdown([], label="Chapter", scale=2, elem_id="studio-chapter")
@@ -93,6 +92,8 @@ def _lay_out(ctx: AppContext) -> StudioView:
                 stop = gr.Button("Stop", variant="stop", elem_id="studio-stop")
             steps = gr.Slider(*RANGES["steps"], value=32, step=1, elem_id="studio-steps",
                               label="Diffusion steps per line (fewer: faster, rougher)")
+            table = gr.Dataframe([], headers=parts.COLUMNS, interactive=False, wrap=True, max_height=420,
+                                 elem_id="studio-lines", elem_classes="vd-table", column_widths=parts.WIDTHS)
         with gr.Column(scale=2, elem_classes="vd-output"):
             live_id = gr.Textbox(visible=False)  # each finished line is heard as it renders (live_player.js)
             progress = gr.HTML(parts.progress_html(None), elem_id="studio-progress")

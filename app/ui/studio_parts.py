@@ -16,7 +16,7 @@ from ..studio.render import Progress
 from ..studio.script import Script, ScriptError
 
 COLUMNS = ["#", "Chapter", "Voice", "Line", "State", "Length", "Takes", "Checks"]
-WIDTHS = ["5%", "13%", "12%", "35%", "9%", "7%", "6%", "13%"]
+WIDTHS = ["4%", "12%", "11%", "31%", "9%", "10%", "9%", "14%"]
 EXAMPLE = """# Chapter one
 It was late when the phone rang.
 Anna: Hello? Who is this?

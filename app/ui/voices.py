@@ -6,7 +6,7 @@ import gradio as gr
 from ..context import AppContext
 from ..library import DamagedVoice
 from .clone import NEW_CLIP, voice_choices
-from .common import describe_entry, export_link, reference_player
+from .common import describe_entry, export_link, reference_player, shortened
 from .confirm_delete import delete_confirm, hidden
 from .messages import message_line, reported
 
@@ -16,7 +16,7 @@ COLUMNS = ["Name", "Length", "Saved", "Transcript"]
 def voice_rows(ctx: AppContext) -> tuple[list[list], list[str]]:
     """The table's rows and their slugs: the usable voices, then the damaged ones (so they can be deleted)."""
     entries, damaged = ctx.library.scan()
-    rows = [[e.name, f"{e.seconds:.1f} s", e.created[:10], e.transcript[:80]] for e in entries]
+    rows = [[e.name, f"{e.seconds:.1f} s", e.created[:10], shortened(e.transcript, 80)] for e in entries]
     rows += [[f"⚠ {d.name}", "damaged", "", d.problem] for d in damaged]
     return rows, [e.slug for e in entries] + [d.slug for d in damaged]
 
