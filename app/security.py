@@ -10,7 +10,8 @@ download routes, the OpenAI-compatible API) sits behind:
   address given with --host. Bound to every interface (0.0.0.0 / ::), any name is accepted: the
   user chose to be reachable from the network.
 * Cross-site request forgery: Gradio's strict CORS only stops another site from *reading* answers;
-  a plain form POST would still be carried out. A request that would change something and carries
+  a plain form POST would still be carried out. A request that would change something (or opens a
+  WebSocket, which any page may try: browsers apply no CORS to it) and carries
   an Origin other than the address it was sent to is refused. API clients send no Origin at all.
 * Clickjacking: every answer says it may not be shown inside another site's frame.
 """
@@ -64,7 +65,9 @@ class LocalOnlyGuard:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         port = (scope.get("server") or (None, None))[1]
-        reason = refusal(scope.get("method", "GET"), headers, port, self.hosts)
+        # a WebSocket opens a two-way channel: another site's page may not open one (its Origin is checked)
+        method = "WEBSOCKET" if scope["type"] == "websocket" else scope.get("method", "GET")
+        reason = refusal(method, headers, port, self.hosts)
         if reason is not None:
             await _forbidden(scope, send, reason)
             return

@@ -214,3 +214,23 @@ def test_an_invalid_voice_json_is_named_in_the_users_terms(library, tmp_path, me
 def test_an_imported_display_name_is_cleaned(library, tmp_path):
     archive = exported(library, tmp_path, **{"meta.json": b'{"name": "../../../escape/..\\\\..\\\\x"}'})
     assert library.import_archive(archive).name == "escape x"
+
+
+def test_delete_refuses_anything_but_a_voice_folder(library):
+    """The folder check is what stops delete('../voices') from removing the whole library."""
+    kept = library.save("Kept", make_voice())
+    (library.root.parent / "beside").mkdir()
+    for bad in ("../voices", "..", ".", "", "../beside", "/tmp", "kept/..", ".tmp-x"):
+        with pytest.raises(LibraryError):
+            library.delete(bad)
+    assert library.root.is_dir() and (library.root.parent / "beside").is_dir()
+    assert [e.slug for e in library.entries()] == [kept.slug]
+
+
+def test_find_voice_ignores_case(library):
+    library.save("Ann!", make_voice(transcript="The first Ann."))  # folder ann
+    second = library.save("Ann?", make_voice(transcript="The second Ann.", seed=1))  # folder ann-2
+    for name in ("Ann?", "ann?", "ANN?", second.slug):  # by name, not by a folder name made from it
+        assert library.find_voice(name).transcript == "The second Ann."
+    with pytest.raises(LibraryError):
+        library.find_voice("Bob")

@@ -103,3 +103,37 @@ def test_the_apps_own_origin_may_post():
     for name in ("127.0.0.1", "localhost", "[::1]"):
         own = f"{name}:{PORT}"
         assert refusal("POST", {"host": own, "origin": f"http://{own}"}, PORT, allowed_hosts("127.0.0.1")) is None
+
+
+async def _socket_app(scope, receive, send):
+    await receive()  # websocket.connect
+    await send({"type": "websocket.accept"})
+    await send({"type": "websocket.send", "text": "ok"})
+    await send({"type": "websocket.close", "code": 1000})
+
+
+def test_websocket_upgrades_are_checked_like_the_rest():
+    client = TestClient(LocalOnlyGuard(_socket_app, allowed_hosts("127.0.0.1")), base_url="http://127.0.0.1")
+    own = {"host": "127.0.0.1", "origin": "http://127.0.0.1"}
+    with client.websocket_connect("/queue/ws", headers=own) as ws:
+        assert ws.receive_text() == "ok"  # the control: the app's own page may
+    for changed in ({"host": REBOUND, "origin": f"http://{REBOUND}"}, {"origin": "https://evil.example"}):
+        with pytest.raises(Exception):  # closed before it was accepted
+            with client.websocket_connect("/queue/ws", headers={**own, **changed}) as ws:
+                ws.receive_text()
+
+
+@pytest.mark.parametrize("method", ["PUT", "DELETE", "PATCH"])
+def test_cross_site_writes_of_every_method_are_refused(method):
+    headers = {"host": f"127.0.0.1:{PORT}", "origin": "https://evil.example"}
+    assert refusal(method, headers, PORT, allowed_hosts("127.0.0.1")) == "Requests from other websites are not accepted."
+    client = TestClient(LocalOnlyGuard(_plain_app, allowed_hosts("127.0.0.1")), base_url=f"http://127.0.0.1:{PORT}")
+    assert client.request(method, "/gradio_api/anything", headers={"origin": "https://evil.example"}).status_code == 403
+    assert client.request(method, "/gradio_api/anything").status_code == 200  # no Origin: an API client
+
+
+def test_a_host_without_a_port_is_port_80():
+    """'Host: 127.0.0.1' names port 80: on a server listening elsewhere it is another server's name."""
+    assert refusal("GET", {"host": "127.0.0.1"}, PORT, allowed_hosts("127.0.0.1")).startswith("This address is not")
+    assert refusal("GET", {"host": "localhost"}, PORT, allowed_hosts("127.0.0.1")).startswith("This address is not")
+    assert refusal("GET", {"host": "127.0.0.1"}, 80, allowed_hosts("127.0.0.1")) is None
