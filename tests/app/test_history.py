@@ -78,3 +78,16 @@ def test_crash_leftovers_are_removed_when_the_history_opens(tmp_path):
     reopened = History(tmp_path)
     assert [e.id for e in reopened.entries()] == [kept.id] and kept.audio.exists()
     assert not stray.exists() and not any(t.exists() for t in temps)
+
+
+def test_update_changes_the_stored_values(tmp_path):
+    history = History(tmp_path)
+    entry = history.add(tone(0.2), RATE, "Hello.", voice="Ann", heard_first_audio_s=None)
+    other = history.add(tone(0.2), RATE, "Bye.", voice="Bob")
+    history.update(entry.id, heard_first_audio_s=0.25, rtf=0.1)
+    reopened = History(tmp_path)  # what is on disk, not a copy in memory
+    assert reopened.get(entry.id).meta == {"voice": "Ann", "heard_first_audio_s": 0.25, "rtf": 0.1}
+    assert reopened.get(other.id).meta == {"voice": "Bob"}  # the others as they were
+    history.delete(other.id)
+    history.update(other.id, rtf=9.0)  # a deleted entry stays deleted
+    assert [e.id for e in History(tmp_path).entries()] == [entry.id]

@@ -64,3 +64,20 @@ def test_values_at_the_edges_of_their_range_are_kept(tmp_path):
     settings, problems = Settings.check(path)
     assert problems == [] and (settings.mode, settings.guidance, settings.steps) == ("eager", 0.0, 64)
     assert (settings.history_max_entries, settings.language) == (1, "de")
+
+
+def test_true_is_not_a_number(tmp_path, caplog):
+    """JSON's true is a Python bool, which is an int: steps=true would have become 1 step."""
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"steps": True, "guidance": False, "history_max_entries": True, "denoise": 1}))
+    settings, problems = Settings.check(path)
+    assert (settings.steps, settings.guidance, settings.history_max_entries) == (32, Settings().guidance, 200)
+    assert settings.denoise is True and len(problems) == 4  # and 1 is not a bool
+
+
+def test_without_the_tn_extra_speak_numbers_falls_back(monkeypatch):
+    """'Speak numbers' is on by default; without voicedesk[tn] every generation failed."""
+    monkeypatch.setattr("app.settings.normalize_available", lambda: False)
+    assert Settings().normalize_text is True and Settings().speaks_numbers is False
+    monkeypatch.setattr("app.settings.normalize_available", lambda: True)
+    assert Settings().speaks_numbers is True and Settings(normalize_text=False).speaks_numbers is False
