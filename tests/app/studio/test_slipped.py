@@ -92,3 +92,33 @@ def test_time_left_follows_the_measured_pace(tmp_path):
     left = sum(estimate_seconds(c) for c in cues[1:])
     assert progress.seconds_left == pytest.approx(left * 2.0 / estimate_seconds(cues[0]))
     assert progress.rtf == pytest.approx(2.0) and progress.fraction == 0.25
+
+
+class SeedRecorder:
+    """A stand-in engine that notes the seed of each render (the demo model would take seconds per line)."""
+
+    def __init__(self):
+        self.seeds = []
+
+    def render(self, request, n=1, cancel=None):
+        from types import SimpleNamespace
+
+        self.seeds.append(request.config.seed)
+        audio = np.random.default_rng(request.config.seed).uniform(-0.2, 0.2, 4800).astype(np.float32)  # per seed
+        return [SimpleNamespace(audio=audio, sample_rate=SAMPLE_RATE, seed=request.config.seed)]
+
+
+def test_a_retake_of_a_seeded_line_draws_a_new_seed(tmp_path):
+    import torch
+
+    from app.studio.render import render_lines
+    from engine.voice import Voice
+
+    anna = Voice(tokens=torch.zeros(8, 10, dtype=torch.int64), transcript="Anna.", rms=0.1)
+    cues = plan_cues(parse_script("Anna: A seeded line. {seed 5}\n"), None, ["Anna"])
+    project = Projects(tmp_path).create("Seeds")
+    engine = SeedRecorder()
+    list(render_lines(engine, project, cues, lambda name: anna))
+    list(render_lines(engine, project, cues, lambda name: anna, new_seed=True))  # "Render a new take"
+    assert engine.seeds[0] == 5 and engine.seeds[1] != 5
+    assert len(project.takes(cues[0].key)) == 2
