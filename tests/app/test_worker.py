@@ -172,3 +172,22 @@ def test_a_waiting_job_left_by_its_page_never_runs_and_frees_the_turn(worker):
     list(later.follow(worker, poll_s=0.01))
     list(blocker.follow(worker, poll_s=0.01))
     assert ran == ["b"]
+
+
+def test_a_later_stop_keeps_a_job_abandoned(worker):
+    """The page went away (abandoned: nothing it made is kept), then a Stop arrives for the same owner."""
+    started, release = threading.Event(), threading.Event()
+
+    def held(cancel):
+        started.set()
+        release.wait(5)  # no timing matters: the test releases it
+        return "made"
+
+    job = worker.submit(held, owner="carol")
+    assert started.wait(5)
+    worker.cancel("carol", abandoned=True)
+    worker.cancel("carol")  # a Stop after it
+    release.set()
+    assert job.abandoned
+    list(job.follow(worker))
+    assert job.abandoned  # still, once it has ended

@@ -220,3 +220,13 @@ def test_fifty_thousand_characters_split_fast(text):
     chunks = stream_chunks(text)
     assert time.perf_counter() - start < 1.0
     assert without_whitespace("".join(chunks)) == without_whitespace(text)
+
+
+def test_one_line_break_does_not_force_a_cut():
+    """A text pasted with its lines wrapped is one piece while it fits; only a blank line ends a chunk."""
+    from engine.text.chunk import stream_chunks
+
+    wrapped = "The rain fell on the old\nroof all night\nlong"
+    assert stream_chunks(wrapped, first_max_seconds=12.0) == [wrapped]
+    assert stream_chunks("The rain fell all night.\n\nMorning came late.", first_max_seconds=12.0) == [
+        "The rain fell all night.", "Morning came late."]
