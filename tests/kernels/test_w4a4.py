@@ -385,6 +385,25 @@ def test_save_load_round_trip_is_bit_exact(tmp_path):
         load_quantized(Tiny(), tmp_path / "plain.safetensors")
 
 
+def test_a_cache_file_with_missing_tensors_is_refused(tmp_path):
+    """Never loaded half-filled: a layer without its weights would run on whatever memory it was given."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    model, _ = quantized_tiny()
+    path = tmp_path / "tiny-w4a4.safetensors"
+    save_quantized(model, path, CFG, source_hash="abc123")
+    with safe_open(str(path), framework="pt") as f:
+        metadata = f.metadata()
+    tensors = load_file(str(path))
+    dropped = sorted(name for name in tensors if name.startswith("layers.0.attn.qkv_proj"))[0]
+    save_file({k: v for k, v in tensors.items() if k != dropped}, str(path), metadata=metadata)
+    with torch.device("meta"):
+        fresh = Tiny()
+    with pytest.raises((CheckpointError, RuntimeError), match=dropped.split(".")[-1]):
+        load_quantized(fresh, path, source_hash="abc123")
+
+
 def test_realtime_conversion_is_cached_per_checkpoint(tmp_path, monkeypatch):
     from engine.lm.checkpoint import load_lm
     from engine.quant import quantization_plan, quantize_for_realtime
