@@ -190,6 +190,7 @@ class StaticRunner:
     fused: bool = False  # Triton kernels for the scoring (the model's are set by use_fused_kernels)
     graphs: dict[tuple, StepGraph] = field(default_factory=dict)
     recent_settings: dict[tuple, None] = field(default_factory=dict)  # score keys, least recently used first
+    pinned: set[tuple] = field(default_factory=set)  # score keys captured at load: never dropped
     pool: object = None
 
     def __post_init__(self):
@@ -244,6 +245,8 @@ class StaticRunner:
     def _keep_recent(self, setting: tuple) -> None:
         """Mark `setting` as just used and drop every graph of the settings used least recently beyond
         MAX_SCORE_SETTINGS (guidance alone moves in 0.1 steps: one capture per setting and bucket otherwise)."""
+        if setting in self.pinned:  # the settings captured at load keep their graphs: steady latency
+            return
         self.recent_settings.pop(setting, None)
         self.recent_settings[setting] = None
         while len(self.recent_settings) > MAX_SCORE_SETTINGS:
@@ -271,7 +274,9 @@ class StaticRunner:
         return graph
 
     def capture(self, cfg: GenerationConfig, progress: Callable[[float, str], None] | None = None) -> None:
-        """Capture every bucket for the given scoring settings, largest first into one shared pool."""
+        """Capture every bucket for the given scoring settings, largest first into one shared pool; these
+        graphs are kept whatever else is used later."""
+        self.pinned.add(score_key(cfg))
         for i, S in enumerate(sorted(self.buckets, reverse=True)):
             if progress is not None:
                 progress(i / len(self.buckets), f"Capturing CUDA graph for {S} rows")

@@ -15,7 +15,7 @@ from engine.lm.checkpoint import load_lm, load_text_tokenizer
 from engine.lm.decode import generate_tokens, unmask_schedule
 from engine.lm.model import KeyRanges
 from engine.lm.prompt import build_prompt
-from engine.lm.runner import DEFAULT_BUCKETS, MAX_SCORE_SETTINGS, StaticRunner, freeze_heap, pack
+from engine.lm.runner import DEFAULT_BUCKETS, MAX_SCORE_SETTINGS, StaticRunner, freeze_heap, pack, score_key
 
 
 @pytest.fixture(scope="module")
@@ -130,3 +130,25 @@ def test_graphs_of_rarely_used_scoring_settings_are_dropped(lm_and_tokenizer):
         runner.generate([prompt], GenerationConfig(num_step=1, guidance_scale=guidance, position_temperature=0.0), [0])
     kept = {key[1][0] for key in runner.graphs}
     assert len(runner.graphs) == MAX_SCORE_SETTINGS and kept == {1.0, 2.0, 2.5, 3.0}
+
+
+def test_the_settings_captured_at_load_keep_their_graphs(lm_and_tokenizer):
+    """The load-time capture is what a steady first latency rests on: other settings never evict it."""
+    lm, tok = lm_and_tokenizer
+    prompt = _prompt(lm, tok, False, 10)
+    runner = StaticRunner(lm, buckets=(128,))
+    loaded = GenerationConfig(num_step=1, position_temperature=0.0)
+    runner.capture(loaded)
+    captured = runner.graphs[(128, score_key(loaded))]
+    for i in range(MAX_SCORE_SETTINGS + 2):
+        runner.generate([prompt], GenerationConfig(num_step=1, guidance_scale=0.5 + 0.25 * i,
+                                                   position_temperature=0.0), [0])
+    assert runner.graphs[(128, score_key(loaded))] is captured  # the same capture, not a new one
+    assert len(runner.graphs) == MAX_SCORE_SETTINGS + 1
+
+
+def test_a_prompt_of_exactly_a_buckets_size_takes_the_next_bucket(lm_and_tokenizer):
+    """A bucket keeps one row of pad: rows == bucket must go to the next one (or be refused), never overflow."""
+    runner = StaticRunner(lm_and_tokenizer[0], buckets=(128, 256))
+    assert runner.bucket_for(127) == 128 and runner.bucket_for(128) == 256 and runner.bucket_for(256) is None
+    assert runner.max_rows == 255
