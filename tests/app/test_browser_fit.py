@@ -61,8 +61,8 @@ def filled_app(running_app):
     """The shared app with a voice whose transcript is long, a result in the history and a Studio project."""
     library = VoiceLibrary(running_app.home / "data" / "voices")
     if "Fit Voice" not in {e.name for e in library.entries()}:
-        library.save("Fit Voice", Voice(tokens=torch.randint(0, 1024, (8, 60), generator=torch.Generator().manual_seed(7)),
-                                        transcript=LONG_TRANSCRIPT, rms=0.1))
+        tokens = torch.randint(0, 1024, (8, 60), generator=torch.Generator().manual_seed(7))
+        library.save("Fit Voice", Voice(tokens=tokens, transcript=LONG_TRANSCRIPT, rms=0.1))
     Client(running_app.url, verbose=False).predict(text="A result for the history table.", steps=4, randomize=False,
                                                     seed=4, api_name="/design")
     Projects(running_app.home / "data" / "studio").create("Fit", "# One\n" + "".join(

@@ -234,3 +234,11 @@ def test_find_voice_ignores_case(library):
         assert library.find_voice(name).transcript == "The second Ann."
     with pytest.raises(LibraryError):
         library.find_voice("Bob")
+
+
+def test_a_shortened_cell_says_it_was_cut():
+    from app.ui.common import shortened
+
+    assert shortened("short", 10) == "short" and shortened("x" * 10, 10) == "x" * 10
+    cut = shortened("a rather long transcript", 10)  # 9 characters kept, the 10th an ellipsis
+    assert cut == "a rather…" and len(cut) <= 10

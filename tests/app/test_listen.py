@@ -56,3 +56,17 @@ def test_the_app_starts_when_the_page_answers_gradios_check_late(tmp_path, app_l
         assert Client(app.url, verbose=False).predict(api_name="/model_status")["ready"]
         log = app.log.read_text()
     assert "Traceback" not in log and "localhost is not accessible" not in log
+
+
+def test_a_port_a_closed_connection_lingers_on_is_free():
+    """After the app stops, its port holds TIME_WAIT connections for a minute: starting again must work."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        served, _ = listener.accept()
+        served.close()  # the server side closes first: its end of the connection waits (TIME_WAIT)
+        client.close()
+    assert port_refusal("127.0.0.1", port) is None

@@ -163,3 +163,8 @@ def test_files_by_suffix(tmp_path):
         import_file(tmp_path / "d.pdf")
     with pytest.raises(ImportFailed, match="cannot be read"):
         import_file(tmp_path / "missing.txt")
+
+
+def test_a_cue_of_no_length_gets_the_shortest_duration():
+    [line] = parse_script(import_srt(cues(("00:00:01,000", "00:00:01,000")))).lines
+    assert line.options.duration == 0.1

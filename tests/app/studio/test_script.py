@@ -124,6 +124,7 @@ def test_round_trip_of_voice_names(voice):
     ("Hi\n<!-- never closed", 0, "never closed"),
     ("Fine.\nAnd then [pause 2s", 2, "'[pause 2s' is not closed"),  # was spoken as narration
     ("Fine.\nAnna: wait [pause", 2, "'[pause' is not closed"),
+    ("Fine.\nWait [PAUSE 1S", 2, "'[PAUSE 1S' is not closed"),
     ("Fine.\n[voice Bob = male, low pitch\nBob: Hi.", 2, "is not closed: end a voice definition with ]"),
 ])
 def test_errors_name_the_line(text, line, words):
