@@ -23,9 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = "Measuring the first sound. A second sentence follows it."
-WATCH = """(tab) => { window.tl = {};  // wall-clock ms, as the server's marks
-  document.querySelector(`#${tab}-generate`).addEventListener('click',
-    () => { window.tl.click = performance.timeOrigin + performance.now(); }, true);
+WATCH = """(tab) => { window.tl = {};  // wall-clock ms, as the server's marks; the window's capture listeners run first
+  window.addEventListener('click', (e) => {
+    if (e.target.closest(`#${tab}-generate`)) window.tl.click = performance.timeOrigin + performance.now(); }, true);
 }"""
 LIVE = """() => { const wall = (ms) => performance.timeOrigin + ms;  // the live player's events and request
   const first = window.voicedeskLive.events.find(e => e.type === 'first');
