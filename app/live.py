@@ -70,7 +70,7 @@ class LiveStream:
         """The next int16 samples, sent on at once."""
         piece = np.ascontiguousarray(samples, dtype="<i2").tobytes()
         with self._lock:
-            if self._ended:
+            if self._ended or not piece:  # nothing after the end; no empty piece (a listener would wake for it)
                 return
             self._pieces.append(piece)
             self._wake()  # under the lock: the listener's loop is still running

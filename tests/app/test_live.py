@@ -33,6 +33,21 @@ def test_a_listener_that_comes_late_hears_the_generation_from_its_start():
     assert np.array_equal(np.frombuffer(heard, "<i2"), samples(150))
 
 
+def test_no_empty_piece_is_published_and_nothing_after_the_end():
+    streams = LiveStreams()
+    with streams.publishing(ID) as stream:
+        stream.put(samples(0))
+        stream.put(samples(10))
+        stream.put(np.zeros(0, np.int16))
+    stream.put(samples(5, 10))  # the stream has ended: dropped
+
+    async def pieces():
+        return [piece async for piece in streams.listen(ID).pieces(5.0)]
+
+    heard = asyncio.run(pieces())
+    assert [len(piece) for piece in heard] == [20]  # one piece of 10 samples, no empty one, nothing after the end
+
+
 def test_a_listener_that_comes_first_gets_each_piece_as_it_is_published():
     streams = LiveStreams()
     published, got_first = threading.Event(), threading.Event()
