@@ -15,7 +15,8 @@ def _model_args(p: argparse.ArgumentParser, modes=("eager", "hifi", "realtime"),
     p.add_argument("--model", help="checkpoint folder or hub id (default: $VOICEDESK_MODEL, else k2-fsa/OmniVoice)")
     p.add_argument("--demo", action="store_true", help="use the tiny random checkpoint (output is noise)")
     p.add_argument("--mode", default=default_mode, choices=modes,
-                   help="quality mode" + (f" (default {default_mode})" if default_mode else " (default: the last one used)"))
+                   help="quality mode" + (f" (default {default_mode})" if default_mode
+                                          else " (default: the last one used)"))
     if device:
         p.add_argument("--device", default="auto", help="auto, cuda, cuda:N or cpu")
 
@@ -106,8 +107,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="voicedesk", description="Local voice cloning (OmniVoice). "
-                                     "Without a command, `ui` runs: `voicedesk --demo` starts the app on the demo model.",
+    parser = _Parser(prog="voicedesk", description="Local voice cloning (OmniVoice). Without a command, `ui` "
+                                     "runs: `voicedesk --demo` starts the app on the demo model.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"voicedesk {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="command")

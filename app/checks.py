@@ -9,11 +9,11 @@ import threading
 from collections.abc import Callable
 
 from engine.audio import asr
-from engine.hub import HubModel
 from engine.checks import checker as checker_module
+from engine.checks.checker import Checker
 from engine.checks.policy import CheckMode, CheckPolicy
 from engine.checks.verdict import Thresholds
-from engine.checks.checker import Checker
+from engine.hub import HubModel
 
 from .settings import Settings
 

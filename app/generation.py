@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.audio.pcm import to_int16
+from engine.checks.policy import CheckMode, CheckPolicy
+from engine.checks.takes import Checks
 from engine.config import GenerationConfig
 from engine.constants import SAMPLE_RATE
 from engine.errors import Cancelled
-from engine.checks.policy import CheckMode, CheckPolicy
-from engine.checks.takes import Checks
 from engine.voice import Voice
 
 from .checks import policy_from

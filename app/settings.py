@@ -5,9 +5,9 @@ import logging
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from engine.checks.policy import CheckMode
 from engine.text.languages import language_ids
 from engine.text.normalize import normalize_available
-from engine.checks.policy import CheckMode
 
 from .storage import atomic_write_json, read_json
 

@@ -25,7 +25,6 @@ from typing import Any, TypeVar
 
 from engine.errors import Cancelled
 
-
 T = TypeVar("T")
 
 

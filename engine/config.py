@@ -30,7 +30,7 @@ class ModelConfig:
     demo: bool = False  # the tiny random demo checkpoint: its output is noise
 
     @classmethod
-    def from_json(cls, cfg: dict) -> "ModelConfig":
+    def from_json(cls, cfg: dict) -> ModelConfig:
         llm = cfg["llm_config"]
         rope = llm.get("rope_parameters") or llm.get("rope_scaling") or {}
         theta = llm.get("rope_theta", rope.get("rope_theta", cls.rope_theta))
@@ -100,7 +100,7 @@ class GenerationConfig:
     def __post_init__(self) -> None:
         self.check()
 
-    def check(self) -> "GenerationConfig":
+    def check(self) -> GenerationConfig:
         """Return self, or raise SettingError naming the first setting outside `SETTING_RANGES`
         (NaN and infinity included) or a switch that is not True/False: a bad value never reaches the model."""
         for name in SWITCHES:
@@ -119,7 +119,7 @@ class GenerationConfig:
                 raise SettingError(f"{label} must be {what} {span}, not {value!r}.")
         return self
 
-    def replace(self, **changes) -> "GenerationConfig":
+    def replace(self, **changes) -> GenerationConfig:
         known = {f.name for f in fields(self)}
         unknown = set(changes) - known
         if unknown:

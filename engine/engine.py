@@ -9,22 +9,25 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 import torch
 
 from engine.audio.io import Clip, load_clip
 from engine.audio.process import cross_fade_chunks, finish_output, prepare_reference
+from engine.checks.policy import CheckMode
+from engine.checks.takes import Checks, checked_take
+from engine.checks.verdict import Verdict
 from engine.codec import AudioCodec
 from engine.config import GenerationConfig, Mode
 from engine.constants import SAMPLE_RATE
 from engine.errors import AudioInputError, Cancelled, TranscriptRequiredError
-from engine.lm.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
 from engine.lm.batch import BatchedGeneration
 from engine.lm.budget import MemoryBudget
+from engine.lm.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
 from engine.lm.modes import pick_device
 from engine.lm.plan import Plan, plan_request
 from engine.lm.prompt import PromptItem, build_prompt
@@ -34,9 +37,6 @@ from engine.text.clean import add_punctuation, clean_text
 from engine.text.languages import resolve_language
 from engine.text.limits import MAX_TRANSCRIPT_CHARS, check_length, check_request
 from engine.text.normalize import normalize_text
-from engine.checks.policy import CheckMode
-from engine.checks.takes import Checks, checked_take
-from engine.checks.verdict import Verdict
 from engine.voice import Voice
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ class Engine:
     @classmethod
     def load(cls, model: str | Path | None = None, device: str | torch.device = "auto",
              mode: Mode | str = Mode.HIFI, dtype: torch.dtype | None = None,
-             progress: Callable[[LoadProgress], None] | None = None) -> "Engine":
+             progress: Callable[[LoadProgress], None] | None = None) -> Engine:
         """Load a checkpoint and prepare `mode` on `device`.
 
         Parameters

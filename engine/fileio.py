@@ -7,8 +7,8 @@ import errno
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from soundfile import LibsndfileError
 

@@ -4,8 +4,8 @@ byte progress while it arrives."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from engine.errors import VoiceDeskError
 

@@ -41,7 +41,7 @@ class Voice:
         atomic_write_text(folder / META_FILE, json.dumps(meta, ensure_ascii=False, indent=1))
 
     @classmethod
-    def load(cls, folder: str | Path) -> "Voice":
+    def load(cls, folder: str | Path) -> Voice:
         folder = Path(folder)
         try:
             meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
@@ -53,7 +53,7 @@ class Voice:
         return cls._checked(tokens, meta.get("transcript", ""), meta.get("rms"), folder)
 
     @classmethod
-    def from_upstream_prompt(cls, path: str | Path) -> "Voice":
+    def from_upstream_prompt(cls, path: str | Path) -> Voice:
         """Import an upstream OmniVoice `VoiceClonePrompt.save()` file (.pt) without unpickling code."""
         try:
             data = torch.load(str(path), map_location="cpu", weights_only=True)
@@ -64,7 +64,7 @@ class Voice:
         return cls._checked(data.get("ref_audio_tokens"), data.get("ref_text", ""), data.get("ref_rms", 0.0), path)
 
     @classmethod
-    def _checked(cls, tokens, transcript, rms, source) -> "Voice":
+    def _checked(cls, tokens, transcript, rms, source) -> Voice:
         if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.shape[0] != 8 or tokens.shape[1] == 0:
             raise AudioInputError(f"{source}: voice tokens must be a non-empty [8, T] tensor.")
         if tokens.dtype.is_floating_point or tokens.min() < 0 or tokens.max() > 1023:

@@ -68,8 +68,13 @@ def tiny_speaker_model(tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def tiny_whisper(tmp_path_factory) -> str:
     """A random Whisper (d_model 32, one layer each side) with a byte-level tokenizer, ~400 kB."""
-    from transformers import (GenerationConfig, WhisperConfig, WhisperFeatureExtractor,
-                              WhisperForConditionalGeneration, WhisperTokenizer)
+    from transformers import (
+        GenerationConfig,
+        WhisperConfig,
+        WhisperFeatureExtractor,
+        WhisperForConditionalGeneration,
+        WhisperTokenizer,
+    )
     from transformers.convert_slow_tokenizer import bytes_to_unicode
 
     folder = tmp_path_factory.mktemp("tiny_whisper")

@@ -1,7 +1,6 @@
 """The README's install line on a machine without an NVIDIA GPU whose PyTorch CPU index cannot be reached: it says
 so in one line and goes on, instead of pip printing about 50 'Retrying ...' warnings (pip is a stand-in here that
 notes how it was called; the probe meets a proxy that refuses every connection)."""
-import os
 import re
 import shutil
 import socket
@@ -41,8 +40,10 @@ def test_an_unreachable_cpu_index_is_said_once_and_the_install_goes_on(tmp_path)
         (bin_dir / tool).symlink_to(shutil.which(tool))
     proxy = f"http://127.0.0.1:{closed_port()}"
     env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "https_proxy": proxy, "HTTPS_PROXY": proxy}
-    done = subprocess.run([shutil.which("bash"), "-c", steps], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([shutil.which("bash"), "-c", steps], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "PyTorch's CPU index cannot be reached: torch comes from PyPI (the larger CUDA build)."
+    said = "PyTorch's CPU index cannot be reached: torch comes from PyPI (the larger CUDA build)."
+    assert done.stdout.strip() == said
     assert "Retrying" not in done.stdout + done.stderr and done.stderr == ""
     assert (tmp_path / "pip-calls").read_text().splitlines() == ["pip install .", "started"]

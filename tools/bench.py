@@ -3,8 +3,9 @@
 Per mode and workload: median, p90 (and p90 / median: how steady it is) and spread of end-to-end time
 (generation + decode, voice prompt prepared beforehand; reference encoding reported separately), RTF,
 time to first audio when streaming, CUDA kernels per generation, GPU busy fraction, peak GPU memory,
-load/warm-up/capture time, and fidelity against our fp32 eager path with deterministic settings (position_temperature=0):
-token agreement, mel distance, step-0 logits cosine. Ratios to upstream and to our eager FP16."""
+load/warm-up/capture time, and fidelity against our fp32 eager path with deterministic settings
+(position_temperature=0): token agreement, mel distance, step-0 logits cosine. Ratios to upstream and to our
+eager FP16."""
 from __future__ import annotations
 
 import json
@@ -177,9 +178,11 @@ def table(rows: list[Row]) -> str:
             f"({1e3 * r.spread_s[0]:.0f}-{1e3 * r.spread_s[1]:.0f}) | {1e3 * r.p90_s:.1f} | "
             f"{r.p90_s / r.median_s:.3f} | "
             f"{r.rtf:.4f} | "
-            f"{_fmt(r.first_audio_s and 1e3 * r.first_audio_s, '{:.0f}')} | {_fmt(r.kernels, '{:d}')} | {_fmt(r.cpu_launches, '{:d}')} | "
+            f"{_fmt(r.first_audio_s and 1e3 * r.first_audio_s, '{:.0f}')} | {_fmt(r.kernels, '{:d}')} | "
+            f"{_fmt(r.cpu_launches, '{:d}')} | "
             f"{_fmt(r.busy_fraction, '{:.0%}')} | {_fmt(r.peak_mem_gib, '{:.2f}')} | "
-            f"{_fmt(r.ratios.get('speedup_vs_upstream'), '{:.2f}')} | {_fmt(r.ratios.get('speedup_vs_eager'), '{:.2f}')} | "
+            f"{_fmt(r.ratios.get('speedup_vs_upstream'), '{:.2f}')} | "
+            f"{_fmt(r.ratios.get('speedup_vs_eager'), '{:.2f}')} | "
             f"{_fmt(r.token_agreement, '{:.2%}')} | {_fmt(r.step0_agreement, '{:.3%}')} | "
             f"{_fmt(r.mel_distance_db, '{:.2f}')} | "
             f"{_fmt(r.logits_cosine and 1 - r.logits_cosine, '{:.1e}')} |")

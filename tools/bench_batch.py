@@ -128,7 +128,8 @@ def budget_check(engine) -> dict:
 
 
 def tables(long_rows: list[dict], take_rows: list[dict], agree: list[dict]) -> str:
-    lines = ["| text | pieces run | audio s | wall s | RTF | first audio ms | peak GiB |", "|---|---|---|---|---|---|---|"]
+    lines = ["| text | pieces run | audio s | wall s | RTF | first audio ms | peak GiB |",
+             "|---|---|---|---|---|---|---|"]
     for r in long_rows:
         how = "one at a time" if r["ahead"] == 1 else f"ahead, groups up to {r['ahead']}"
         lines.append(f"| {r['minutes']} min | {how} | {r['audio_s']:.0f} | {r['wall_s']:.2f} | {r['rtf']:.4f} | "
@@ -137,8 +138,8 @@ def tables(long_rows: list[dict], take_rows: list[dict], agree: list[dict]) -> s
     lines += ["", "| line | N | median ms | x one take | peak GiB |", "|---|---|---|---|---|"]
     for r in take_rows:
         one = next(o for o in take_rows if o["workload"] == r["workload"] and o["n"] == 1)
-        lines.append(f"| {r['workload']} | {r['n']} | {1e3 * r['median_s']:.1f} | {r['median_s'] / one['median_s']:.2f} | "
-                     f"{_fmt(r['peak_gib'], '{:.2f}')} |")
+        lines.append(f"| {r['workload']} | {r['n']} | {1e3 * r['median_s']:.1f} | "
+                     f"{r['median_s'] / one['median_s']:.2f} | {_fmt(r['peak_gib'], '{:.2f}')} |")
     lines += ["", "| line | N | tokens equal to alone | takes identical |", "|---|---|---|---|"]
     lines += [f"| {a['workload']} | {a['n']} | {a['token_agreement']:.4%} | {a['takes_identical']} |"
               if "token_agreement" in a else f"| {a['workload']} | {a['n']} pieces | - | {a['pieces_identical']} |"
@@ -181,7 +182,8 @@ def main(args, model: str | None) -> int:
     if budget:
         text += (f"\n\nMemory budget {budget['budget_gib']:.1f} GiB; largest bucket {budget['bucket_rows']} rows: "
                  f"estimated {budget['estimate_gib']:.2f} GiB, allocator peak {budget['peak_gib']:.2f} GiB")
-    print(f"\n{info['gpu']} | {engine.backend} | torch {info['torch']} | commit {info['commit']} | {info['date']}{label}")
+    print(f"\n{info['gpu']} | {engine.backend} | torch {info['torch']} | commit {info['commit']} | "
+          f"{info['date']}{label}")
     print(text)
     out = Path(args.results)
     out.mkdir(parents=True, exist_ok=True)

@@ -25,12 +25,12 @@ from pathlib import Path
 import numpy as np
 
 from engine.audio.io import load_clip
-from engine.constants import SAMPLE_RATE
+from engine.checks.checker import Checker
 from engine.checks.signal import check_signal
 from engine.checks.verdict import Thresholds
-from engine.checks.checker import Checker
 from engine.checks.voice import similarity
 from engine.checks.words import check_words
+from engine.constants import SAMPLE_RATE
 
 
 def read_corpus(root: Path) -> dict[str, list[tuple[np.ndarray, str]]]:

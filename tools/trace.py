@@ -6,14 +6,13 @@ import gzip
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 from tools.bench_modes import load_mode
-from tools.workloads import select
 from tools.trace_stats import (
     TraceStats,
     cpu_launch_count,
@@ -21,6 +20,7 @@ from tools.trace_stats import (
     load_trace,
     stats_from_events,
 )
+from tools.workloads import select
 
 
 def profile_call(fn: Callable[[], object], device: torch.device, trace_path: str | Path | None = None) -> TraceStats:

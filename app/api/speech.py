@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from engine.audio.pcm import to_int16
+from engine.checks.policy import CheckMode
 from engine.config import GenerationConfig
 from engine.constants import FRAME_RATE, SAMPLE_RATE
 from engine.errors import TextInputError, VoiceDeskError
@@ -18,7 +19,6 @@ from engine.text.instruct import canonical_instruct
 from engine.text.languages import resolve_language
 from engine.text.limits import MAX_INSTRUCT_CHARS, MAX_TEXT_CHARS, check_length
 from engine.text.tokens import encode_text
-from engine.checks.policy import CheckMode
 
 from .. import generation
 from ..checks import policy_from

@@ -178,7 +178,8 @@ class _Parser:
 
     def _define(self, number: int, name: str, instruct: str) -> None:
         if not instruct:
-            self.error(number, f"the designed voice '{name}' needs a description, e.g. [voice {name} = female, low pitch]")
+            self.error(number, f"the designed voice '{name}' needs a description, "
+                               f"e.g. [voice {name} = female, low pitch]")
             return
         try:
             instruct = canonical_instruct(instruct)

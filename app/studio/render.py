@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.checks.policy import CheckMode
+from engine.checks.takes import Checks, checked_take
 from engine.config import GenerationConfig
 from engine.constants import SAMPLE_RATE
 from engine.errors import Cancelled, StorageError, VoiceDeskError
 from engine.request import SpeechRequest
-from engine.checks.policy import CheckMode
-from engine.checks.takes import Checks, checked_take
 from engine.voice import Voice
 
 from .plan import Cue, Speaker, speech_seconds
@@ -117,7 +117,8 @@ def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callabl
                 voice = voices[speaker.key] = _made_voice(engine, project, speaker, language=options.language,
                                                           cancel=cancel)
             seed = options.seed if options.seed is not None and not new_seed else random.randrange(2**31 - 1)
-            config = GenerationConfig(num_step=settings.steps, speed=options.speed, duration=options.duration, seed=seed)
+            config = GenerationConfig(num_step=settings.steps, speed=options.speed, duration=options.duration,
+                                      seed=seed)
             start = time.perf_counter()
             request = SpeechRequest(text=cue.line.text, voice=voice, instruct=options.instruct or speaker.instruct,
                                     language=options.language or settings.language, config=config)

@@ -5,7 +5,6 @@ import functools
 import html
 import json
 
-
 from engine.text.duration import text_weight, weight_per_second
 from engine.text.languages import language_choices
 from engine.text.limits import MAX_TEXT_CHARS
@@ -13,7 +12,6 @@ from engine.text.limits import MAX_TEXT_CHARS
 from .. import ASSETS
 from ..downloads import voice_archive_url, voice_reference_url
 from ..library import VoiceEntry
-
 
 
 @functools.lru_cache(maxsize=1)

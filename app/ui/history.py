@@ -10,10 +10,10 @@ from ..checks import badge_html, summary
 from ..context import AppContext
 from ..history import HistoryEntry
 from ..metrics import milliseconds
+from .common import shortened
 from .confirm_delete import delete_confirm, hidden
 from .design import DESIGNED
 from .messages import message_line, reported
-from .common import shortened
 from .output import download_links
 
 COLUMNS = ["When", "Text", "Voice", "Mode", "RTF", "Length", "Checks"]

@@ -15,6 +15,7 @@ import numpy as np
 
 from .pcm import PYDUB_FULL_SCALE, from_pcm16_pydub, to_pcm16_pydub
 
+
 class Pcm16:
     """A mono 16-bit clip addressed in milliseconds, sliced and measured the way pydub does."""
 

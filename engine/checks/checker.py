@@ -3,7 +3,7 @@ computer (never downloaded from here: see engine/hub.py); a check that cannot ru
 the reason, and the others still run."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -23,7 +23,7 @@ class Checker:
         self.unavailable = dict(unavailable or {})  # check name -> why it cannot run here
 
     @classmethod
-    def load(cls, device: torch.device | str) -> "Checker":
+    def load(cls, device: torch.device | str) -> Checker:
         """The checks this computer can run: the speech recogniser and speaker model if present."""
         from engine.audio.asr import WHISPER, transcribe
 

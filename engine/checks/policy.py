@@ -3,8 +3,9 @@ once the first has failed), or the best of N takes rendered together in one batc
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from engine.checks.verdict import Thresholds, Verdict
 

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.request import SpeechRequest
+from engine.checks.checker import Checker
 from engine.checks.policy import CheckPolicy, choose
 from engine.checks.verdict import Verdict
-from engine.checks.checker import Checker
+from engine.request import SpeechRequest
 
 
 @dataclass

@@ -8,8 +8,8 @@ import os
 import numpy as np
 import torch
 
-from engine.hub import HubModel
 from engine.checks.verdict import Check
+from engine.hub import HubModel
 
 SPEAKER_MODEL = HubModel(os.environ.get("VOICEDESK_SPEAKER_MODEL", "microsoft/wavlm-base-plus-sv"),
                          "the voice check (speaker similarity)")

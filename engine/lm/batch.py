@@ -13,8 +13,8 @@ each batch, with the runner by its largest bucket (the budget decided which buck
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 

@@ -59,7 +59,8 @@ class MemoryBudget:
         S, B2 = max(p.ids.shape[1] for p in prompts), 2 * len(prompts)
         cfg = self.cfg
         attention = B2 * S * S * (2 * cfg.num_heads * self.dtype_bytes + 1)
-        return B2 * S * _row_bytes(cfg, self.dtype_bytes) + attention + _head_bytes(sum(p.target_len for p in prompts), cfg)
+        heads = _head_bytes(sum(p.target_len for p in prompts), cfg)
+        return B2 * S * _row_bytes(cfg, self.dtype_bytes) + attention + heads
 
     def runner_bytes(self, rows: int) -> int:
         """Peak of one captured step of a bucket of `rows` packed rows (H = rows // 2 target slots):

@@ -8,8 +8,9 @@ a seed reproduces a generation (and matches upstream seeded with `torch.manual_s
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F

@@ -173,7 +173,7 @@ class OmniVoiceLM(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.audio_heads = nn.Linear(cfg.hidden_size, cfg.num_codebooks * cfg.audio_vocab_size, bias=False)
 
-    def use_fused_kernels(self) -> "OmniVoiceLM":
+    def use_fused_kernels(self) -> OmniVoiceLM:
         """Run norms, q/k-norm + RoPE, SwiGLU and residual+norm as fused Triton kernels (CUDA only).
         Same numerics as the torch path up to summation order (kernels/ tests bound the difference)."""
         for module in self.modules():

@@ -26,8 +26,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Callable
 
 import torch
 
@@ -81,7 +81,7 @@ class Buffers:
     step: torch.Tensor  # [] long: step counter, advanced inside the graph
 
     @classmethod
-    def allocate(cls, S: int, C: int, device) -> "Buffers":
+    def allocate(cls, S: int, C: int, device) -> Buffers:
         H = S // 2
         z = dict(device=device)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 import operator
 import unicodedata
-from functools import lru_cache, reduce
+from functools import cache, reduce
 
 from engine.constants import FRAME_RATE
 
@@ -103,7 +103,7 @@ _BLOCK_ENDS = tuple(end for end, _ in _BLOCKS)
 _SUPPLEMENTARY_IDEOGRAPHS = 0x20000  # above it (Ext B and later planes) count as CJK
 
 
-@lru_cache(maxsize=None)
+@cache
 def char_weight(ch: str) -> float:
     """Speaking weight of one character (1.0 = one Latin letter)."""
     if ch.isascii() and ch.isalpha():

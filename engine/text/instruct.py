@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from engine.errors import TextInputError
 from engine.text.clean import has_chinese

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from engine.errors import TextInputError
 from engine.text.clean import has_chinese

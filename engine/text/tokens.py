@@ -6,7 +6,7 @@ the neighbouring text by the tokenizer (upstream `_tokenize_with_nonverbal_tags`
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from tokenizers import Tokenizer
 

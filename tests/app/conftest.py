@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 import soundfile as sf
 from pages import CHROMIUM
-
 from sounds import buzz
 
 ROOT = Path(__file__).resolve().parents[2]

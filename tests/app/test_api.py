@@ -163,7 +163,8 @@ def test_oversized_upload_is_refused(running_app, tmp_path, client, reference_wa
 
 def test_concurrent_requests_queue_and_all_finish(running_app, reference_wav):
     clients = [Client(running_app.url, verbose=False) for _ in range(3)]
-    texts = [" ".join([f"Request number {i}."] + ["It goes on long enough to overlap the others."] * 4) for i in range(3)]
+    texts = [" ".join([f"Request number {i}."] + ["It goes on long enough to overlap the others."] * 4)
+             for i in range(3)]
     jobs = [clone(c, reference_wav, text) for c, text in zip(clients, texts)]
     results = [timed_outputs(job) for job in jobs]
     for updates in results:

@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from pages import needs_chromium, open_page
 
 SHOTS = Path(os.environ.get("VOICEDESK_SCREENSHOTS") or tempfile.mkdtemp(prefix="voicedesk-shots-"))

@@ -2,8 +2,8 @@
 number broken inside a word or cut off, '--demo' on one line and readable in the dark theme, no stray line under
 the metric tiles before the first generation, the checks' slider labels on one line, and the Studio's Render all
 on the first screen at 1920x1080. Screenshots go to tmp_path for a person to look at."""
-import torch
 import pytest
+import torch
 from gradio_client import Client
 from pages import needs_chromium, open_page
 

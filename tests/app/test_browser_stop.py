@@ -5,7 +5,8 @@ import time
 from pages import needs_chromium, open_page
 
 pytestmark = needs_chromium
-LONG_TEXT = " ".join(f"This is sentence number {i}, and it goes on for a while." for i in range(40))  # generating long after playback starts
+# generating long after playback starts
+LONG_TEXT = " ".join(f"This is sentence number {i}, and it goes on for a while." for i in range(40))
 PLAYING = "() => window.voicedeskLive.isPlaying('design') && window.voicedeskLive.events.some(e => e.type === 'first')"
 PLAYED = "window.voicedeskLive.taps.reduce((n, t) => n + t.samples.length, 0)"
 

@@ -5,10 +5,10 @@ import json
 from app.checks import CheckService, badge_html, policy_from, summary
 from app.settings import Settings
 from engine.audio import asr
-from engine.hub import HubModel
 from engine.checks import checker as checker_module
 from engine.checks.policy import CheckMode
 from engine.checks.verdict import Check, Verdict
+from engine.hub import HubModel
 
 
 def part(*checks: Check, attempts: int = 1, skipped=None) -> dict:

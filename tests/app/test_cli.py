@@ -1,4 +1,5 @@
-"""`launcher.py`: the commands and their help, and `synth` on the tiny checkpoint (audio, RTF, clear errors, saved voices)."""
+"""`launcher.py`: the commands and their help, and `synth` on the tiny checkpoint (audio, RTF, clear errors, saved
+voices)."""
 import argparse
 import importlib.metadata
 import os

@@ -1,6 +1,5 @@
 import pytest
 
-
 from app import doctor
 from engine.constants import DEMO_MODEL
 

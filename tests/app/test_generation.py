@@ -8,7 +8,6 @@ import pytest
 import soundfile as sf
 
 from app import generation, playback
-from app.ui.output import panel_updates
 from app.clip_check import check_file
 from app.context import AppContext
 from app.engine_host import EngineHost
@@ -17,6 +16,7 @@ from app.library import VoiceLibrary
 from app.playback import SpeakerStatus, SpeakersUnavailable
 from app.settings import Settings
 from app.storage import AppDirs
+from app.ui.output import panel_updates
 from app.worker import GpuWorker, outcome
 from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL

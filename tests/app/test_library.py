@@ -1,5 +1,6 @@
 import logging
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -7,7 +8,7 @@ import soundfile as sf
 import torch
 
 from app.library import LibraryError, VoiceLibrary, clean_name, slugify
-from engine.errors import AudioInputError, StorageError
+from engine.errors import StorageError
 from engine.voice import Voice
 
 
@@ -171,7 +172,7 @@ def test_the_voices_command_lists_damaged_voices_too(tmp_path, monkeypatch, caps
     assert "damaged: voice.safetensors or voice.json is corrupt" in out[1]
 
 
-def exported(library, tmp_path, name="Ann", **members) -> "Path":
+def exported(library, tmp_path, name="Ann", **members) -> Path:
     """An exported voice archive (stored, not deflated) with some members replaced."""
     entry = library.save(name, make_voice())
     archive = tmp_path / "friend's voice.zip"

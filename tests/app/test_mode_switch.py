@@ -29,8 +29,9 @@ def test_the_quality_switch_says_what_runs_on_a_cpu(running_app, browser):
 
 
 def test_a_gpu_keeps_two_paths():
-    from engine.lm.modes import runs_as
     import torch
+
+    from engine.lm.modes import runs_as
 
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
     assert runs_as(Mode.REALTIME, cuda) is Mode.REALTIME and runs_as(Mode.HIFI, cuda) is Mode.HIFI

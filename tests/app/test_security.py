@@ -81,6 +81,7 @@ def test_binding_elsewhere_on_purpose_accepts_that_address():
 
 
 PORT = 7860
+CROSS_SITE = "Requests from other websites are not accepted."
 LOOK_ALIKES = [f"http://127.0.0.1:{PORT}.evil.example", f"http://127.0.0.1.evil.example:{PORT}",
                f"http://localhost:{PORT}@evil.example", f"http://127.0.0.1:{PORT}0", "http://127.0.0.1",
                f"https://evil.example/127.0.0.1:{PORT}", "null"]
@@ -89,7 +90,7 @@ LOOK_ALIKES = [f"http://127.0.0.1:{PORT}.evil.example", f"http://127.0.0.1.evil.
 @pytest.mark.parametrize("origin", LOOK_ALIKES)
 def test_look_alike_origins_cannot_post(origin):
     headers = {"host": f"127.0.0.1:{PORT}", "origin": origin}
-    assert refusal("POST", headers, PORT, allowed_hosts("127.0.0.1")) == "Requests from other websites are not accepted."
+    assert refusal("POST", headers, PORT, allowed_hosts("127.0.0.1")) == CROSS_SITE
     assert refusal("GET", headers, PORT, allowed_hosts("127.0.0.1")) is None  # reading is what CORS guards
 
 
@@ -126,7 +127,7 @@ def test_websocket_upgrades_are_checked_like_the_rest():
 @pytest.mark.parametrize("method", ["PUT", "DELETE", "PATCH"])
 def test_cross_site_writes_of_every_method_are_refused(method):
     headers = {"host": f"127.0.0.1:{PORT}", "origin": "https://evil.example"}
-    assert refusal(method, headers, PORT, allowed_hosts("127.0.0.1")) == "Requests from other websites are not accepted."
+    assert refusal(method, headers, PORT, allowed_hosts("127.0.0.1")) == CROSS_SITE
     client = TestClient(LocalOnlyGuard(_plain_app, allowed_hosts("127.0.0.1")), base_url=f"http://127.0.0.1:{PORT}")
     assert client.request(method, "/gradio_api/anything", headers={"origin": "https://evil.example"}).status_code == 403
     assert client.request(method, "/gradio_api/anything").status_code == 200  # no Origin: an API client

@@ -75,7 +75,8 @@ def test_an_upload_onto_a_full_disk_says_so_and_loses_nothing(tmp_path, app_laun
 
         refused = upload(app.url, "long.wav", os.urandom(3 * 2**20))  # more than the whole disk
         assert refused.status_code == 507, (refused.status_code, refused.text)
-        assert refused.text.startswith("The disk is full: nothing more can be saved in") and str(uploads) in refused.text
+        assert refused.text.startswith("The disk is full: nothing more can be saved in")
+        assert str(uploads) in refused.text
         assert "Errno" not in refused.text and "Internal Server Error" not in refused.text
 
         client = Client(app.url, verbose=False)

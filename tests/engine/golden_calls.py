@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, fields
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -56,7 +56,7 @@ def _config(recorded: dict) -> GenerationConfig:
     return GenerationConfig(**{k: v for k, v in recorded.items() if k in ours})
 
 
-@lru_cache(maxsize=None)
+@cache
 def golden_requests() -> dict[str, list[GoldenCall]]:
     """Request name -> its calls in order."""
     requests = {}

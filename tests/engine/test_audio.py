@@ -11,8 +11,8 @@ import torch
 from safetensors.torch import load_file
 
 from engine.audio import process, silence
-from engine.audio.pcm import from_pcm16_pydub, to_pcm16_pydub
 from engine.audio.io import SAMPLE_RATE, load_clip
+from engine.audio.pcm import from_pcm16_pydub, to_pcm16_pydub
 from engine.audio.resample import resample
 from engine.errors import AudioInputError
 

@@ -3,7 +3,6 @@ and takes of one line generated together each equal their lone render, on the ea
 through the graph runner's static algorithm (no graphs on a CPU); the first piece still comes alone."""
 import numpy as np
 import pytest
-import torch
 
 import engine.lm.batch as batch_module
 from engine.config import GenerationConfig

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from error_budget import assert_same_rounding, float64_codec
 from safetensors.torch import load_file, save_file
 
 from engine.audio import process
@@ -15,7 +16,6 @@ from engine.audio.io import load_clip
 from engine.codec import AudioCodec
 from engine.constants import DEMO_MODEL
 from engine.errors import AudioInputError, CheckpointError
-from error_budget import assert_same_rounding, float64_codec
 
 DATA = Path(__file__).parents[1] / "data"
 CODEC_DIR = DEMO_MODEL / "audio_tokenizer"

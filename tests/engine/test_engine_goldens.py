@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from error_budget import ORDER_FACTOR, ULPS, float64_codec, max_error
 from safetensors.torch import load_file
 
 from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL
 from engine.engine import Engine
-from error_budget import ORDER_FACTOR, ULPS, float64_codec, max_error
 
 GOLDENS = Path(__file__).parents[1] / "data" / "goldens"
 REQUESTS = sorted(p.stem for p in (GOLDENS / "generate").glob("*.json"))

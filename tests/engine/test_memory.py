@@ -24,7 +24,7 @@ PEAK_GROWTH_LIMIT_MB = 1_074
 
 
 def largest_accepted_inputs() -> dict:
-    from engine.config import GenerationConfig, SETTING_RANGES
+    from engine.config import SETTING_RANGES, GenerationConfig
     from engine.constants import DEMO_MODEL, SAMPLE_RATE
     from engine.engine import Engine
     from engine.lm.plan import MAX_ITEM_SECONDS

@@ -6,11 +6,11 @@ import inspect
 import pytest
 
 from app.studio import render as studio_render
+from engine.checks.checker import Checker
+from engine.checks.takes import checked_take
 from engine.engine import Engine
 from engine.lm.plan import plan_request
 from engine.request import SpeechRequest
-from engine.checks.takes import checked_take
-from engine.checks.checker import Checker
 
 CHAIN = [Engine.synthesize, Engine.takes, Engine.stream, Engine.first_step_logits, Engine._request,
          Checker.check, studio_render._made_voice]

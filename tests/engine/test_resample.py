@@ -5,10 +5,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from error_budget import assert_same_rounding
 from safetensors.torch import load_file
 
 from engine.audio.resample import resample, resampled_length
-from error_budget import assert_same_rounding
 
 RATES = [8000, 11025, 16000, 22050, 24000, 44100, 48000, 96000]
 

@@ -5,11 +5,11 @@ import json
 
 import pytest
 import soundfile as sf
+from sounds import RATE, buzz
 
 from engine.audio import asr
-from engine.hub import HubModel
 from engine.checks import checker as checker_module
-from sounds import RATE, buzz
+from engine.hub import HubModel
 from tools.calibrate_checks import damaged_text, equal_error, main
 
 

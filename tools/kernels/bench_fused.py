@@ -12,8 +12,8 @@ target frames of a request whose cond + uncond rows number `rows`); its token ro
 differ from PyTorch's and its score error is measured against PyTorch's fp32 scores.
 """
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import triton

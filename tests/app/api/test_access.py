@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from gradio_client import Client
 from busy_worker import BusyWorker
+from gradio_client import Client
 from pages import CHROMIUM, needs_chromium
 
 from app.api.access import ApiAccess

@@ -11,8 +11,8 @@ import pytest
 import soundfile as sf
 import srt
 
-from app.loudness import measure_loudness
 from app.library import LibraryError, VoiceLibrary
+from app.loudness import measure_loudness
 from app.studio.export import assemble, export
 from app.studio.parse import parse_script
 from app.studio.plan import REFERENCE_S, plan_cues, speech_seconds
@@ -125,7 +125,8 @@ The end.
 def test_made_voices_come_from_one_short_line_whatever_renders_first(engine, library, tmp_path):
     """A designed voice and the automatic narrator: every line of theirs is spoken with one voice, made from a
     short line said plainly (Bob's plain line of a few seconds, not his whisper; for the narrator, whose lines
-    are too long or too short, the first clause of the long one), in whichever order the lines render; that voice is kept in the project."""
+    are too long or too short, the first clause of the long one), in whichever order the lines render; that voice is
+    kept in the project."""
     project, script, cues = new_project(tmp_path, library, MADE_VOICES)
     bob, narrator = cues[0].speaker.key, cues[4].speaker.key
     first_sentence = "Bob starts with a long speech that goes on for quite a while,"  # the first clause of 2 s or more
@@ -146,7 +147,8 @@ def test_made_voices_come_from_one_short_line_whatever_renders_first(engine, lib
         (LONG, True),
     ]
     kept = {key: project.voice(key) for key in (bob, narrator)}
-    assert kept[bob].transcript == "Here is a plain line of a few seconds." and kept[narrator].transcript == first_sentence
+    assert kept[bob].transcript == "Here is a plain line of a few seconds."
+    assert kept[narrator].transcript == first_sentence
     assert all(voice.tokens.shape[1] <= (REFERENCE_S[1] + 1) * FRAME_RATE for voice in kept.values())
     lines_voices = [v for v in recorder.voices if v is not None]  # the voice each line of `order` was spoken with
     for cue, voice in zip(order, lines_voices, strict=True):
@@ -268,9 +270,9 @@ def test_checked_render_keeps_each_takes_verdict(engine, library, tmp_path, tiny
     """Checks on (best of 2; signal checks and a tiny RANDOM speaker model, no recogniser): every line's
     kept take carries its verdict, which survives reopening the project and shows in the lines table."""
     from app.ui.studio_parts import rows, take_details
+    from engine.checks.checker import Checker
     from engine.checks.policy import CheckMode, CheckPolicy
     from engine.checks.takes import Checks
-    from engine.checks.checker import Checker
     from engine.checks.voice import SpeakerEncoder
 
     checks = Checks(CheckPolicy(CheckMode.BEST_OF_N, candidates=2),

@@ -60,7 +60,7 @@ def page(running_app, tmp_path_factory):
 
 def progress(page) -> dict:
     return page.evaluate("""() => { const p = document.querySelector('#studio-progress .vd-studio-progress');
-                                    return {state: p.dataset.state, done: +p.dataset.done, total: +p.dataset.total}; }""")
+        return {state: p.dataset.state, done: +p.dataset.done, total: +p.dataset.total}; }""")
 
 
 ROWS_JS = """[...document.querySelectorAll('#studio-lines [role=row]')]
@@ -125,7 +125,8 @@ def test_import_render_retake_export(page, running_app, tmp_path):
     assert [c["tags"]["title"] for c in probe["chapters"]] == ["Chapter one", "Chapter two"]
     cues = list(srt.parse(book.with_suffix(".srt").read_text(encoding="utf-8")))
     assert [c.content for c in cues] == ["The first line, from Anna.", "And the second, from Bob.",
-                                         "A third line, after a pause.", "The fourth line.", "The last line of the book."]
+                                         "A third line, after a pause.", "The fourth line.",
+                                         "The last line of the book."]
     assert float(probe["chapters"][1]["start_time"]) == pytest.approx(cues[3].start.total_seconds(), abs=2e-3)
     gaps = [(b.start - a.end).total_seconds() for a, b in zip(cues, cues[1:])]
     assert gaps == pytest.approx([0.3, 1.0, 2.0, 0.3], abs=2e-3)  # line gap, the pause, chapter end, line gap

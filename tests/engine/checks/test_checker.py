@@ -1,14 +1,13 @@
 """The Checker runs the checks it has models for and names the ones it cannot run. Models here
 are tiny RANDOM ones (tests/conftest.py): the transcript is noise, the code path real."""
 import pytest
+from sounds import RATE, buzz, silence
 
 from engine.audio import asr
-from engine.hub import HubModel
 from engine.checks import checker as checker_module
-from engine.checks.verdict import Thresholds
 from engine.checks.checker import Checker
-
-from sounds import RATE, buzz, silence
+from engine.checks.verdict import Thresholds
+from engine.hub import HubModel
 
 
 @pytest.fixture

@@ -4,14 +4,14 @@ best-scored one. Speaker model: tiny and random (tests/conftest.py), so scores t
 import numpy as np
 import pytest
 
-from engine.config import GenerationConfig
-from engine.constants import DEMO_MODEL, SAMPLE_RATE
-from engine.engine import Engine
+from engine.checks.checker import Checker
 from engine.checks.policy import CheckMode, CheckPolicy
 from engine.checks.takes import Checks
 from engine.checks.verdict import Thresholds
-from engine.checks.checker import Checker
 from engine.checks.voice import SpeakerEncoder
+from engine.config import GenerationConfig
+from engine.constants import DEMO_MODEL, SAMPLE_RATE
+from engine.engine import Engine
 from tools.workloads import synthetic_voice
 
 TEXT = "Hello there, nice to meet you."
@@ -61,7 +61,8 @@ def test_best_of_n_streams_the_best_scored_take(engine, voice, checker):
     for chunk in chunks:
         seed = CFG.seed + chunk.index
         takes = engine.takes(chunk.text, voice, config=CFG.replace(seed=seed), n=3)
-        verdicts = [checker.check(t.audio, SAMPLE_RATE, chunk.text, policy.thresholds, reference=reference) for t in takes]
+        verdicts = [checker.check(t.audio, SAMPLE_RATE, chunk.text, policy.thresholds, reference=reference)
+                    for t in takes]
         best = min(range(3), key=lambda j: verdicts[j].rank_key())
         assert chunk.seed == seed + best and chunk.verdict.attempts == 3
         assert chunk.verdict.rank_key() == verdicts[best].rank_key()

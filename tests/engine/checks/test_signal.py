@@ -1,11 +1,10 @@
 """Signal checks on synthetic audio whose answer is known by construction."""
 import numpy as np
 import pytest
+from sounds import RATE, buzz, silence, sweep
 
 from engine.checks.signal import check_signal
 from engine.checks.verdict import Thresholds
-
-from sounds import RATE, buzz, silence, sweep
 
 
 def checks(wave, **limits):

@@ -3,10 +3,9 @@ invariants (identical clips score 1, different clips less), not a real model's a
 import numpy as np
 import pytest
 import torch
+from sounds import RATE, buzz, sweep
 
 from engine.checks.voice import SpeakerEncoder, check_voice, similarity
-
-from sounds import RATE, buzz, sweep
 
 
 @pytest.fixture(scope="module")
