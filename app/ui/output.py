@@ -52,7 +52,7 @@ def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> Outp
     checks_json = gr.JSON(visible=False, label="checks")  # the scores, for API clients
     downloads = gr.HTML(download_links(None), elem_id=f"{prefix}-downloads")
     heard = gr.Textbox(visible="hidden", elem_id=f"{prefix}-heard")  # filled by live_player.js
-    live_id = gr.Textbox(visible=False)  # set by Generate's js step (live_start)
+    live_id = gr.Textbox("", visible=False)  # set by Generate's js step (live_start)
     with gr.Group(elem_classes="vd-speakers"):
         speakers = view.bind("play_on_speakers", gr.Checkbox(
             label="Play on this computer's speakers", interactive=ctx.speakers.available,

@@ -95,7 +95,7 @@ def _lay_out(ctx: AppContext) -> StudioView:
             table = gr.Dataframe([], headers=parts.COLUMNS, interactive=False, wrap=True, max_height=420,
                                  elem_id="studio-lines", elem_classes="vd-table", column_widths=parts.WIDTHS)
         with gr.Column(scale=2, elem_classes="vd-output"):
-            live_id = gr.Textbox(visible=False)  # each finished line is heard as it renders (live_player.js)
+            live_id = gr.Textbox("", visible=False)  # each finished line is heard as it renders (live_player.js)
             progress = gr.HTML(parts.progress_html(None), elem_id="studio-progress")
             with gr.Group(visible=False, elem_classes="vd-details") as line_box:
                 line_info = gr.Markdown(elem_id="studio-line-info")
