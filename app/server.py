@@ -103,7 +103,8 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
                      upload_root=Path(gr.utils.get_upload_folder()),
                      notices=[f"Settings: {p}." for p in problems], api=access, bind_host=host)
     routes = api_routes(ctx, access)
-    keyed = [key_middleware(access.key)] if host not in LOOPBACK_HOSTS else []  # bind_refusal saw to the key
+    # bind_refusal saw to the key; headless there is no page to guard (the API checks its own key)
+    keyed = [key_middleware(access.key)] if host not in LOOPBACK_HOSTS and not headless else []
     middleware = [guard_middleware(host), *keyed, Middleware(CancelOnDisconnect, abandon=_abandoner(worker)),
                   Middleware(UploadStorageGuard, upload_dir=ctx.upload_root)]
     try:

@@ -64,7 +64,7 @@ def filled_app(running_app):
         tokens = torch.randint(0, 1024, (8, 60), generator=torch.Generator().manual_seed(7))
         library.save("Fit Voice", Voice(tokens=tokens, transcript=LONG_TRANSCRIPT, rms=0.1))
     Client(running_app.url, verbose=False).predict(text="A result for the history table.", steps=4, randomize=False,
-                                                    seed=4, api_name="/design")
+                                                    seed=4, live_id="", api_name="/design")
     Projects(running_app.home / "data" / "studio").create("Fit", "# One\n" + "".join(
         f"Fit Voice: Line number {i} of the book.\n" for i in range(1, 4)))
     return running_app

@@ -54,7 +54,7 @@ def test_a_deleted_result_is_gone_everywhere(running_app, browser, reference_wav
     client = Client(running_app.url, verbose=False)
     text = "A result that will be deleted."
     client.predict(reference=handle_file(str(reference_wav)), transcript="A buzzing clip.", text=text, steps=4,
-                   randomize=False, seed=5, api_name="/clone")
+                   randomize=False, seed=5, live_id="", api_name="/clone")
     entry = client.predict(api_name="/list_history")[0]
     assert entry["text"] == text
     samples, _ = sf.read(running_app.home / "data" / "history" / "audio" / entry["file"], dtype="int16")
@@ -108,7 +108,7 @@ def test_delete_asks_first_on_the_page(running_app, browser, reference_wav):
     client = Client(running_app.url, verbose=False)
     client.predict(name="Voice To Keep", reference=handle_file(str(reference_wav)), transcript="A buzzing clip.",
                    api_name="/save_voice")
-    client.predict(text="A result to keep.", steps=4, randomize=False, seed=2, api_name="/design")
+    client.predict(text="A result to keep.", steps=4, randomize=False, seed=2, live_id="", api_name="/design")
     context = browser.new_context(viewport={"width": 1440, "height": 1000})
     page = open_page(context, running_app.url)
     page.on("dialog", lambda dialog: dialog.dismiss())  # none is expected; if one comes, the answer is no

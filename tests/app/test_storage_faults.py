@@ -39,13 +39,13 @@ def test_a_full_disk_is_named_and_the_app_keeps_serving(tmp_path, app_launcher):
         text = "A sentence that fills the small disk a little more with every take. " * 3
         with pytest.raises(AppError) as failed:
             for _ in range(40):  # each result is a WAV of a few hundred kB
-                client.predict(text=text, **FAST, api_name="/design")
+                client.predict(text=text, **FAST, live_id="", api_name="/design")
         message = str(failed.value)
         assert "The disk is full" in message and str(data) in message, message
         assert "LibsndfileError" not in message and "Errno" not in message
         assert client.predict(api_name="/model_status")["ready"]  # still serving
         with pytest.raises(AppError, match="The disk is full"):  # and saying so again, not crashing
-            client.predict(text=text, **FAST, api_name="/design")
+            client.predict(text=text, **FAST, live_id="", api_name="/design")
 
 
 def test_a_data_folder_that_cannot_be_made_is_one_line_at_startup(tmp_path):
