@@ -256,4 +256,8 @@ def test_a_retake_during_render_all_leaves_the_render_going(page, running_app, t
         assert time.monotonic() < deadline, f"the render stopped: takes per line {takes()}"
         time.sleep(0.5)
     page.wait_for_function(f"{ROWS_JS}.every(cells => cells[4] === 'done')", timeout=60_000)
-    assert progress(page) == {"state": "done", "done": count, "total": count}
+    # the box shows whichever of the two handlers finished last (Render all's 6 of 6 or the retake's 1 of 1):
+    # either way nothing is left queued or stopped
+    page.wait_for_function("""() => { const p = document.querySelector('#studio-progress .vd-studio-progress');
+        return p.dataset.state === 'done' && p.dataset.done === p.dataset.total; }""", timeout=60_000)
+    assert progress(page)["total"] in (1, count)
