@@ -129,7 +129,8 @@ def test_checks_badge_in_clone_and_history(page):
     page.get_by_role("tab", name="History").click()
     row = page.locator("#history-table [role=row]", has_text="A checked line for the badge.").first
     summary = row.locator("[role=gridcell]").last.inner_text()
-    assert summary == "ok" or re.fullmatch(r"\d+/\d+ failed: .+", summary), summary
+    # what the History's column says (app/checks.summary): without the real models, what was checked
+    assert re.fullmatch(r"ok|[a-z, ]+ ok; [a-z, ]+ not checked|\d+/\d+ failed: .+", summary), summary
     row.locator("[role=gridcell]").first.click()
     page.wait_for_function("document.querySelector('#history-checks').innerText.includes('Part 1:')")
     assert "2 takes" in page.locator("#history-checks").inner_text()
