@@ -93,17 +93,13 @@ def build_history_tab(ctx: AppContext, history_version: gr.State, tabs: gr.Tabs,
         return (entry.id, gr.Group(visible=True), text, badge_html(verdicts.get("parts", []), verdicts.get("skipped")),
                 str(entry.audio), download_links(entry.id), "")
 
-    def ask_delete(entry_id):
-        if not entry_id:
-            return gr.skip(), gr.skip()
+    def describe(entry_id):
         text = ctx.history.get(entry_id).text
-        return confirm.asked(f"the result “{text if len(text) <= 40 else text[:39] + '…'}”")
+        return f"the result “{text if len(text) <= 40 else text[:39] + '…'}”"
 
-    def do_delete(entry_id, version):
-        if not entry_id:
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip(), hidden()
+    def remove(entry_id):
         ctx.history.delete(entry_id)
-        return None, gr.Group(visible=False), version + 1, "✓ Deleted.", hidden()
+        return "✓ Deleted."
 
     def use_text(entry_id):
         """The entry's text in the tab that made it (Voice design for a designed voice, else Clone)."""
@@ -122,12 +118,7 @@ def build_history_tab(ctx: AppContext, history_version: gr.State, tabs: gr.Tabs,
     select_outputs = [selected, details, info, checks, player, downloads, message]
     table.select(reported(select, select_outputs), ids_state, select_outputs, api_visibility="private",
                  show_progress="hidden").then(hidden, None, confirm.box, api_visibility="private")
-    ask_outputs = [confirm.box, confirm.question]
-    delete.click(reported(ask_delete, ask_outputs), selected, ask_outputs, api_visibility="private",
-                 show_progress="hidden")
-    delete_outputs = [selected, details, history_version, message, confirm.box]
-    confirm.yes.click(reported(do_delete, delete_outputs), [selected, history_version], delete_outputs,
-                      api_name="delete_history", show_progress="hidden")
-    confirm.wire_keep()
+    confirm.wire(delete=delete, selected=selected, details=details, version=history_version, message=message,
+                 describe=describe, remove=remove, api_name="delete_history")
     reuse.click(use_text, selected, [tabs, clone_text, design_text], api_visibility="private")
     gr.api(list_history, api_name="list_history")

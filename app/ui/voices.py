@@ -74,18 +74,14 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
         return (entry.slug, describe_entry(entry), reference_player(entry), export_link(entry), version + 1,
                 f"✓ Renamed to '{entry.name}'.")
 
-    def ask_delete(slug):
-        if not slug:
-            return gr.skip(), gr.skip()
-        return confirm.asked(f"'{ctx.library.read(slug).name}'")
+    def describe(slug):
+        return f"'{ctx.library.read(slug).name}'"
 
-    def do_delete(slug, version):
-        if not slug:
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip(), hidden()
+    def remove(slug):
         name = ctx.library.delete(slug)
         if ctx.settings.last_voice == slug:
             ctx.save_settings(last_voice=None)
-        return None, gr.Group(visible=False), version + 1, f"✓ Deleted '{name}'.", hidden()
+        return f"✓ Deleted '{name}'."
 
     def do_import(file, version):
         entry = ctx.library.import_archive(file)
@@ -99,13 +95,8 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
     rename_outputs = [selected, info, preview, export, library_version, message]
     rename.click(reported(do_rename, rename_outputs), [selected, new_name, library_version], rename_outputs,
                  api_name="rename_voice", show_progress="hidden")
-    ask_outputs = [confirm.box, confirm.question]
-    delete.click(reported(ask_delete, ask_outputs), selected, ask_outputs, api_visibility="private",
-                 show_progress="hidden")
-    delete_outputs = [selected, details, library_version, message, confirm.box]
-    confirm.yes.click(reported(do_delete, delete_outputs), [selected, library_version], delete_outputs,
-                      api_name="delete_voice", show_progress="hidden")
-    confirm.wire_keep()
+    confirm.wire(delete=delete, selected=selected, details=details, version=library_version, message=message,
+                 describe=describe, remove=remove, api_name="delete_voice")
     import_outputs = [library_version, import_message]
     import_button.upload(reported(do_import, import_outputs), [import_button, library_version], import_outputs,
                          api_name="import_voice", show_progress="hidden")
