@@ -177,9 +177,25 @@ def check_gradio() -> SetupCheck:
     return SetupCheck("Gradio", OK, installed)
 
 
+def check_kernels_name() -> SetupCheck:
+    """Hugging Face's `kernels` distribution installs a top-level package named like VoiceDesk's `kernels/`: in one
+    environment one hides the other (transformers 5.25 and newer require it; pyproject asks for an older one)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        clash = version("kernels")  # VoiceDesk's own kernels/ ships inside the voicedesk distribution
+    except PackageNotFoundError:
+        return SetupCheck("Package names", OK, "no other package named 'kernels'")
+    return SetupCheck("Package names", FAIL, f"Hugging Face's 'kernels' {clash} is installed: its import name is that "
+                      "of VoiceDesk's GPU kernels, and transformers imports one in place of the other",
+                      "pip uninstall kernels, then install VoiceDesk again (it asks for a transformers that does "
+                      "not need that package).")
+
+
 def run_checks(model: str | None = None) -> list[SetupCheck]:
     checks: list[Callable[[], SetupCheck]] = [check_python, check_gpu, check_driver, check_ffmpeg, check_speakers,
-                                         lambda: check_model(model), check_disk, check_folders, check_gradio]
+                                         lambda: check_model(model), check_disk, check_folders, check_gradio,
+                                         check_kernels_name]
     results = []
     for check in checks:
         try:
