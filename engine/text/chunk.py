@@ -111,7 +111,7 @@ _BOUNDARY = re.compile(
 _GLUING = frozenset("\u200c\u200d")  # zero-width (non-)joiners bind their neighbours
 
 
-def _cut_points(text: str) -> tuple[list[int], list[int]]:
+def cut_points(text: str) -> tuple[list[int], list[int]]:
     """Offsets where a chunk may end, ascending, and how good each one is."""
     offsets: list[int] = []
     kinds: list[int] = []
@@ -150,7 +150,7 @@ class _Splitter:
         self.text = text
         self.min_weight = min_weight
         self.prefix = list(itertools.accumulate(map(char_weight, text), initial=0.0))
-        self.offsets, self.kinds = _cut_points(text)
+        self.offsets, self.kinds = cut_points(text)
 
     def weight(self, start: int, end: int) -> float:
         return self.prefix[end] - self.prefix[start]
@@ -206,6 +206,12 @@ def stream_chunks(
     text = require_text(text)
     rate = weight_per_second()
     return _split(text, max_seconds * rate, min_seconds * rate, first_max_weight=first_max_seconds * rate)
+
+
+def first_cut(text: str, max_weight: float, min_weight: float) -> int:
+    """Where the first chunk of `text` ends under the one cutting rule of `_split` (no short first chunk):
+    for text still arriving that has waited too long without a sentence end (engine/text/clauses.py)."""
+    return _Splitter(text, min_weight).next_end(0, max_weight, first=False)
 
 
 def _split(text: str, max_weight: float, min_weight: float, first_max_weight: float | None = None) -> list[str]:

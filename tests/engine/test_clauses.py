@@ -1,0 +1,142 @@
+"""The clause policy for text that is still arriving (engine/text/clauses.py): a clause is let go the moment
+it is known to be complete, never later, never before, and nothing is lost, doubled or reordered."""
+import pytest
+
+from engine.text.clauses import ClauseBuffer, ClauseRules
+from engine.text.duration import text_weight, weight_per_second
+
+ANSWER = ("Sure, I can help with that. The weather today is sunny, with a high of 21 degrees! "
+          "Do you want the forecast for tomorrow? It costs 3.14 dollars, e.g. a coffee.")
+
+
+def feed(pieces, rules=ClauseRules()):
+    """[(piece, clauses it completed)] and the clauses `finish` gave."""
+    buffer = ClauseBuffer(rules)
+    return [(piece, buffer.add(piece)) for piece in pieces], buffer.finish()
+
+
+def tokens(text: str, size: int = 3) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def test_a_sentence_is_let_go_when_the_character_after_its_mark_arrives():
+    steps, rest = feed(["Hello there", ".", " How", " are you", "?"])
+    assert [done for _, done in steps] == [[], [], ["Hello there."], [], []]
+    assert rest == ["How are you?"]
+
+
+def test_token_by_token_every_clause_comes_out_once_in_order_and_as_soon_as_complete():
+    buffer = ClauseBuffer()
+    received, spoken = "", []
+    for piece in tokens(ANSWER):
+        received += piece
+        done = buffer.add(piece)
+        for clause in done:  # each clause is complete: its end and the character after it have arrived
+            end = received.index(clause, len(" ".join(spoken))) + len(clause)
+            assert end < len(received)
+        spoken += done
+    spoken += buffer.finish()
+    assert spoken == ["Sure, I can help with that.", "The weather today is sunny, with a high of 21 degrees!",
+                      "Do you want the forecast for tomorrow?", "It costs 3.14 dollars, e.g. a coffee."]
+    assert "".join(spoken).replace(" ", "") == ANSWER.replace(" ", "")
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 17, len(ANSWER)])
+def test_the_pieces_the_text_arrives_in_do_not_change_the_clauses(size):
+    buffer = ClauseBuffer()
+    clauses = [c for piece in tokens(ANSWER, size) for c in buffer.add(piece)] + buffer.finish()
+    assert clauses == ClauseBuffer().add(ANSWER) + ["It costs 3.14 dollars, e.g. a coffee."]
+
+
+def test_a_full_stop_inside_a_number_or_after_an_abbreviation_is_no_end():
+    steps, rest = feed(["It costs 3", ".", "14 dollars. Ask Dr", ". Smith", " now."])
+    assert [done for _, done in steps] == [[], [], ["It costs 3.14 dollars."], [], []]
+    assert rest == ["Ask Dr. Smith now."]
+
+
+def test_closing_quotes_and_mark_runs_stay_with_their_sentence():
+    steps, rest = feed(['He said "Wait', "!", '"', " Then", "?", "!", " Ok"])
+    assert [c for _, done in steps for c in done] == ['He said "Wait!"', "Then?!"]
+    assert rest == ["Ok"]
+
+
+def test_other_scripts_end_at_their_own_marks():
+    steps, rest = feed(["你好", "。", "今天天气很好", "！", "」", "再见"])
+    assert [c for _, done in steps for c in done] == ["你好。", "今天天气很好！」"]
+    assert rest == ["再见"]
+    steps, rest = feed(["नमस्ते", "।", " आप कैसे हैं", "?"])
+    assert [c for _, done in steps for c in done] == ["नमस्ते।"] and rest == ["आप कैसे हैं?"]
+
+
+def test_a_line_break_ends_a_clause_and_a_list_number_joins_its_item():
+    steps, rest = feed(["Here is the list:", "\n", "1.", " Milk", "\n", "2. Eggs"])
+    assert [c for _, done in steps for c in done] == ["Here is the list:", "1. Milk"]
+    assert rest == ["2. Eggs"]
+
+
+def test_only_the_first_clause_may_end_at_a_comma_and_only_when_long_enough():
+    rules = ClauseRules(min_first_s=1.0)
+    short, rest = feed(["Well, ", "I think so. And then, ", "later, we go"], rules)
+    assert [c for _, done in short for c in done] == ["Well, I think so."]  # "Well," is under a second
+    assert rest == ["And then, later, we go"]  # later clauses wait for a sentence end
+    first = "The weather for tomorrow,"
+    assert text_weight(first) >= weight_per_second()
+    steps, _ = feed([first, " sunny"], rules)
+    assert steps[1][1] == [first]
+
+
+def test_the_first_comma_threshold_is_inclusive():
+    first = "The weather for tomorrow,"
+    exact = ClauseRules(min_first_s=text_weight(first) / weight_per_second())
+    assert feed([first, " x"], exact)[0][1][1] == [first]
+    above = ClauseRules(min_first_s=text_weight(first) / weight_per_second() * 1.001)
+    assert feed([first, " x"], above)[0][1][1] == []
+
+
+def test_enough_words_without_an_end_are_spoken_cut_at_the_last_good_place():
+    rules = ClauseRules(max_wait_s=3.0)
+    limit = 3.0 * weight_per_second()
+    words = "one two three four five six seven eight nine ten eleven twelve thirteen".split()
+    buffer, spoken, received = ClauseBuffer(rules), [], ""
+    for word in words:
+        received += word + " "
+        done = buffer.add(word + " ")
+        if text_weight(received.strip()) <= limit:
+            assert done == [], received  # it waits while there is not yet enough
+        spoken += done
+        received = buffer.waiting
+    spoken += buffer.finish()
+    assert " ".join(spoken).split() == words and len(spoken) >= 2
+    assert all(text_weight(c) <= limit for c in spoken[:-1])
+
+
+def test_a_long_clause_cut_prefers_a_comma_to_a_word_gap():
+    rules = ClauseRules(min_first_s=100.0, max_wait_s=3.0)
+    text = "alpha beta gamma, delta epsilon zeta eta theta iota kappa lambda"
+    buffer = ClauseBuffer(rules)
+    assert buffer.add(text) == ["alpha beta gamma,"]
+
+
+def test_text_without_spaces_is_cut_between_characters_when_it_waits_too_long():
+    rules = ClauseRules(max_wait_s=2.0)
+    buffer = ClauseBuffer(rules)
+    spoken = [c for ch in "天" * 40 for c in buffer.add(ch)] + buffer.finish()
+    assert "".join(spoken) == "天" * 40 and len(spoken) > 1
+
+
+def test_finish_counts_every_end_and_whitespace_alone_is_no_clause():
+    buffer = ClauseBuffer()
+    assert buffer.add("Done.") == []
+    assert buffer.finish() == ["Done."]
+    assert ClauseBuffer().finish() == []
+    whitespace = ClauseBuffer()
+    assert whitespace.add("  \n ") == [] and whitespace.finish() == []
+
+
+def test_finish_speaks_several_sentences_as_several_clauses():
+    buffer = ClauseBuffer()
+    buffer.add("First one. Second one")
+    assert buffer.finish() == ["Second one"]
+    buffer = ClauseBuffer()
+    assert buffer.add("A b. C d!") == ["A b."]
+    assert buffer.finish() == ["C d!"]
