@@ -1,24 +1,19 @@
 """Audio file formats for what leaves the app, the one place audio is encoded: the API's responses
 (mp3 / opus / aac / flac / wav / pcm, chunk by chunk) and the Studio's exports (WAV, FLAC, MP3 and M4B
-with chapter marks), through FFmpeg's own libraries (PyAV). The page's live sound is raw PCM (app/live.py).
+with chapter marks). The page's live sound is raw PCM (app/live.py).
 
-Streaming-safe: `encode` returns every complete frame of the chunk at once (Ogg pages are closed
-every 20 ms instead of every second), so a client can play one sentence while the next is made;
-only what the codec needs to finish a frame (under one frame, at most ~50 ms) waits for the next
-chunk or `finish`. In memory the output cannot be rewound, so WAV and FLAC headers carry no length
-(every decoder reads to the end); given a real file, the headers are completed at `finish`.
-
-Why PyAV and not the ffmpeg command line (docs/api.md has the figures): the command line is 0.3-0.4 s
-to start, and it holds back most of a chunk until more input arrives.
+`open_encoder` picks the encoder: 16-bit PCM, bare or in WAV, is written with numpy alone
+(app/pcm_writer.py); everything else through FFmpeg's own libraries (PyAV, app/encoder_av.py), which
+is imported only then, so that an app serving `pcm` and `wav` runs without PyAV installed (a headless
+GPU server, for instance). Asked for a format that needs it where it is missing, `open_encoder`
+says so (EncodeError).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
-import av
 import numpy as np
 
 from engine.errors import VoiceDeskError
@@ -27,30 +22,34 @@ from engine.fileio import atomic_write
 
 @dataclass(frozen=True)
 class AudioFormat:
+    name: str  # what a user asks for: the API's response_format, an export's suffix
     muxer: str
     codec: str
     content_type: str
     bit_rate: int | None = None
     options: dict[str, str] = field(default_factory=dict)  # the muxer's
 
+    @property
+    def needs_pyav(self) -> bool:
+        return self.codec != "pcm_s16le"
+
 
 FORMATS: dict[str, AudioFormat] = {  # the API's response_format -> format
-    "mp3": AudioFormat("mp3", "libmp3lame", "audio/mpeg", 64_000),
-    "opus": AudioFormat("ogg", "libopus", "audio/ogg", 48_000, {"page_duration": "20000"}),  # µs per page
-    "aac": AudioFormat("adts", "aac", "audio/aac", 64_000),
-    "flac": AudioFormat("flac", "flac", "audio/flac"),
-    "wav": AudioFormat("wav", "pcm_s16le", "audio/wav"),
-    "pcm": AudioFormat("s16le", "pcm_s16le", "audio/pcm"),  # raw samples, little-endian, no header
+    "mp3": AudioFormat("mp3", "mp3", "libmp3lame", "audio/mpeg", 64_000),
+    "opus": AudioFormat("opus", "ogg", "libopus", "audio/ogg", 48_000, {"page_duration": "20000"}),  # µs per page
+    "aac": AudioFormat("aac", "adts", "aac", "audio/aac", 64_000),
+    "flac": AudioFormat("flac", "flac", "flac", "audio/flac"),
+    "wav": AudioFormat("wav", "wav", "pcm_s16le", "audio/wav"),
+    "pcm": AudioFormat("pcm", "s16le", "pcm_s16le", "audio/pcm"),  # raw samples, little-endian, no header
 }
 _BOOK = {"movflags": "+faststart"}  # the index first, so players can seek before the whole file is read
 FILE_FORMATS: dict[str, AudioFormat] = {  # an exported file's suffix -> format
     ".wav": FORMATS["wav"],
     ".flac": FORMATS["flac"],
-    ".mp3": AudioFormat("mp3", "libmp3lame", "audio/mpeg", 128_000),
-    ".m4b": AudioFormat("ipod", "aac", "audio/mp4", 96_000, _BOOK),
-    ".m4a": AudioFormat("ipod", "aac", "audio/mp4", 128_000, _BOOK),
+    ".mp3": AudioFormat("mp3", "mp3", "libmp3lame", "audio/mpeg", 128_000),
+    ".m4b": AudioFormat("m4b", "ipod", "aac", "audio/mp4", 96_000, _BOOK),
+    ".m4a": AudioFormat("m4a", "ipod", "aac", "audio/mp4", 128_000, _BOOK),
 }
-_SAMPLE_FORMATS = {np.dtype(np.int16): "s16", np.dtype(np.float32): "flt"}
 
 
 class EncodeError(VoiceDeskError):
@@ -64,84 +63,40 @@ class ChapterMark:
     end_s: float
 
 
-class _Buffer:
-    """A write-only, non-seekable file that hands over what was written since it was last asked."""
+class AudioEncoder(Protocol):
+    """Mono chunks (int16, or float32 in [-1, 1]) in, one stream of `format` out."""
 
-    def __init__(self):
-        self._data = bytearray()
-
-    def write(self, data) -> int:
-        self._data += data
-        return len(data)
-
-    def take(self) -> bytes:
-        out = bytes(self._data)
-        self._data.clear()
-        return out
-
-
-class AudioEncoder:
-    """Encode mono chunks (int16, or float32 in [-1, 1]) into one stream of `fmt` (a key of FORMATS, or a
-    format).
-
-    `file`: a path or a binary file to write to; None keeps the bytes in memory, and `encode` and
-    `finish` return them as they are made (for streaming). `title` and `chapters` go in the container
-    where it has room for them (MP3, MP4)."""
-
-    def __init__(self, fmt: str | AudioFormat, sample_rate: int, file: str | Path | BinaryIO | None = None,
-                 title: str | None = None, chapters: list[ChapterMark] = ()):
-        self.format = FORMATS[fmt] if isinstance(fmt, str) else fmt
-        self.sample_rate = sample_rate
-        self._buffer = _Buffer() if file is None else None
-        target = self._buffer if file is None else (str(file) if isinstance(file, Path) else file)
-        self._container = av.open(target, mode="w", format=self.format.muxer, options=dict(self.format.options))
-        self._stream = self._container.add_stream(self.format.codec, rate=sample_rate, layout="mono")
-        if self.format.bit_rate:
-            self._stream.bit_rate = self.format.bit_rate
-        if title:
-            self._container.metadata["title"] = title
-        if chapters:
-            self._container.set_chapters([
-                {"id": i + 1, "start": round(mark.start_s * 1000), "end": round(mark.end_s * 1000),
-                 "time_base": Fraction(1, 1000), "metadata": {"title": mark.title}}
-                for i, mark in enumerate(chapters)])
-        self._samples = 0
-        self.packets = 0  # codec frames written so far (for AAC each decodes to `frame_size` samples)
+    format: AudioFormat
 
     @property
-    def content_type(self) -> str:
-        return self.format.content_type
-
-    @property
-    def frame_size(self) -> int:
-        """Samples in one codec frame (AAC: 1024; 0 for PCM, which has no frames)."""
-        return self._stream.codec_context.frame_size
+    def content_type(self) -> str: ...
 
     def encode(self, pcm: np.ndarray) -> bytes:
         """Add samples [n]; returns the bytes made so far (b"" when writing to a file)."""
-        pcm = np.ascontiguousarray(pcm)
-        if pcm.dtype not in _SAMPLE_FORMATS:
-            pcm = pcm.astype(np.int16)
-        if len(pcm):
-            frame = av.AudioFrame.from_ndarray(pcm.reshape(1, -1), format=_SAMPLE_FORMATS[pcm.dtype], layout="mono")
-            frame.sample_rate, frame.pts = self.sample_rate, self._samples
-            self._samples += len(pcm)
-            self._mux(frame)
-        return self._take()
 
     def finish(self) -> bytes:
-        """Flush the codec and close the stream; returns the last bytes."""
-        self._mux(None)
-        self._container.close()
-        return self._take()
+        """Flush and close the stream; returns the last bytes."""
 
-    def _mux(self, frame: av.AudioFrame | None) -> None:
-        for packet in self._stream.encode(frame):
-            self._container.mux(packet)
-            self.packets += 1
 
-    def _take(self) -> bytes:
-        return self._buffer.take() if self._buffer is not None else b""
+def open_encoder(fmt: str | AudioFormat, sample_rate: int, file: str | Path | BinaryIO | None = None,
+                 title: str | None = None, chapters: list[ChapterMark] = ()) -> AudioEncoder:
+    """An encoder of `fmt` (a key of FORMATS, or a format). `file`: a path or a binary file to write to; None
+    keeps the bytes in memory, and `encode` and `finish` return them as they are made (for streaming).
+    `title` and `chapters` go in the container where it has room for them (title: WAV, MP3, MP4; chapters:
+    MP3, MP4). Raises EncodeError when the format needs PyAV and it is not installed."""
+    fmt = FORMATS[fmt] if isinstance(fmt, str) else fmt
+    if not fmt.needs_pyav:
+        from .pcm_writer import PcmWriter
+
+        return PcmWriter(fmt, sample_rate, file, title=title)
+    try:
+        from .encoder_av import AvEncoder
+    except ModuleNotFoundError as err:
+        if err.name != "av":
+            raise
+        raise EncodeError(f"{fmt.name} needs PyAV (pip install av), which is not installed here: mp3, opus, aac, "
+                          "flac, m4a and m4b are encoded through it; pcm and wav need nothing more.") from None
+    return AvEncoder(fmt, sample_rate, file, title=title, chapters=chapters)
 
 
 def write_file(audio: np.ndarray, sample_rate: int, path: str | Path, title: str | None = None,
@@ -156,7 +111,7 @@ def write_file(audio: np.ndarray, sample_rate: int, path: str | Path, title: str
         raise EncodeError("There is no audio to export.")
 
     def write(target: str) -> None:
-        encoder = AudioEncoder(fmt, sample_rate, file=target, title=title, chapters=chapters)
+        encoder = open_encoder(fmt, sample_rate, file=target, title=title, chapters=chapters)
         encoder.encode(audio)
         encoder.finish()
 

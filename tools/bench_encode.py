@@ -1,5 +1,6 @@
 """How fast each way of encoding the API's audio hands over a first chunk: PyAV in the process
-(app/encoder.py) against the ffmpeg command line fed through pipes, per response format.
+(app/encoder_av.py) against the ffmpeg command line fed through pipes, per response format (the app
+itself writes pcm and wav with numpy alone: app/pcm_writer.py).
 
     python -m tools.bench_encode [--chunk-s 1.5] [--runs 5]
 
@@ -19,7 +20,8 @@ import time
 
 import numpy as np
 
-from app.encoder import FORMATS, AudioEncoder
+from app.encoder import FORMATS
+from app.encoder_av import AvEncoder
 from engine.constants import SAMPLE_RATE
 
 SETTLE_S = 0.3
@@ -32,7 +34,7 @@ def tone(seconds: float) -> np.ndarray:
 
 def pyav_first_bytes(fmt: str, pcm: np.ndarray) -> tuple[float, int]:
     start = time.perf_counter()
-    encoder = AudioEncoder(fmt, SAMPLE_RATE)
+    encoder = AvEncoder(FORMATS[fmt], SAMPLE_RATE)
     data = encoder.encode(pcm)
     elapsed = time.perf_counter() - start
     encoder.finish()

@@ -23,7 +23,7 @@ from engine.text.tokens import encode_text
 from .. import generation
 from ..checks import policy_from
 from ..context import AppContext
-from ..encoder import AudioEncoder
+from ..encoder import EncodeError, open_encoder
 from ..settings import Settings
 from .errors import ApiError
 from .schemas import MAX_SEED, SpeechRequest
@@ -65,7 +65,10 @@ class SpeechStream:
         config = generation_config(ctx.settings, body, self.seed)
         self.request = generation.GenerationRequest(body.input, chosen.voice, instruct, language, config, chosen.label,
                                                     play_on_speakers=False, output_device=None)
-        self.encoder = AudioEncoder(body.response_format, SAMPLE_RATE)
+        try:
+            self.encoder = open_encoder(body.response_format, SAMPLE_RATE)
+        except EncodeError as err:  # a format this server cannot make (PyAV not installed)
+            raise ApiError(400, str(err), "response_format", "unsupported_response_format") from err
         self.owner = f"api-{secrets.token_hex(4)}"
         self.policy = policy_from(ctx.settings)  # the app's take checks apply to API requests too
         self.verdicts: list[dict] = []

@@ -1,13 +1,17 @@
 """app/encoder.py, checked with decoders it does not share: the ffmpeg command line and libsndfile."""
 import json
+import os
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 
-from app.encoder import FILE_FORMATS, FORMATS, AudioEncoder, ChapterMark, EncodeError, write_file
+from app.encoder import FILE_FORMATS, FORMATS, ChapterMark, EncodeError, open_encoder, write_file
 
+ROOT = Path(__file__).resolve().parents[2]
 RATE = 24000
 # Decoded length may exceed the input by the codec's priming plus the last frame's padding, each
 # under one frame (1152 samples for MP3, 1024 for AAC); the other formats are sample exact.
@@ -27,7 +31,7 @@ def strongest_hz(samples: np.ndarray) -> float:
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_chunks_decode_to_the_same_audio(fmt, decode_audio):
     first, second = tone(0.7), tone(0.5, 440.0)
-    encoder = AudioEncoder(fmt, RATE)
+    encoder = open_encoder(fmt, RATE)
     data = encoder.encode(first) + encoder.encode(second) + encoder.finish()
     decoded = decode_audio(data, fmt)
     expected = np.concatenate([first, second])
@@ -45,7 +49,7 @@ def test_chunks_decode_to_the_same_audio(fmt, decode_audio):
 def test_each_chunk_comes_out_before_the_next_one(fmt, decode_audio):
     """What a client can play after the first chunk: all of it but less than one codec frame."""
     chunk = tone(0.6)
-    encoder = AudioEncoder(fmt, RATE)
+    encoder = open_encoder(fmt, RATE)
     early = encoder.encode(chunk)
     decoded = decode_audio(early, fmt)
     held_back = {"mp3": 2 * 1152, "aac": 2 * 1024, "opus": 960, "flac": 4608}.get(fmt, 0)
@@ -56,7 +60,7 @@ def test_each_chunk_comes_out_before_the_next_one(fmt, decode_audio):
 @pytest.mark.parametrize("fmt", ["wav", "flac"])
 def test_a_file_gets_a_complete_header(tmp_path, fmt):
     path = tmp_path / f"out.{fmt}"
-    encoder = AudioEncoder(fmt, RATE, file=path)
+    encoder = open_encoder(fmt, RATE, file=path)
     assert encoder.encode(tone(0.3)) == b""
     encoder.encode(tone(0.2))
     encoder.finish()
@@ -67,7 +71,7 @@ def test_a_file_gets_a_complete_header(tmp_path, fmt):
 def test_streamed_wav_and_opus_read_with_libsndfile(tmp_path):
     """The header of a streamed WAV has no length: libsndfile (soundfile) must still read it all."""
     for fmt in ("wav", "opus"):
-        encoder = AudioEncoder(fmt, RATE)
+        encoder = open_encoder(fmt, RATE)
         path = tmp_path / f"streamed.{fmt}"
         path.write_bytes(encoder.encode(tone(0.5)) + encoder.finish())
         samples, rate = sf.read(path, dtype="int16")
@@ -106,3 +110,56 @@ def test_export_refuses_other_suffixes_and_no_audio(tmp_path):
         write_file(np.zeros(10, np.float32), RATE, tmp_path / "book.ogg")
     with pytest.raises(EncodeError, match="no audio"):
         write_file(np.zeros(0, np.float32), RATE, tmp_path / "book.wav")
+
+
+def test_float_samples_become_the_same_int16_in_wav_as_through_ffmpeg(tmp_path, decode_audio):
+    """WAV is written without FFmpeg, FLAC through it: a float export must hold the same samples in both, at the
+    edges too (full scale, beyond it, ties between two steps, which round to the even one)."""
+    edges = np.array([0, 1.0, -1.0, 1.5, -1.5, 0.5 / 32768, 1.5 / 32768, -0.5 / 32768, 32767.5 / 32768,
+                      -32768.5 / 32768, 0.25], np.float32)
+    audio = np.concatenate([edges, tone(0.2).astype(np.float32) / 32768 * 1.7])
+    wav = decode_audio(write_file(audio, RATE, tmp_path / "a.wav").read_bytes(), "wav")
+    flac = decode_audio(write_file(audio, RATE, tmp_path / "a.flac").read_bytes(), "flac")
+    np.testing.assert_array_equal(wav, flac)
+    np.testing.assert_array_equal(wav[:len(edges)], [0, 32767, -32768, 32767, -32768, 0, 2, 0, 32767, -32768, 8192])
+
+
+def test_streamed_wav_is_ffmpegs_header_then_the_samples():
+    """A streamed WAV's header comes with the first samples and says its lengths are unknown, as FFmpeg's does."""
+    encoder = open_encoder("wav", RATE)
+    first = encoder.encode(np.array([1, -2], np.int16))
+    assert first[:4] == b"RIFF" and first[4:8] == b"\xff\xff\xff\xff" and first[8:12] == b"WAVE"
+    assert first[-12:] == b"data\xff\xff\xff\xff" + np.array([1, -2], "<i2").tobytes()
+    assert encoder.encode(np.array([3], np.int16)) == np.array([3], "<i2").tobytes()
+    assert encoder.finish() == b""
+    empty = open_encoder("wav", RATE)
+    assert empty.finish()[:4] == b"RIFF"  # no samples at all: still a WAV that says so
+
+
+def test_pcm_and_wav_need_no_pyav_the_others_say_they_do(tmp_path):
+    """With PyAV not installed, pcm and wav are written as ever; asking for a format that needs it says so."""
+    hidden = tmp_path / "no_pyav" / "av"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'av'\", name='av')\n")
+    script = (
+        "import sys, numpy as np\n"
+        "from app.encoder import EncodeError, open_encoder, write_file\n"
+        "samples = np.arange(-3, 3, dtype=np.int16)\n"
+        "for fmt in ('pcm', 'wav'):\n"
+        "    encoder = open_encoder(fmt, 24000)\n"
+        "    print(fmt, len(encoder.encode(samples) + encoder.finish()))\n"
+        f"write_file(samples, 24000, {str(tmp_path / 'out.wav')!r})\n"
+        "for fmt in ('mp3', 'opus', 'aac', 'flac'):\n"
+        "    try:\n"
+        "        open_encoder(fmt, 24000)\n"
+        "    except EncodeError as err:\n"
+        "        print(fmt, 'refused:', err)\n"
+        "print('av' in sys.modules and sys.modules['av'] is not None)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hidden.parent), str(ROOT)])}
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[:2] == ["pcm 12", "wav 56"]
+    for line, fmt in zip(out[2:6], ("mp3", "opus", "aac", "flac"), strict=True):
+        assert line.startswith(f"{fmt} refused: {fmt} needs PyAV (pip install av)") and "pcm and wav need" in line
+    assert out[6] == "False"
+    assert sf.read(tmp_path / "out.wav", dtype="int16")[0].tolist() == [-3, -2, -1, 0, 1, 2]
