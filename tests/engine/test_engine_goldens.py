@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from error_budget import ORDER_FACTOR, ULPS, float64_codec, max_error
+from extras import with_tn_marks
 from safetensors.torch import load_file
 
 from engine.config import GenerationConfig
@@ -46,7 +47,7 @@ def run_like_upstream(engine, name):
     return meta, load_file(str(GOLDENS / "generate" / f"{name}.safetensors")), result
 
 
-@pytest.mark.parametrize("name", REQUESTS)
+@pytest.mark.parametrize("name", with_tn_marks(REQUESTS))
 def test_every_request_gives_upstreams_tokens(engine, name):
     """Transcript handling, normalisation, planning, chunk chaining and seeded sampling, all through the facade."""
     meta, golden, result = run_like_upstream(engine, name)
@@ -55,7 +56,7 @@ def test_every_request_gives_upstreams_tokens(engine, name):
         assert tokens.tolist() == golden[f"call{i}.tokens"].tolist(), f"call {i}"
 
 
-@pytest.mark.parametrize("name", WITH_AUDIO)
+@pytest.mark.parametrize("name", with_tn_marks(WITH_AUDIO))
 def test_final_audio_matches_upstream(engine, name):
     meta, golden, result = run_like_upstream(engine, name)
     expected = golden["audio"].numpy()

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from extras import needs_tn
 
 from engine.errors import TextInputError
 from engine.text import normalize
@@ -19,6 +20,7 @@ def test_the_goldens_cover_en_zh_de_fr_and_auto():
     assert sum(c["normalized"] != c["text"] for c in CASES) >= 20  # most cases really change
 
 
+@needs_tn
 @pytest.mark.parametrize("case", CASES, ids=[f"{c['language']}:{c['text'][:24]}" for c in CASES])
 def test_normalize_text_matches_upstream(case):
     lang = resolve_language(case["language"])
@@ -26,6 +28,7 @@ def test_normalize_text_matches_upstream(case):
     assert normalize_text(case["text"], lang) == case["normalized"]
 
 
+@needs_tn
 def test_markup_and_surrounding_spaces_are_kept():
     spoken = normalize_text("The [laughter] 2 cats ate [B EY1 S] 10 fish.", "en")
     assert "[laughter]" in spoken and "[B EY1 S]" in spoken and " two cats" in spoken

@@ -4,6 +4,7 @@ import random
 
 import pytest
 import torch
+from extras import needs_tn
 
 from engine.config import GenerationConfig
 from engine.constants import FRAME_RATE
@@ -68,6 +69,7 @@ def test_chunking_starts_above_the_threshold_not_at_it():
     assert len(above) > 1
 
 
+@needs_tn
 def test_normalised_text_is_what_gets_planned():
     cfg = GenerationConfig(normalize_text=True)
     plan = plan_of("I have 42 apples.", None, "German", cfg)
