@@ -1,5 +1,6 @@
 """Many sequences in one forward per step give each sequence the tokens it gets alone: the runner's
-packed batch (its static algorithm on the CPU, and with the fused Triton kernels under the interpreter),
+packed batch (its static algorithm on the CPU, and with the fused Triton kernels: on the GPU through its CUDA
+graphs where there is one, else under the interpreter),
 the eager reference loop's padded batch, and the Engine paths built on them (takes of one line,
 sentences of one text, requests of different kinds).
 
@@ -18,6 +19,7 @@ from engine.lm.runner import StaticRunner, pack, packed_rows
 
 CFG = GenerationConfig(num_step=6)  # position_temperature 5: random reveal order
 SAMPLED = CFG.replace(class_temperature=0.8)  # and random classes
+GPU = "cuda" if torch.cuda.is_available() else "cpu"  # where the fused kernels run (the interpreter on a CPU)
 
 
 @pytest.fixture(scope="module")
@@ -77,14 +79,15 @@ def test_runner_batch_with_greedy_settings_is_the_reference_loop(lm_and_tokenize
 
 
 def test_fused_runner_batch_equals_each_sequence_alone(lm_and_tokenizer):
-    """The GPU path's kernels (ragged attention over the packed sequences, fused scoring) under Triton's
-    interpreter."""
+    """The GPU path's kernels (ragged attention over the packed sequences, fused scoring): compiled and
+    replayed from CUDA graphs on a GPU, under Triton's interpreter on a CPU."""
     pytest.importorskip("triton")
     _, tok = lm_and_tokenizer
-    fused = load_lm(DEMO_MODEL).use_fused_kernels()
+    fused = load_lm(DEMO_MODEL, GPU).use_fused_kernels()
     prompts = [_prompt(fused, tok, "Hi.", 5, _ref(6)), _prompt(fused, tok, "Hello.", 4)]
     seeds = [1, 2]
     runner = StaticRunner(fused, buckets=(48, 80), fused=True)
+    assert runner.eager == (GPU == "cpu")
     cfg = CFG.replace(num_step=2)
     together = runner.generate(prompts, cfg, seeds)
     for got, p, s in zip(together, prompts, seeds):
