@@ -115,12 +115,8 @@ def _working_bytes(m: ModeUnderTest, w: Workload, prompt) -> int:
 
 def add_fidelity(rows: list[Row], modes: dict[str, ModeUnderTest], reference: ModeUnderTest,
                  workloads: list[Workload]) -> None:
-    from tools.fidelity import (
-        logits_cosine,
-        mel_distance_db,
-        step0_argmax_agreement,
-        token_agreement,
-    )
+    from engine.checks.fidelity import mel_distance_db, token_agreement
+    from tools.fidelity import logits_cosine, step0_argmax_agreement
 
     for w in workloads:
         ref_prompt = reference.prepare(w)

@@ -1,21 +1,11 @@
-"""The bench's fidelity measures (tools/fidelity.py) on inputs whose answer is known by hand: on the CPU
+"""The bench's own fidelity measures (tools/fidelity.py) on inputs whose answer is known by hand: on the CPU
 the bench can only compare the fp32 path with itself, where every measure is trivially perfect."""
 import math
 
-import numpy as np
 import pytest
 import torch
 
-from tools.fidelity import logits_cosine, mel_distance_db, sqnr_db, step0_argmax_agreement, token_agreement
-
-
-def test_token_agreement_counts_the_slots_that_match():
-    reference = torch.randint(0, 1024, (8, 10), generator=torch.Generator().manual_seed(0))
-    tokens = reference.clone()
-    tokens[:2] = (tokens[:2] + 1) % 1024  # 20 of 80 slots differ
-    assert token_agreement(tokens, reference) == 0.75
-    with pytest.raises(ValueError, match="token shapes differ"):
-        token_agreement(tokens[:, :9], reference)
+from tools.fidelity import logits_cosine, sqnr_db, step0_argmax_agreement
 
 
 def test_step0_agreement_counts_argmax_flips_and_never_the_mask():
@@ -44,14 +34,6 @@ def test_logits_cosine_of_known_angles():
     assert logits_cosine(-a, a) == pytest.approx(-1.0, abs=1e-12)
     x, y = torch.tensor([1.0, 0.0, 0.0]), torch.tensor([0.0, 2.0, 0.0])
     assert logits_cosine(x, y) == 0.0 and logits_cosine(x + y, x) == pytest.approx(1 / math.sqrt(5))
-
-
-def test_mel_distance_of_a_louder_copy_is_its_gain_in_db():
-    noise = np.random.default_rng(3).standard_normal(24000).astype(np.float32) * 0.1  # no silent mel bin
-    assert mel_distance_db(noise, noise, 24000) == 0.0
-    assert mel_distance_db(2 * noise, noise, 24000) == pytest.approx(20 * math.log10(2), rel=1e-4)
-    with pytest.raises(ValueError, match="too short"):
-        mel_distance_db(noise[:1000], noise, 24000)
 
 
 def test_sqnr_of_a_known_error():
