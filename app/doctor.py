@@ -101,21 +101,63 @@ def check_model(model: str | None) -> SetupCheck:
     from engine.lm.checkpoint import ENV_VAR, validate_checkpoint
 
     source = model or os.environ.get(ENV_VAR) or HUB_ID
-    folder = Path(source).expanduser()
-    if not folder.is_dir():
-        from huggingface_hub import snapshot_download
-
-        try:
-            folder = Path(snapshot_download(source, local_files_only=True))
-        except Exception:  # not in the local cache (huggingface_hub raises several kinds)
-            return SetupCheck("Model", WARN, f"{source} is not downloaded yet",
-                         f"The first start downloads it (about {DOWNLOAD_GB} GB; needs the internet), "
-                         f"or pass --model DIR / set {ENV_VAR}=DIR to use a copy you already have.")
+    folder = _model_folder(model)
+    if folder is None:
+        return SetupCheck("Model", WARN, f"{source} is not downloaded yet",
+                     f"The first start downloads it (about {DOWNLOAD_GB} GB; needs the internet), "
+                     f"or pass --model DIR / set {ENV_VAR}=DIR to use a copy you already have.")
     try:
         validate_checkpoint(folder)
     except CheckpointError as err:
         return SetupCheck("Model", FAIL, str(err).split(" Fix it")[0], "Download the model again, or pass --model DIR.")
     return SetupCheck("Model", OK, str(folder))
+
+
+def _model_folder(model: str | None) -> Path | None:
+    """The folder of the model the app would load, or None when it is not on this computer."""
+    from engine.constants import HUB_ID
+    from engine.lm.checkpoint import ENV_VAR
+
+    source = model or os.environ.get(ENV_VAR) or HUB_ID
+    folder = Path(source).expanduser()
+    if folder.is_dir():
+        return folder
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(source, local_files_only=True))
+    except Exception:  # not in the local cache (huggingface_hub raises several kinds)
+        return None
+
+
+def check_realtime(model: str | None) -> SetupCheck:
+    """The Realtime check's kept result for this model on this GPU (app/realtime_check.py)."""
+    import torch
+
+    from engine.lm.checkpoint import read_model_config
+    from engine.lm.modes import device_label
+    from engine.quant.realtime import checkpoint_fingerprint
+
+    from .realtime_check import latest_for
+
+    name = "Realtime check"
+    if not torch.cuda.is_available():
+        return SetupCheck(name, OK, "not needed: without an NVIDIA GPU, Realtime runs the same path as High fidelity")
+    folder = _model_folder(model)
+    if folder is None:
+        return SetupCheck(name, OK, "not run yet: the model is not downloaded")
+    if read_model_config(folder).demo:
+        return SetupCheck(name, OK, "not run for the demo model (its output is noise)")
+    device = device_label(torch.device("cuda"))
+    found = latest_for(checkpoint_fingerprint(folder), device)
+    if found is None:
+        return SetupCheck(name, OK, f"not run yet: it runs the first time Realtime loads this model on the {device}")
+    result, record = found
+    when = f" ({record['key']['backend']}, {str(record.get('checked', ''))[:10]})"
+    if result.verdict == "fine":
+        return SetupCheck(name, OK, result.summary() + when)
+    return SetupCheck(name, WARN, f"Realtime drifts from High fidelity: {result.limits_crossed()}{when}",
+                      "Choose High fidelity in the quality switch for the best quality (docs/realtime_check.md).")
 
 
 def check_disk() -> SetupCheck:
@@ -194,8 +236,8 @@ def check_kernels_name() -> SetupCheck:
 
 def run_checks(model: str | None = None) -> list[SetupCheck]:
     checks: list[Callable[[], SetupCheck]] = [check_python, check_gpu, check_driver, check_ffmpeg, check_speakers,
-                                         lambda: check_model(model), check_disk, check_folders, check_gradio,
-                                         check_kernels_name]
+                                         lambda: check_model(model), lambda: check_realtime(model), check_disk,
+                                         check_folders, check_gradio, check_kernels_name]
     results = []
     for check in checks:
         try:

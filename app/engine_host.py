@@ -13,6 +13,7 @@ from engine.config import GenerationConfig, Mode
 from engine.errors import VoiceDeskError
 from engine.lm.modes import pick_device, runs_as
 
+from .realtime_check import RealtimeChecks
 from .worker import GpuWorker
 
 log = logging.getLogger(__name__)
@@ -39,12 +40,14 @@ class HostState:
 
 class EngineHost:
     def __init__(self, worker: GpuWorker, model: str | None, device: str = "auto",
-                 loader: Callable | None = None):
+                 loader: Callable | None = None, realtime_check: RealtimeChecks | None = None):
         if loader is None:
             from engine.engine import Engine
 
             loader = Engine.load
         self.worker, self.model, self.device, self._loader = worker, model, device, loader
+        # Realtime against High fidelity, once per checkpoint and backend (docs/realtime_check.md)
+        self.realtime_check = realtime_check or RealtimeChecks(worker, loader)
         self._engine = None
         self._state = HostState("load", 0.0, "Starting")
         self._lock = threading.Lock()
@@ -97,6 +100,7 @@ class EngineHost:
         line (the terminal), never as an exception nobody reads."""
         with self._lock:
             self._engine = None  # free the old model's memory before the new one arrives
+        self.realtime_check.reset()
         try:
             try:
                 mode = Mode(mode)
@@ -115,6 +119,7 @@ class EngineHost:
             log.exception("loading the model failed")
             self._set("failed", 0.0, f"{type(err).__name__}: {err}. {CHECK_SETUP}")
             return
+        self.realtime_check.after_load(engine)  # before "ready", so a page that sees ready sees the check too
         with self._lock:
             self._engine = engine
             self._state = HostState("ready", 1.0, engine.backend)

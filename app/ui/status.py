@@ -1,5 +1,6 @@
-"""The header: model loading progress, the backend in use, the quality-mode switch, the demo banner.
-A timer polls the EngineHost until the model is ready, then enables every Generate button."""
+"""The header: model loading progress, the backend in use, the quality-mode switch with the Realtime check's
+line below it, the demo banner. A timer polls the EngineHost until the model is ready (and the Realtime check
+is done), then enables every Generate button."""
 from __future__ import annotations
 
 import html
@@ -11,6 +12,7 @@ from engine.errors import StorageError
 
 from ..context import AppContext
 from ..engine_host import HostState
+from ..realtime_check import DONE, CheckStatus
 from .state import SettingsView, shown
 
 MODES = [("High fidelity (FP16)", "hifi"), ("Realtime (quantized + CUDA Graph)", "realtime")]
@@ -25,6 +27,7 @@ POLL_S = 0.5
 class Header:
     status: gr.HTML
     mode: gr.Radio
+    realtime_check: gr.HTML
     timer: gr.Timer
 
 
@@ -43,6 +46,26 @@ def status_html(state: HostState, demo: bool) -> str:
     return f'<div class="vd-model-status" id="vd-model-status" data-stage="{state.stage}">{body}</div>{demo_note}'
 
 
+def realtime_check_html(status: CheckStatus) -> str:
+    """The Realtime check's line under the quality switch (app/realtime_check.py); empty when it does not apply."""
+    line = status.line()
+    if not line:
+        return ""
+    kind = status.result.verdict if status.state == DONE else status.state  # fine | drift | waiting | ...
+    return f'<div class="vd-realtime-check vd-rtc-{kind}" data-kind="{kind}">{html.escape(line)}</div>'
+
+
+def realtime_check_update(status: CheckStatus) -> gr.HTML:
+    """The line, shown only when there is something to say."""
+    line = realtime_check_html(status)
+    return gr.HTML(line, visible=bool(line))
+
+
+def keep_polling(state: HostState, check: CheckStatus) -> bool:
+    """Whether the header still changes by itself: the model loads, or the Realtime check waits or runs."""
+    return not state.failed and (not state.ready or check.busy)
+
+
 def build_header(ctx: AppContext, view: SettingsView) -> Header:
     differ = ctx.host.modes_differ()
     choices = (MODES if differ else SAME_PATH_MODES) + ([EAGER] if ctx.settings.mode == "eager" else [])
@@ -56,9 +79,11 @@ def build_header(ctx: AppContext, view: SettingsView) -> Header:
             mode = view.bind("mode", gr.Radio(choices, value=shown(ctx, "mode"), label=label, elem_id="vd-mode",
                                               info=None if differ else SAME_PATH_NOTE),
                              save=False)  # saved by `switch`, which also reloads the model when that changes the path
+            line = realtime_check_html(ctx.host.realtime_check.status())
+            realtime_check = gr.HTML(line, visible=bool(line), elem_id="vd-realtime-check")
     timer = gr.Timer(POLL_S, active=True)
     view.wake.append(timer)
-    return Header(status, mode, timer)
+    return Header(status, mode, realtime_check, timer)
 
 
 def wire_header(ctx: AppContext, header: Header, generate_buttons: list[tuple[gr.Button, gr.Textbox | None]]) -> None:
@@ -73,9 +98,9 @@ def wire_header(ctx: AppContext, header: Header, generate_buttons: list[tuple[gr
                 for _, text in generate_buttons]
 
     def poll(*values):
-        state = ctx.host.state()
-        done = state.ready or state.failed
-        return (status_html(state, ctx.demo), *usable(*values), gr.Timer(active=not done))
+        state, check = ctx.host.state(), ctx.host.realtime_check.status()
+        return (status_html(state, ctx.demo), realtime_check_update(check), *usable(*values),
+                gr.Timer(active=keep_polling(state, check)))
 
     def switch(mode):
         reloading = ctx.host.start(mode)
@@ -84,17 +109,19 @@ def wire_header(ctx: AppContext, header: Header, generate_buttons: list[tuple[gr
         except StorageError as err:  # the switch still happens, only not remembered
             gr.Warning(f"This mode is used now but cannot be remembered for the next start: {err}")
         if not reloading:  # the same path runs: Generate stays as it is
-            return (gr.skip(),) * (len(buttons) + 2)
-        return (status_html(ctx.host.state(), ctx.demo), *[gr.Button(interactive=False) for _ in buttons],
-                gr.Timer(active=True))
+            return (gr.skip(),) * (len(buttons) + 3)
+        return (status_html(ctx.host.state(), ctx.demo), realtime_check_update(ctx.host.realtime_check.status()),
+                *[gr.Button(interactive=False) for _ in buttons], gr.Timer(active=True))
 
     def model_status() -> dict:
         """The model's loading stage, progress and backend; `ready` is true once Generate works."""
-        state = ctx.host.state()
+        state, check = ctx.host.state(), ctx.host.realtime_check.status()
         return {"stage": state.stage, "fraction": state.fraction, "message": state.message, "ready": state.ready,
-                "mode": ctx.settings.mode, "demo": ctx.demo}
+                "mode": ctx.settings.mode, "demo": ctx.demo,
+                "realtime_check": {"state": check.state, "line": check.line(),
+                                   "verdict": check.result.verdict if check.result else None}}
 
-    outputs = [header.status, *buttons, header.timer]
+    outputs = [header.status, header.realtime_check, *buttons, header.timer]
     header.timer.tick(poll, texts, outputs, api_visibility="private", queue=False)
     for text in texts:
         text.change(usable, texts, buttons, api_visibility="private", queue=False)

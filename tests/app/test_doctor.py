@@ -1,15 +1,15 @@
 import pytest
 
 from app import doctor
-from engine.constants import DEMO_MODEL
+from engine.constants import DEMO_FLAG, DEMO_MODEL
 
 
 def test_every_check_prints_and_a_good_setup_passes(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("VOICEDESK_HOME", str(tmp_path))
     assert doctor.run(model=str(DEMO_MODEL)) == 0
     out = capsys.readouterr().out
-    for name in ("Python", "GPU", "NVIDIA driver", "ffmpeg", "Speakers", "Model", "Disk space", "App folders",
-                 "Gradio", "Package names"):
+    for name in ("Python", "GPU", "NVIDIA driver", "ffmpeg", "Speakers", "Model", "Realtime check", "Disk space",
+                 "App folders", "Gradio", "Package names"):
         assert name in out
     assert "All required checks passed" in out
 
@@ -37,7 +37,7 @@ def test_a_crashing_check_does_not_hide_the_others(monkeypatch, tmp_path):
 
     monkeypatch.setattr(doctor, "check_driver", explode)
     results = doctor.run_checks(str(DEMO_MODEL))
-    assert len(results) == 10 and any("driver went away" in c.detail for c in results)
+    assert len(results) == 11 and any("driver went away" in c.detail for c in results)
 
 
 @pytest.mark.parametrize("installed, status", [("6.30.9", doctor.FAIL), ("6.31.0", doctor.OK), ("7.0.0", doctor.FAIL)])
@@ -63,3 +63,61 @@ def test_hugging_face_kernels_installed_beside_ours_fails_with_a_fix(monkeypatch
 def test_without_hugging_face_kernels_the_name_is_ours():
     check = doctor.check_kernels_name()
     assert check.status == doctor.OK
+
+
+@pytest.fixture
+def real_model(tmp_path):
+    """The demo checkpoint without its demo mark: a stand-in for a real one."""
+    import json
+    import shutil
+
+    model = shutil.copytree(DEMO_MODEL, tmp_path / "model")
+    config = json.loads((model / "config.json").read_text())
+    config.pop(DEMO_FLAG)
+    (model / "config.json").write_text(json.dumps(config))
+    return model
+
+
+def on_a_gpu(monkeypatch, label="NVIDIA L4, sm_89"):
+    import torch
+
+    from engine.lm import modes
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(modes, "device_label", lambda device: label)
+
+
+def keep(model, result, backend="W4A4 INT4-MMA (NVIDIA L4, sm_89)"):
+    from app.realtime_check import CheckKey, RealtimeChecks
+    from engine.quant.realtime import checkpoint_fingerprint
+
+    RealtimeChecks(worker=None, loader=None).keep(CheckKey(checkpoint_fingerprint(model), backend, "{}"), result)
+
+
+def test_the_realtime_check_line_shows_the_kept_result_for_this_model_on_this_gpu(monkeypatch, tmp_path, real_model):
+    from engine.checks.realtime import RealtimeCheck
+
+    monkeypatch.setenv("VOICEDESK_HOME", str(tmp_path / "home"))
+    on_a_gpu(monkeypatch)
+    check = doctor.check_realtime(str(real_model))
+    assert check.status == doctor.OK and check.detail == ("not run yet: it runs the first time Realtime loads this "
+                                                          "model on the NVIDIA L4, sm_89")
+    keep(real_model, RealtimeCheck(0.97, 0.8, 0.98), backend="W8A8 FP8 (NVIDIA H200, sm_90)")  # another GPU's
+    assert doctor.check_realtime(str(real_model)).detail.startswith("not run yet")
+    keep(real_model, RealtimeCheck(0.97, 0.8, 0.98))
+    check = doctor.check_realtime(str(real_model))
+    assert check.status == doctor.OK
+    assert check.detail.startswith("tokens 97 % equal to High fidelity, mel 0.8 dB, voice 0.98: fine (W4A4 INT4-MMA")
+    keep(real_model, RealtimeCheck(0.31, 4.2, None, "no speaker model"))  # the same key, checked again: replaced
+    check = doctor.check_realtime(str(real_model))
+    assert check.status == doctor.WARN and check.detail.startswith("Realtime drifts from High fidelity: tokens 31 %")
+    assert "High fidelity" in check.fix
+
+
+def test_the_realtime_check_is_not_run_for_the_demo_model_or_without_a_gpu(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert "not needed: without an NVIDIA GPU" in doctor.check_realtime(str(DEMO_MODEL)).detail
+    on_a_gpu(monkeypatch)
+    assert doctor.check_realtime(str(DEMO_MODEL)).detail == "not run for the demo model (its output is noise)"

@@ -18,19 +18,11 @@ from engine.checks.realtime import (
 )
 from engine.constants import DEMO_MODEL
 from engine.engine import Engine
+from tools.realtime_drift_scan import perturb  # noise of a fraction of each weight matrix's spread
 
 
 def load(mode: str) -> Engine:
     return Engine.load(DEMO_MODEL, device="cpu", mode=mode)
-
-
-def perturb(engine: Engine, scale: float) -> None:
-    """Noise of `scale` times each weight matrix's spread: a Realtime whose quantization went wrong."""
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for p in engine.lm.parameters():
-            if p.dim() == 2:
-                p.add_(torch.randn(p.shape, generator=gen) * p.std() * scale)
 
 
 def no_speaker():
