@@ -9,6 +9,7 @@ import hashlib
 import json
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -115,6 +116,7 @@ class RealtimeChecks:
         self._worker, self._loader, self._speaker, self._gate = worker, loader, speaker, gate
         self.folder = folder or results_folder()
         self._status = CheckStatus(OFF)
+        self._loads = 0  # counts loads: a queued check of an earlier load is dropped
         self._lock = threading.Lock()
 
     def status(self) -> CheckStatus:
@@ -123,27 +125,28 @@ class RealtimeChecks:
 
     def reset(self) -> None:
         """A model is being (re)loaded: nothing is checked until it is."""
-        self._set(CheckStatus(OFF, "loading"))
+        self._set(CheckStatus(OFF, "loading"), new_load=True)
 
     def after_load(self, engine) -> None:
         """Called on the worker once `engine` is loaded: show the stored result for it, or queue the check
         (it runs after the jobs already waiting). Never raises: a check that cannot start says why."""
         why = self._gate(engine)
         if why is not None:
-            self._set(CheckStatus(OFF, why))
+            self._set(CheckStatus(OFF, why), new_load=True)
             return
         try:
             key = CheckKey.of(engine)
             stored = self.stored(key)
         except Exception as err:  # e.g. the weight files went away: the check is not worth failing the load for
             log.exception("the Realtime check could not start")
-            self._set(CheckStatus(FAILED, f"{type(err).__name__}: {err}"))
+            self._set(CheckStatus(FAILED, f"{type(err).__name__}: {err}"), new_load=True)
             return
         if stored is not None:
-            self._set(CheckStatus(DONE, result=stored))
+            self._set(CheckStatus(DONE, result=stored), new_load=True)
             return
-        self._set(CheckStatus(WAITING, "waiting for the GPU"))
-        self._worker.submit(lambda cancel: self._run(engine, key, cancel))
+        load = self._set(CheckStatus(WAITING, "waiting for the GPU"), new_load=True)
+        # a weak reference: a model replaced before the check starts is freed, not kept for it
+        self._worker.submit(lambda cancel, engine=weakref.ref(engine): self._run(engine(), key, load, cancel))
 
     def stored(self, key: CheckKey) -> RealtimeCheck | None:
         """The kept result for `key`, or None."""
@@ -157,7 +160,14 @@ class RealtimeChecks:
             log.warning("ignoring %s: not a Realtime check result", path)
             return None
 
-    def _run(self, engine, key: CheckKey, cancel) -> None:
+    def _run(self, engine, key: CheckKey, load: int, cancel) -> None:
+        with self._lock:
+            if load != self._loads:  # another model was loaded meanwhile: it is checked instead
+                return
+        if engine is None:
+            self._set(CheckStatus(OFF, "the model was unloaded"))
+            return
+
         def report(message: str) -> None:
             self._set(CheckStatus(RUNNING, message))
 
@@ -184,9 +194,12 @@ class RealtimeChecks:
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_json(key.file(self.folder), record)
 
-    def _set(self, status: CheckStatus) -> None:
+    def _set(self, status: CheckStatus, new_load: bool = False) -> int:
+        """Show `status`; `new_load`: for a model loaded since the last; returns the load it is for."""
         with self._lock:
+            self._loads += new_load
             self._status = status
+            return self._loads
 
 
 def latest_for(checkpoint: str, device: str, folder: Path | None = None) -> tuple[RealtimeCheck, dict] | None:

@@ -3,10 +3,12 @@ worker, keeps its result across restarts, runs again when the checkpoint or the 
 with its advice beside the quality switch, and does not run for the demo model or without a GPU. The demo
 model on the CPU stands in for a real checkpoint on a GPU: the gate is opened by injection, and the gate
 itself is tested on the facts it reads."""
+import gc
 import os
 import shutil
 import threading
 import time
+import weakref
 from types import SimpleNamespace
 
 import pytest
@@ -29,6 +31,16 @@ def worker():
     w = GpuWorker()
     yield w
     w.shutdown()
+
+
+@pytest.fixture
+def busy(worker):
+    """The worker busy with a generation until `busy.set()`."""
+    started, release = threading.Event(), threading.Event()
+    worker.submit(lambda cancel: (started.set(), release.wait(TIMEOUT_S)))
+    assert started.wait(TIMEOUT_S)
+    yield release
+    release.set()
 
 
 class Loads:
@@ -125,18 +137,38 @@ def test_a_drift_is_said_beside_the_quality_switch_with_its_advice(worker, tmp_p
     assert 'class="vd-realtime-check vd-rtc-drift"' in shown and "Choose High fidelity" in shown
 
 
-def test_the_page_shows_the_state_while_it_runs(worker, tmp_path, engine):
-    started, release = threading.Event(), threading.Event()
-    worker.submit(lambda cancel: (started.set(), release.wait(TIMEOUT_S)))  # the GPU is busy with a generation
-    assert started.wait(TIMEOUT_S)
+def test_the_page_shows_the_state_while_it_runs(worker, busy, tmp_path, engine):
     checks = service(worker, Loads(), tmp_path)
-    checks.after_load(engine)  # queued behind it: the page is not held up
+    checks.after_load(engine)  # queued behind the generation: the page is not held up
     status = checks.status()
-    release.set()
+    busy.set()
     assert status.busy and "vd-rtc-waiting" in realtime_check_html(status)
     assert status.line() == ("Checking Realtime against High fidelity on this GPU (once for this model): "
                              "waiting for the GPU")
     assert settled(checks).state == DONE
+
+
+def test_a_check_still_waiting_when_another_model_loads_is_dropped(worker, busy, tmp_path, engine):
+    loads = Loads()
+    checks = service(worker, loads, tmp_path)
+    checks.after_load(engine)
+    checks.reset()  # the user switched modes: the reload is queued behind the check
+    busy.set()
+    worker.call(lambda cancel: None)  # every job queued before this one is done
+    assert loads.modes == [] and checks.status().state == OFF and not list(tmp_path.glob("*.json"))
+
+
+def test_a_waiting_check_does_not_keep_the_model_alive(worker, busy, tmp_path):
+    checks = service(worker, Loads(), tmp_path)
+    replaced = realtime()
+    checks.after_load(replaced)
+    alive = weakref.ref(replaced)
+    del replaced
+    gc.collect()
+    assert alive() is None  # a reload frees the old model's memory first, check queued or not
+    busy.set()
+    worker.call(lambda cancel: None)
+    assert checks.status().state == OFF
 
 
 def test_a_check_that_fails_is_said_not_kept_and_tried_at_the_next_load(worker, tmp_path, engine):
