@@ -228,3 +228,18 @@ def test_the_host_queues_the_check_before_it_says_ready(worker, tmp_path):
 ])
 def test_the_header_polls_until_the_check_is_done(stage, check, polling):
     assert keep_polling(HostState(stage, 1.0, ""), CheckStatus(check)) is polling
+
+
+def test_the_voice_is_compared_with_the_take_checks_own_speaker_model(monkeypatch, tmp_path, tiny_speaker_model):
+    from app.realtime_check import local_speaker
+    from engine.checks import checker as checker_module
+    from engine.checks.voice import SpeakerEncoder
+    from engine.hub import HubModel
+
+    monkeypatch.setattr(checker_module, "SPEAKER_MODEL", HubModel(tiny_speaker_model, "test"))
+    encoder, why = local_speaker("cpu")()
+    assert isinstance(encoder, SpeakerEncoder) and why is None
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(checker_module, "SPEAKER_MODEL", HubModel("nobody/no-such-speaker", "test"))
+    assert local_speaker("cpu")() == (None, "the speaker model (nobody/no-such-speaker) is not on this computer")
