@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from .metrics import LiveMetrics
 from .playback import SpeakerPlayer, SpeakersUnavailable
 from .waiting import in_line
 from .worker import Job
+
+if TYPE_CHECKING:
+    from engine.engine import AudioChunk
 
 
 @dataclass
@@ -62,9 +66,12 @@ class Progress:
 
 
 def submit(ctx: AppContext, request: GenerationRequest, owner: str, lane: str | None = None,
-           policy: CheckPolicy | None = None) -> tuple[Job, LiveMetrics]:
+           policy: CheckPolicy | None = None,
+           each: Callable[[AudioChunk], object] | None = None) -> tuple[Job, LiveMetrics]:
     """Queue one generation on the GPU worker: its items are (seconds since it started, AudioChunk).
-    With a `policy` other than off, each chunk's take is checked and carries its verdict."""
+    With a `policy` other than off, each chunk's take is checked and carries its verdict. `each(chunk)` is
+    called on the GPU's thread the moment a chunk is made, before the job's followers get it: the live
+    listeners' way, one thread hop shorter (keep it short: the GPU waits for it)."""
     engine = ctx.host.engine
     metrics = LiveMetrics(mode=_mode_label(engine.mode.value), backend=engine.backend, demo=engine.is_demo,
                           seed=request.config.seed)
@@ -75,7 +82,10 @@ def submit(ctx: AppContext, request: GenerationRequest, owner: str, lane: str | 
         checks = Checks(policy, ctx.checks.checker()) if checked else None  # on the worker: may load models
         for chunk in engine.stream(request.text, request.voice, instruct=request.instruct, language=request.language,
                                    config=request.config, cancel=cancel, checks=checks):
-            yield time.perf_counter() - start, chunk
+            elapsed = time.perf_counter() - start
+            if each is not None:
+                each(chunk)
+            yield elapsed, chunk
 
     return ctx.worker.submit(produce, owner=owner, lane=lane), metrics
 
@@ -96,14 +106,16 @@ def record(ctx: AppContext, request: GenerationRequest, job: Job, metrics: LiveM
 
 def run(ctx: AppContext, request: GenerationRequest, owner: str,
         live: LiveStream | None = None) -> Iterator[Progress]:
-    """With `live`, each part's samples are published there the moment they are made (the page's live player)."""
+    """With `live`, each part's samples are published there the moment the GPU makes them (the page's live
+    player), before this generator sees them."""
     rate = SAMPLE_RATE
     notices = list(request.voice.notes) if request.voice is not None else []  # e.g. only the start of a long clip
     player = _open_speakers(request, rate, notices)
     policy = policy_from(ctx.settings)
     checked = policy.mode != CheckMode.OFF
     parts: list[dict] = []  # the verdict of each streamed part, when checked
-    job, metrics = submit(ctx, request, owner, policy=policy)
+    publish = None if live is None else (lambda chunk: live.put(to_int16(chunk.audio)))
+    job, metrics = submit(ctx, request, owner, policy=policy, each=publish)
     ctx.live[owner] = metrics  # where the page's own first-sound figure arrives
     if live is not None:
         live.attach(stop=job.cancel.set)  # the page stopped listening: the GPU goes to the next job
@@ -121,8 +133,6 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str,
             elif kind == "item":
                 elapsed, chunk = value
                 pieces.append(to_int16(chunk.audio))  # int16 halves what a long text holds in memory
-                if live is not None:
-                    live.put(pieces[-1])
                 metrics.add_chunk(elapsed, len(chunk.audio) / rate)
                 player = _feed(player, chunk.audio, notices)
                 if chunk.verdict is not None:

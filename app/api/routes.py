@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
@@ -33,8 +34,6 @@ from .voices import list_voices
 
 log = logging.getLogger(__name__)
 
-_END = object()
-
 
 def api_routes(ctx: AppContext, access: ApiAccess) -> list[BaseRoute]:
     router = APIRouter()
@@ -52,22 +51,22 @@ def api_routes(ctx: AppContext, access: ApiAccess) -> list[BaseRoute]:
         return route
 
     async def speech(request: Request) -> Response:
+        received_at = time.time()
         try:
             body = parse_speech(await request.json())
         except ValueError as err:  # not JSON
             raise ApiError(400, f"The body is not valid JSON ({err}).") from err
         stream = await anyio.to_thread.run_sync(SpeechStream, ctx, body, ctx.settings.api_max_waiting)
-        pieces = stream.pieces()
+        pieces = stream.audio()
         try:
-            first = await unless_disconnected(request, _next(pieces))
+            first = await unless_disconnected(request, anext(pieces))
         except BaseException:
-            stream.cancel()
+            await pieces.aclose()  # stops the generation
             raise
-        headers = {"X-VoiceDesk-Seed": str(stream.seed)}
+        headers = {"X-VoiceDesk-Seed": str(stream.seed), "Server-Timing": stream.server_timing(received_at)}
         if body.stream_format == "sse":
             return StreamingResponse(_sse(stream, first, pieces), media_type="text/event-stream", headers=headers)
-        return StreamingResponse(_audio(stream, first, pieces), media_type=stream.encoder.content_type,
-                                 headers=headers)
+        return StreamingResponse(_audio(first, pieces), media_type=stream.encoder.content_type, headers=headers)
 
     async def voices(request: Request) -> Response:
         return JSONResponse({"object": "list", "data": await anyio.to_thread.run_sync(list_voices, ctx.library)})
@@ -80,11 +79,6 @@ def api_routes(ctx: AppContext, access: ApiAccess) -> list[BaseRoute]:
     router.add_api_route("/v1/audio/voices", checked(voices), methods=["GET"], include_in_schema=False)
     router.add_api_route("/v1/models", checked(models), methods=["GET"], include_in_schema=False)
     return router.routes
-
-
-async def _next(pieces):
-    # abandoned on cancel: the worker thread finishes the step it is in, then sees the job cancelled
-    return await anyio.to_thread.run_sync(next, pieces, _END, abandon_on_cancel=True)
 
 
 async def unless_disconnected(request: Request, awaitable):
@@ -112,29 +106,29 @@ async def unless_disconnected(request: Request, awaitable):
     raise outcome["error"]
 
 
-async def _rest(stream: SpeechStream, first: bytes, pieces) -> AsyncIterator[bytes]:
+async def _rest(first: bytes, pieces: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     try:
-        piece = first
-        while piece is not _END:
+        if first:
+            yield first
+        async for piece in pieces:
             if piece:
                 yield piece
-            piece = await _next(pieces)
     finally:
-        stream.cancel()  # the client went away (or it finished): free the GPU
+        await pieces.aclose()  # the client went away: the generation stops, the GPU is freed
 
 
-async def _audio(stream: SpeechStream, first: bytes, pieces) -> AsyncIterator[bytes]:
+async def _audio(first: bytes, pieces: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     try:
-        async for piece in _rest(stream, first, pieces):
+        async for piece in _rest(first, pieces):
             yield piece
     except Exception as err:  # the status is sent: end the body unfinished, so the client sees it broke
         log.warning("API speech stream failed after it started: %s", as_api_error(err).message)
         raise
 
 
-async def _sse(stream: SpeechStream, first: bytes, pieces) -> AsyncIterator[bytes]:
+async def _sse(stream: SpeechStream, first: bytes, pieces: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     try:
-        async for piece in _rest(stream, first, pieces):
+        async for piece in _rest(first, pieces):
             yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(piece).decode()})
     except Exception as err:
         yield _event({"type": "error", **as_api_error(err).body()})

@@ -1,12 +1,16 @@
 """One `POST /v1/audio/speech`: every input is checked before anything is queued (so a bad request gets
 its status, never a stream that breaks), then the generation waits its turn in the API's lane of the
-GPU worker, each chunk is encoded as soon as the engine yields it, and the finished result is stored
-in the history, marked as made through the API."""
+GPU worker, each chunk is encoded as soon as the engine yields it (pcm and wav on the event loop, the
+codecs in a thread), and the finished result is stored in the history, marked as made through the API."""
 from __future__ import annotations
 
+import contextlib
 import secrets
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import AsyncIterator
 
+import anyio
 import numpy as np
 
 from engine.audio.pcm import to_int16
@@ -24,6 +28,7 @@ from .. import generation
 from ..checks import policy_from
 from ..context import AppContext
 from ..encoder import EncodeError, open_encoder
+from ..live import LiveStream
 from ..settings import Settings
 from .errors import ApiError
 from .schemas import MAX_SEED, SpeechRequest
@@ -46,7 +51,12 @@ def generation_config(settings: Settings, body: SpeechRequest, seed: int) -> Gen
 
 
 class SpeechStream:
-    """Checks `body` (raising ApiError) and queues the generation; `pieces()` yields the encoded audio."""
+    """Checks `body` (raising ApiError) and queues the generation; `audio()` yields the encoded audio.
+
+    The samples go from the GPU's thread straight to the event loop (`generation.submit`'s `each`, into a
+    LiveStream as the page's live sound does): one thread hop between a part made and its bytes on the socket.
+    A thread of the request's own follows the job for what is not urgent (metrics, checks, the history entry)
+    and ends the stream with the job's end or error."""
 
     def __init__(self, ctx: AppContext, body: SpeechRequest, max_waiting: int):
         self.ctx = ctx
@@ -72,28 +82,34 @@ class SpeechStream:
         self.owner = f"api-{secrets.token_hex(4)}"
         self.policy = policy_from(ctx.settings)  # the app's take checks apply to API requests too
         self.verdicts: list[dict] = []
+        self.first_part_at: float | None = None  # time.time() when the GPU made the first part
+        self._sent: list[np.ndarray] = []
+        self._live = LiveStream()
+        self._live.claim()
+        self._live.attach(stop=self.cancel)  # the client went away: free the GPU
         self.job, self.metrics = generation.submit(ctx, self.request, owner=self.owner, lane=LANE,
-                                                   policy=self.policy)
+                                                   policy=self.policy, each=self._made)
+        self.submitted_at = time.time()
+        threading.Thread(target=self._follow, name=f"{self.owner}-follow", daemon=True).start()
 
-    def pieces(self) -> Iterator[bytes]:
-        """Encoded audio as the engine makes it (blocking: run it off the event loop). Engine errors are
-        raised here; a request stopped by `cancel` ends with engine.errors.Cancelled."""
-        sent: list[np.ndarray] = []
-        try:
-            for kind, value in self.job.follow(self.ctx.worker):
-                if kind == "item":
-                    elapsed, chunk = value
-                    pcm = to_int16(chunk.audio)
-                    self.metrics.add_chunk(elapsed, len(pcm) / SAMPLE_RATE)
-                    if chunk.verdict is not None:
-                        self.verdicts.append(chunk.verdict.to_json())
-                    sent.append(pcm)
-                    yield self.encoder.encode(pcm)
-            yield self.encoder.finish()
-        finally:
-            self.job.cancel.set()  # the client went away or the request ended: free the GPU either way
-        audio = np.concatenate(sent) if sent else np.zeros(0, np.int16)
-        generation.record(self.ctx, self.request, self.job, self.metrics, audio, source="api", checks=self.checks())
+    async def audio(self) -> AsyncIterator[bytes]:
+        """Encoded audio as the engine makes it (on the event loop). Engine errors are raised here; a request
+        stopped by `cancel` ends with engine.errors.Cancelled. Closed before its end, it stops the generation."""
+        # pcm and wav are a copy of the samples: encoded here; a codec's work goes to a thread
+        encode = _inline if not self.encoder.format.needs_pyav else anyio.to_thread.run_sync
+        async with contextlib.aclosing(self._live.pieces()) as pieces:
+            async for piece in pieces:
+                yield await encode(self.encoder.encode, np.frombuffer(piece, "<i2"))
+        yield await encode(self.encoder.finish)
+
+    def server_timing(self, received_at: float) -> str:
+        """The Server-Timing header of a response started now (ms): `accept` the request's checks until it was
+        queued, `queue` its wait for the GPU, `engine` the job's start until the first part was made, `handoff`
+        that part until now."""
+        spans = {"accept": (received_at, self.submitted_at), "queue": (self.submitted_at, self.job.started_at),
+                 "engine": (self.job.started_at, self.first_part_at), "handoff": (self.first_part_at, time.time())}
+        return ", ".join(f"{name};dur={1e3 * (end - start):.2f}" for name, (start, end) in spans.items()
+                         if start is not None and end is not None)
 
     def checks(self) -> dict | None:
         """The take checks of the parts made so far (docs/checks.md), or None when checks are off."""
@@ -108,6 +124,37 @@ class SpeechStream:
         text_tokens = len(encode_text(self.ctx.host.engine.tokenizer, self.request.text))
         frames = round(self.metrics.audio_s * FRAME_RATE)
         return {"input_tokens": text_tokens, "output_tokens": frames, "total_tokens": text_tokens + frames}
+
+    def _made(self, chunk) -> None:
+        """A part, on the GPU's thread: its samples are sent on at once."""
+        if self.first_part_at is None:
+            self.first_part_at = time.time()
+        pcm = to_int16(chunk.audio)
+        self._sent.append(pcm)
+        self._live.put(pcm)
+
+    def _follow(self) -> None:
+        """The job to its end (on this request's thread): metrics and checks of each part, the history entry of a
+        finished generation; then the stream ends, with the job's error if it failed or was stopped."""
+        try:
+            for kind, value in self.job.follow(self.ctx.worker):
+                if kind == "item":
+                    elapsed, chunk = value
+                    self.metrics.add_chunk(elapsed, len(chunk.audio) / SAMPLE_RATE)
+                    if chunk.verdict is not None:
+                        self.verdicts.append(chunk.verdict.to_json())
+            audio = np.concatenate(self._sent) if self._sent else np.zeros(0, np.int16)
+            generation.record(self.ctx, self.request, self.job, self.metrics, audio, source="api",
+                              checks=self.checks())
+        except Exception as err:
+            self._live.end(err)
+        finally:
+            self.job.cancel.set()  # ended either way: nothing more runs for it
+        self._live.end()
+
+
+async def _inline(fn, *args):
+    return fn(*args)
 
 
 def _ready_engine(ctx: AppContext):
