@@ -6,7 +6,8 @@
 // next click drops it. The samples play through an AudioWorklet (live_worklet.js) as they arrive, each generation
 // from its first sample; a new generation or Stop silences the one before. "First sound, heard" is read from the
 // audio clock: the frame of the worklet's first sample, mapped to the page's clock where the output device plays
-// it (getOutputTimestamp), minus the click; it goes back to the app through the panel's hidden box.
+// it (getOutputTimestamp), minus the click; it goes back to the app through the panel's hidden box. Another tab's
+// generation takes over at its first sample.
 (() => {
   const RATE = 24000; // engine/constants.py SAMPLE_RATE: the worklet plays the samples as they are, no resampling
   const clickedAt = {}, pending = {}; // per panel: the last click, its request until Gradio's js step takes it
@@ -29,6 +30,16 @@
   document.addEventListener("play", (event) => { // the finished result's player: one sound at a time
     if (event.target.closest && event.target.closest(".vd-result")) silence();
   }, true);
+  // One sound at a time across the app's tabs too: when another tab's generation plays its first sample, this
+  // tab's sound stops (its generation goes on, unheard, and is stored), as a new generation of one page silences
+  // the one before. At that first sample, not at the other tab's click: its job may wait for the GPU behind this
+  // one's until then, and this sound is all there is to hear.
+  const tabs = typeof BroadcastChannel === "function" ? new BroadcastChannel("voicedesk-live") : null;
+  if (tabs) tabs.onmessage = ({ data }) => {
+    if (data.type !== "playing" || current === null) return;
+    note({ type: "taken over", stream: current.stream });
+    silence();
+  };
 
   function newId() { // crypto.randomUUID needs a secure context; the page may be served over plain http
     return [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0")).join("");
@@ -119,6 +130,7 @@
       return;
     }
     if (message.type === "first") {
+      if (tabs) tabs.postMessage({ type: "playing" });
       whenPlayed(message, current);
       return;
     }

@@ -157,3 +157,35 @@ def test_bad_input_gets_the_clear_error_on_the_live_request_too(running_app, bro
     generate(page, SHORT)  # nothing was left on the GPU
     wait_for(page, "ended", 3, timeout=240_000)
     context.close()
+
+
+def test_a_second_tab_takes_over_at_its_first_sample_and_both_are_kept(running_app, browser):
+    """Two tabs of the app: tab 1 plays a generation, tab 2 starts one. Tab 2's job waits for the GPU behind tab
+    1's (one job at a time), so tab 1 keeps its sound until tab 2's first sample plays, then stops (a
+    BroadcastChannel between the tabs): one sound at a time, no gap. Both generations are made whole and stored,
+    neither page hangs, and the GPU is free for the next one. Tab 1's AudioContext is held (suspended) from its
+    first sample until tab 2 plays, so that its sound is still queued then, as on a GPU, where a generation is
+    made many times faster than it plays; on this CPU it could otherwise run dry first."""
+    context, tab1 = design_page(browser, running_app.url, "Tab one speaks first. It has more to say after that.")
+    tab2 = open_page(context, running_app.url)  # the same browser, as a second tab
+    fill_form(tab2, "design", text=SHORT, steps=8)
+    tab2.evaluate("window.voicedeskLive.tap = true")
+    generate(tab1)
+    wait_for(tab1, "first", 1, timeout=240_000)
+    tab1.evaluate("window.voicedeskLive.context().suspend()")
+    generate(tab2)
+    wait_for(tab2, "first", 1, timeout=240_000)
+    wait_for(tab1, "taken over", 1, timeout=30_000)
+    tab1.evaluate("window.voicedeskLive.context().resume()")
+    wait_for(tab1, "stopped", 1, timeout=30_000)  # the worklet let go of what was queued
+    assert not tab1.evaluate("window.voicedeskLive.isPlaying('design')")
+    _, made2 = finished(tab2, running_app.url)
+    wait_for(tab2, "ended", 1)
+    assert np.array_equal(played(tab2, 1)[1], made2)  # tab 2 heard its own, from sample 0, whole
+    href1, made1 = finished(tab1, running_app.url)  # tab 1's generation went on, unheard, and is stored whole
+    assert "Done" in tab1.locator("#design-status").inner_text() and len(made1) > len(played(tab1, 1)[1])
+    generate(tab1, SHORT)  # nothing was left on the GPU: the next generation runs and plays
+    _, made3 = finished(tab1, running_app.url, href1)
+    wait_for(tab1, "ended", 2)
+    assert np.array_equal(played(tab1, 2)[1], made3)
+    context.close()
