@@ -39,6 +39,11 @@ def cmd_ui(args) -> int:
 
 
 def cmd_serve(args) -> int:
+    if args.wyoming:
+        from app.wyoming.server import serve_wyoming
+
+        return serve_wyoming(model=_model(args), mode=args.mode, demo=args.demo, host=args.host, port=args.port,
+                             seed=args.seed)
     from app.server import serve
 
     return serve(model=_model(args), mode=args.mode, demo=args.demo, host=args.host, port=args.port,
@@ -122,11 +127,15 @@ def build_parser() -> argparse.ArgumentParser:
     _api_key_arg(ui)
     ui.set_defaults(func=cmd_ui)
 
-    serve = sub.add_parser("serve", help="serve only the OpenAI-compatible API (no UI, no browser)")
+    serve = sub.add_parser("serve", help="serve only the OpenAI-compatible API (no UI, no browser), or Wyoming")
     _model_args(serve, default_mode=None, device=False)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this computer only)")
-    serve.add_argument("--port", type=int, default=None, help="default: 7860")
+    serve.add_argument("--port", type=int, default=None, help="default: 7860 (with --wyoming: 10200)")
     _api_key_arg(serve)
+    serve.add_argument("--wyoming", action="store_true",
+                       help="serve the Wyoming protocol instead (Home Assistant's voice assistants; README)")
+    serve.add_argument("--seed", type=int, help="with --wyoming: seed every answer from this number (the same "
+                                                "text, the same audio; default: a random seed per answer)")
     serve.set_defaults(func=cmd_serve)
 
     synth = sub.add_parser("synth", help="speak a text in a voice, write a WAV, print the RTF")

@@ -74,6 +74,7 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     import gradio as gr
     from starlette.middleware import Middleware
 
+    from .api.answer_socket import answer_routes
     from .api.routes import api_routes
     from .context import AppContext
     from .disconnect import CancelOnDisconnect
@@ -102,7 +103,7 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
                      worker=worker, host=host_engine, speakers=speakers, demo=demo,
                      upload_root=Path(gr.utils.get_upload_folder()),
                      notices=[f"Settings: {p}." for p in problems], api=access, bind_host=host)
-    routes = api_routes(ctx, access)
+    routes = [*api_routes(ctx, access), *answer_routes(ctx, access)]
     # bind_refusal saw to the key; headless there is no page to guard (the API checks its own key)
     keyed = [key_middleware(access.key)] if host not in LOOPBACK_HOSTS and not headless else []
     middleware = [guard_middleware(host), *keyed, Middleware(CancelOnDisconnect, abandon=_abandoner(worker)),

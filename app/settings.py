@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from engine.checks.policy import CheckMode
+from engine.config import GenerationConfig
 from engine.text.languages import language_ids
 from engine.text.normalize import normalize_available
 
@@ -38,6 +39,12 @@ class Settings:
     history_max_mb: int = 500
     api: bool = False  # serve the OpenAI-compatible API (docs/api.md)
     api_max_waiting: int = 16  # API requests that may wait for the GPU; more are answered 429
+
+    def generation_config(self, seed: int | None) -> GenerationConfig:
+        """What the engine is asked for with these settings alone (a client's own choices replace some)."""
+        return GenerationConfig(num_step=self.steps, guidance_scale=self.guidance, denoise=self.denoise,
+                                preprocess_prompt=self.preprocess, postprocess_output=self.postprocess, seed=seed,
+                                pad_duration=self.pad, fade_duration=self.fade, normalize_text=self.speaks_numbers)
 
     @property
     def speaks_numbers(self) -> bool:

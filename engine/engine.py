@@ -279,7 +279,7 @@ class Engine:
                 if first_audio_s is None:
                     first_audio_s = time.perf_counter() - t0
                 if voice is None and instruct is None and index == 0 and len(pieces) > 1:
-                    voice = Voice(tokens=result.tokens[0].cpu(), transcript=pieces[0], rms=None)
+                    voice = Voice.of_generated(result.tokens[0], pieces[0])
                     reference = checks.checker.embed(result.audio, SAMPLE_RATE) if checking else None
                 timings = result.timings
                 timings.first_audio_s = first_audio_s

@@ -41,6 +41,12 @@ class Voice:
         atomic_write_text(folder / META_FILE, json.dumps(meta, ensure_ascii=False, indent=1))
 
     @classmethod
+    def of_generated(cls, tokens: torch.Tensor, text: str) -> Voice:
+        """A generated piece as the voice of what follows it (an automatic voice carried on, as upstream does
+        for long text): its tokens and its text; no loudness to match."""
+        return cls(tokens=tokens.cpu(), transcript=text, rms=None)
+
+    @classmethod
     def load(cls, folder: str | Path) -> Voice:
         folder = Path(folder)
         try:

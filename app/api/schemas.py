@@ -1,7 +1,7 @@
 """The request body of `POST /v1/audio/speech`: OpenAI's fields, then VoiceDesk's own extensions."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -48,13 +48,21 @@ def parse_speech(body: object) -> SpeechRequest:
     """The request, or ApiError 400 naming the first field that is wrong."""
     if not isinstance(body, dict):
         raise ApiError(400, "The body must be a JSON object.")
-    try:
-        request = SpeechRequest.model_validate(body)
-    except ValidationError as err:
-        first = err.errors()[0]
-        field = str(first["loc"][0]) if first["loc"] else None
-        raise ApiError(400, f"{field}: {first['msg']}" if field else first["msg"], param=field) from None
+    request = validated(SpeechRequest, body)
     if request.model not in MODELS:
         raise ApiError(400, f"Unknown model '{request.model}': use one of {', '.join(MODELS)}.", param="model",
                        code="model_not_found")
     return request
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated(model: type[M], body: dict) -> M:
+    """`body` as a `model`, or ApiError 400 naming the first field that is wrong."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else None
+        raise ApiError(400, f"{field}: {first['msg']}" if field else first["msg"], param=field) from None

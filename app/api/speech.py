@@ -40,14 +40,13 @@ LANE = "api"  # all API requests share one lane of the GPU worker: they take tur
 def generation_config(settings: Settings, body: SpeechRequest, seed: int) -> GenerationConfig:
     """What the engine is asked for: each of VoiceDesk's request fields where the request gives it, else the
     app's saved setting; OpenAI's speed 1.0 means the model's own pace."""
-    return GenerationConfig(
-        num_step=settings.steps if body.steps is None else body.steps,
-        guidance_scale=settings.guidance if body.guidance is None else body.guidance,
-        denoise=settings.denoise, preprocess_prompt=settings.preprocess,
-        postprocess_output=settings.postprocess if body.remove_pauses is None else body.remove_pauses,
-        speed=None if body.speed == 1.0 else body.speed, seed=seed, pad_duration=settings.pad,
-        fade_duration=settings.fade,
-        normalize_text=settings.speaks_numbers if body.normalize is None else body.normalize)
+    config = settings.generation_config(seed)
+    return config.replace(
+        num_step=config.num_step if body.steps is None else body.steps,
+        guidance_scale=config.guidance_scale if body.guidance is None else body.guidance,
+        postprocess_output=config.postprocess_output if body.remove_pauses is None else body.remove_pauses,
+        speed=None if body.speed == 1.0 else body.speed,
+        normalize_text=config.normalize_text if body.normalize is None else body.normalize)
 
 
 class SpeechStream:

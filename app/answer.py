@@ -1,0 +1,147 @@
+"""A spoken answer whose text arrives in pieces (a language model still writing it): each clause goes to the GPU
+worker the moment it is complete (engine/text/clauses.py), one job per clause in the answer's lane, and its audio
+comes back in order. The Wyoming server (app/wyoming/) and the API's WebSocket (app/api/answer_socket.py) speak
+through it; a whole text given at once goes through `speak_whole`, the engine's own streamed path, as the API's.
+
+One voice for the whole answer: a saved voice is the reference of every clause; an automatic voice (no saved
+voice, no attributes) is the first clause's own, carried on as reference, as Engine.stream does for long text.
+Clause i is seeded seed + i, as Engine.stream seeds its pieces.
+"""
+from __future__ import annotations
+
+import asyncio
+import secrets
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.audio.pcm import to_int16
+from engine.config import GenerationConfig
+from engine.constants import SAMPLE_RATE
+from engine.errors import TextInputError
+from engine.request import SpeechRequest
+from engine.text.clauses import ClauseBuffer, ClauseRules
+from engine.text.limits import MAX_TEXT_CHARS
+from engine.voice import Voice
+
+from . import generation
+from .api.schemas import MAX_SEED
+from .api.voices import ChosenVoice
+from .context import AppContext
+from .worker import Job, outcome
+
+
+class AnswerTooLong(TextInputError):
+    """More text than one answer may hold (MAX_TEXT_CHARS)."""
+
+
+@dataclass(frozen=True)
+class SpokenClause:
+    index: int
+    text: str
+    start_s: float  # where its audio begins in the answer's audio
+    pcm: np.ndarray  # int16 mono at SAMPLE_RATE
+    complete_at: float  # time.perf_counter() when its last character had arrived (the clause was let go)
+
+    @property
+    def duration_s(self) -> float:
+        return len(self.pcm) / SAMPLE_RATE
+
+
+class StreamedAnswer:
+    """`add` text as it arrives, `finish` at its end; `clauses()` yields each clause's audio in order. Call all
+    three on one event loop. `cancel` stops every job of the answer (the GPU goes to the next one)."""
+
+    def __init__(self, ctx: AppContext, chosen: ChosenVoice, *, language: str | None, config: GenerationConfig,
+                 lane: str, rules: ClauseRules = ClauseRules()):
+        self.ctx, self.engine = ctx, ctx.host.engine  # raises VoiceDeskError while the model loads
+        self.owner = f"answer-{secrets.token_hex(4)}"
+        self._chosen, self._language, self._lane = chosen, language, lane
+        self._config = config if config.seed is not None else config.replace(seed=secrets.randbelow(MAX_SEED))
+        self._voice = chosen.voice  # after the first clause: the voice carried on
+        self._buffer = ClauseBuffer(rules)
+        self._received = 0
+        self._count = 0
+        self._finished = False
+        self._jobs: asyncio.Queue[tuple[int, str, float, Job] | None] = asyncio.Queue()
+
+    @property
+    def seed(self) -> int:
+        return self._config.seed
+
+    def add(self, text: str) -> list[str]:
+        """The next piece of the text; the clauses it completed, each queued on the GPU worker at once. Raises
+        TextInputError for a piece that is not a string, or once the answer is longer than MAX_TEXT_CHARS."""
+        if not isinstance(text, str):
+            raise TextInputError(f"The text to speak must be a string, not {type(text).__name__}.")
+        if self._finished:
+            raise TextInputError("The answer has ended: start a new one.")
+        self._received += len(text)
+        if self._received > MAX_TEXT_CHARS:
+            raise AnswerTooLong(f"The answer is over {MAX_TEXT_CHARS:,} characters long, the limit of one text: "
+                                 "split it into several answers.")
+        return self._queue(self._buffer.add(text))
+
+    def finish(self) -> list[str]:
+        """The text has ended: the clauses left are queued; `clauses()` ends after them."""
+        if self._finished:
+            return []
+        self._finished = True
+        clauses = self._queue(self._buffer.finish())
+        self._jobs.put_nowait(None)
+        return clauses
+
+    async def clauses(self) -> AsyncIterator[SpokenClause]:
+        """Each clause's audio, in order, as soon as it is made; raises the engine's error of a clause."""
+        start = 0.0
+        while (queued := await self._jobs.get()) is not None:
+            index, text, complete_at, job = queued
+            result = await asyncio.to_thread(outcome, self.ctx.worker.result(job))
+            clause = SpokenClause(index, text, start, to_int16(result.audio), complete_at)
+            start += clause.duration_s
+            yield clause
+
+    def cancel(self) -> None:
+        self._finished = True
+        self.ctx.worker.cancel(self.owner)
+
+    def _queue(self, clauses: list[str]) -> list[str]:
+        now = time.perf_counter()
+        for text in clauses:
+            index = self._count
+            self._count += 1
+            job = self.ctx.worker.submit(lambda cancel, i=index, t=text: self._speak(i, t, cancel), owner=self.owner,
+                                         lane=self._lane)
+            self._jobs.put_nowait((index, text, now, job))
+        return clauses
+
+    def _speak(self, index: int, text: str, cancel: threading.Event):
+        """One clause, on the GPU worker (the clauses of an answer run in order: one lane, first in first out)."""
+        request = SpeechRequest(text=text, voice=self._voice, instruct=self._chosen.instruct,
+                                language=self._language, config=self._config.replace(seed=self._config.seed + index))
+        result = self.engine.render(request, cancel=cancel)[0]
+        if self._voice is None and self._chosen.instruct is None:
+            self._voice = Voice.of_generated(result.tokens[0], text)
+        return result
+
+
+async def speak_whole(ctx: AppContext, chosen: ChosenVoice, text: str, *, language: str | None,
+                      config: GenerationConfig, lane: str) -> AsyncIterator[np.ndarray]:
+    """A whole text through the engine's own streamed path (Engine.stream: a short first piece, then sentences
+    generated ahead in batches), as the API's speech: its int16 pieces as they are made. Closed early (the
+    client went away), the generation stops at its next step."""
+    owner = f"answer-{secrets.token_hex(4)}"
+    request = generation.GenerationRequest(text, chosen.voice, chosen.instruct, language, config, chosen.label,
+                                           play_on_speakers=False, output_device=None)
+    job, _ = generation.submit(ctx, request, owner=owner, lane=lane)
+    events = job.follow(ctx.worker)
+    try:
+        while (event := await asyncio.to_thread(next, events, None)) is not None:
+            kind, value = event
+            if kind == "item":
+                yield to_int16(value[1].audio)
+    finally:
+        ctx.worker.cancel(owner)

@@ -1,0 +1,282 @@
+"""Streamed text to first audio: from the arrival of a clause's last character to its first audio at the client,
+for the Wyoming server and the API's WebSocket, beside the engine's own time for the same clause.
+
+    python -m tools.bench_answer [--demo | --model PATH] [--mode hifi] [--runs 3] [--steps N]
+
+Starts `launcher.py serve --wyoming` and then `launcher.py serve` in a throwaway data folder (one at a time, so
+they never share the device), and loads the engine in this process for its own figures, measured between them.
+
+- clause latency: each sentence is sent in tokens of 4 characters; its last token (the full stop) is sent, one
+  token time later (30 tokens/s) the next sentence's first token, which shows the sentence has ended; then the
+  client waits for that clause's first audio. Reported from the last character and from the token after it,
+  beside the engine's render of the clause alone (`Engine.render`, the same seed and settings).
+- answer: a 10-sentence answer streamed at 30 tokens/s: first audio after the first clause's last character,
+  and the longest gap a listener hears after the first clause (audio played as it arrives, each clause after
+  the one before).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN_S = 1 / 30  # a language model writing 30 tokens a second
+SENTENCES = ["The kitchen lights are off now.", "Tomorrow will be sunny and warm.",
+             "Your next meeting starts at ten.", "The front door is locked.", "I have set a timer for you."]
+ANSWER = " ".join(["The living room is at twenty one degrees.", "The heating will switch off at eleven.",
+                   "All windows are closed.", "The garage door is open.", "I can close it if you like.",
+                   "Tomorrow brings light rain in the morning.", "It clears up by noon.",
+                   "Take an umbrella when you leave.", "Your parcel arrives on Friday.", "Have a good evening."])
+SEED = 0
+
+
+def tokens(text: str, size: int = 4) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`launcher.py serve *args` in `home` until the block ends."""
+
+    def __init__(self, home: Path, args: list[str]):
+        self.port = free_port()
+        self.log = home / f"serve-{self.port}.log"
+        with self.log.open("w") as out:
+            self.proc = subprocess.Popen([sys.executable, "launcher.py", "serve", "--port", str(self.port), *args],
+                                         cwd=ROOT, env={**os.environ, "VOICEDESK_HOME": str(home)}, stdout=out,
+                                         stderr=subprocess.STDOUT)
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
+# -- the two protocols, one shape: start(), send(text), end(), and events (kind, clause index) -------------------
+class WyomingClient:
+    def __init__(self, port: int):
+        from wyoming.client import AsyncTcpClient
+
+        self.client = AsyncTcpClient("127.0.0.1", port)
+        self.clause = -1
+
+    async def start(self) -> None:
+        from wyoming.tts import SynthesizeStart
+
+        await self.client.connect()
+        await self.client.write_event(SynthesizeStart().event())
+
+    async def send(self, text: str) -> None:
+        from wyoming.tts import SynthesizeChunk
+
+        await self.client.write_event(SynthesizeChunk(text=text).event())
+
+    async def end(self) -> None:
+        from wyoming.tts import SynthesizeStop
+
+        await self.client.write_event(SynthesizeStop().event())
+
+    async def event(self) -> tuple[str, int, float]:
+        """("audio", clause index, seconds of audio) | ("clause-end", index, 0) | ("done", -1, 0)."""
+        while True:
+            event = await self.client.read_event()
+            if event is None or event.type == "error":
+                raise RuntimeError(f"the server answered {event}")
+            if event.type == "audio-start":
+                self.clause += 1
+            elif event.type == "audio-chunk":
+                return "audio", self.clause, len(event.payload) / 2 / 24000
+            elif event.type == "audio-stop":
+                return "clause-end", self.clause, 0.0
+            elif event.type == "synthesize-stopped":
+                await self.client.disconnect()
+                return "done", -1, 0.0
+
+
+class SocketClient:
+    def __init__(self, port: int, steps: int | None):
+        self.url, self.steps, self.clause = f"ws://127.0.0.1:{port}/v1/audio/answer", steps, -1
+
+    async def start(self) -> None:
+        from websockets.asyncio.client import connect
+
+        self.ws = await connect(self.url, max_size=None)
+        start = {"type": "start", "voice": "alloy", "seed": SEED, **({"steps": self.steps} if self.steps else {})}
+        await self.ws.send(json.dumps(start))
+        assert json.loads(await self.ws.recv())["type"] == "started"
+
+    async def send(self, text: str) -> None:
+        await self.ws.send(json.dumps({"type": "text", "text": text}))
+
+    async def end(self) -> None:
+        await self.ws.send(json.dumps({"type": "end"}))
+
+    async def event(self) -> tuple[str, int, float]:
+        message = await self.ws.recv()
+        if isinstance(message, bytes):
+            return "audio", self.clause, len(message) / 2 / 24000
+        data = json.loads(message)
+        if data["type"] == "clause":
+            self.clause = data["index"]
+            return await self.event()
+        if data["type"] == "done":
+            await self.ws.close()
+            return "done", -1, 0.0
+        raise RuntimeError(f"the server answered {data}")
+
+
+async def clause_latency(client) -> list[tuple[float, float]]:
+    """Per sentence: (first audio after its last character, after the token that follows it), seconds."""
+    await client.start()
+    rows = []
+    pending = tokens(SENTENCES[0])
+    for index in range(len(SENTENCES)):
+        for token in pending:
+            await client.send(token)
+        marked = time.perf_counter()
+        await asyncio.sleep(TOKEN_S)
+        following = tokens(" " + SENTENCES[index + 1]) if index + 1 < len(SENTENCES) else []
+        if following:
+            await client.send(following[0])
+        else:
+            await client.end()
+        confirmed = time.perf_counter()
+        while (await client.event())[0] != "audio":
+            pass
+        heard = time.perf_counter()
+        rows.append((heard - marked, heard - confirmed))
+        while (await client.event())[0] != "clause-end":
+            pass
+        pending = following[1:]
+    while (await client.event())[0] != "done":
+        pass
+    return rows
+
+
+async def answer_flow(client) -> tuple[float, float]:
+    """(first audio after the first clause's last character, longest gap heard after the first clause)."""
+    await client.start()
+    first_mark = len(ANSWER.split(".")[0]) + 1  # the first sentence's full stop
+    sent_mark: list[float] = []
+
+    async def write():
+        sent = 0
+        for token in tokens(ANSWER):
+            await client.send(token)
+            sent += len(token)
+            if sent >= first_mark and not sent_mark:
+                sent_mark.append(time.perf_counter())
+            await asyncio.sleep(TOKEN_S)
+        await client.end()
+
+    writer = asyncio.create_task(write())
+    arrivals = []  # (time, clause, seconds of audio)
+    while (event := await client.event())[0] != "done":
+        if event[0] == "audio":
+            arrivals.append((time.perf_counter(), event[1], event[2]))
+    await writer
+    playing_until, gaps = None, []
+    for at, clause, seconds in arrivals:  # audio plays as it arrives, each piece after the one before
+        if playing_until is None:
+            playing_until = at
+        elif at > playing_until and clause > 0:
+            gaps.append(at - playing_until)
+        playing_until = max(playing_until, at) + seconds
+    return arrivals[0][0] - sent_mark[0], max(gaps, default=0.0)
+
+
+def engine_figures(args) -> list[float]:
+    """The engine's own time for each clause of SENTENCES (render alone, the same settings), seconds."""
+    from app.settings import Settings
+    from engine import Engine
+    from engine.constants import DEMO_MODEL
+    from engine.request import SpeechRequest
+
+    engine = Engine.load(str(DEMO_MODEL) if args.demo else args.model, mode=args.mode)
+    config = Settings(**({"steps": args.steps} if args.steps else {})).generation_config(SEED)
+    engine.render(SpeechRequest(text="Warming up.", config=config))
+    times = []
+    for index, text in enumerate(SENTENCES):
+        result = engine.render(SpeechRequest(text=text, config=config.replace(seed=SEED + index)))[0]
+        times.append(result.timings.total_s)
+    return times
+
+
+def ready(server: Server, says: str, timeout_s: float = 900) -> None:
+    deadline = time.monotonic() + timeout_s
+    while says not in server.log.read_text():
+        assert server.proc.poll() is None and time.monotonic() < deadline, server.log.read_text()[-2000:]
+        time.sleep(0.5)
+
+
+def measure(client_factory, runs: int) -> dict:
+    rows = [asyncio.run(clause_latency(client_factory())) for _ in range(runs + 1)][1:]  # the first warms up
+    flows = [asyncio.run(answer_flow(client_factory())) for _ in range(runs)]
+    return {"from_last_char": [r[0] for run in rows for r in run],
+            "from_next_token": [r[1] for run in rows for r in run],
+            "answer_first_audio": [f[0] for f in flows], "answer_max_gap": [f[1] for f in flows]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", help="checkpoint folder (default: the app's default)")
+    parser.add_argument("--demo", action="store_true", help="the tiny random checkpoint")
+    parser.add_argument("--mode", default="hifi", choices=("eager", "hifi", "realtime"))
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--steps", type=int, help="diffusion steps (default: the app's setting, 32)")
+    parser.add_argument("--json", help="also write the raw figures here")
+    args = parser.parse_args(argv)
+    home = Path(tempfile.mkdtemp(prefix="bench-answer-"))
+    (home / "config").mkdir()
+    (home / "config" / "settings.json").write_text(json.dumps({"steps": args.steps} if args.steps else {}))
+    model = ["--demo"] if args.demo else (["--model", args.model] if args.model else [])
+    results = {}
+    with Server(home, ["--wyoming", "--mode", args.mode, "--seed", str(SEED), *model]) as server:
+        ready(server, "The model is ready")
+        results["wyoming"] = measure(lambda: WyomingClient(server.port), args.runs)
+    results["engine"] = engine_figures(args)
+    with Server(home, ["--mode", args.mode, *model]) as server:
+        ready(server, "VoiceDesk API is running")
+        while True:  # the model loads after the server listens
+            try:
+                asyncio.run(clause_latency(SocketClient(server.port, args.steps)))
+                break
+            except Exception:
+                time.sleep(1)
+        results["websocket"] = measure(lambda: SocketClient(server.port, args.steps), args.runs)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    median = statistics.median
+    engine = median(results["engine"])
+    print(f"mode {args.mode}, {'demo model' if args.demo else args.model}, steps {args.steps or 'setting'}, "
+          f"{args.runs} runs x {len(SENTENCES)} clauses; medians in ms (p90 in brackets)")
+    print(f"engine render of a clause alone: {1e3 * engine:.1f}")
+    for name in ("wyoming", "websocket"):
+        r = results[name]
+        p90 = sorted(r["from_last_char"])[int(0.9 * (len(r["from_last_char"]) - 1))]
+        print(f"{name:9s} last char -> first audio {1e3 * median(r['from_last_char']):7.1f} ({1e3 * p90:.1f}); "
+              f"next token -> first audio {1e3 * median(r['from_next_token']):7.1f}; "
+              f"adds to the engine {1e3 * (median(r['from_next_token']) - engine):6.1f}; "
+              f"10-sentence answer at 30 tok/s: first audio {1e3 * median(r['answer_first_audio']):7.1f}, "
+              f"longest gap {1e3 * median(r['answer_max_gap']):7.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
