@@ -63,9 +63,11 @@ def test_a_file_gets_a_complete_header(tmp_path, fmt):
     encoder = open_encoder(fmt, RATE, file=path)
     assert encoder.encode(tone(0.3)) == b""
     encoder.encode(tone(0.2))
-    encoder.finish()
+    encoder.finish()  # the file is complete and closed now, while the encoder is still referenced
     info = sf.info(path)
     assert (info.samplerate, info.channels, info.frames) == (RATE, 1, len(tone(0.3)) + len(tone(0.2)))
+    if fmt == "wav":  # the lengths filled in, not still in a write buffer
+        assert path.read_bytes()[40:44] == (2 * info.frames).to_bytes(4, "little")
 
 
 def test_streamed_wav_and_opus_read_with_libsndfile(tmp_path):
@@ -163,3 +165,89 @@ def test_pcm_and_wav_need_no_pyav_the_others_say_they_do(tmp_path):
         assert line.startswith(f"{fmt} refused: {fmt} needs PyAV (pip install av)") and "pcm and wav need" in line
     assert out[6] == "False"
     assert sf.read(tmp_path / "out.wav", dtype="int16")[0].tolist() == [-3, -2, -1, 0, 1, 2]
+
+
+def ffmpeg_wav(samples: np.ndarray, title: str | None, output: str) -> bytes:
+    """What FFmpeg's own WAV muxer writes for int16 `samples` to `output` (a file, or pipe:1: returned), bitexact:
+    without its encoder tag."""
+    metadata = ["-metadata", f"title={title}"] if title else []
+    return subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "s16le", "-ar", str(RATE), "-ac", "1", "-i", "pipe:0",
+                           "-flags", "+bitexact", "-fflags", "+bitexact", *metadata, "-f", "wav", output],
+                          input=samples.astype("<i2").tobytes(), capture_output=True, check=True).stdout
+
+
+@pytest.mark.parametrize("title", [None, "A book", "Été"])
+def test_wav_is_byte_for_byte_what_ffmpeg_writes(tmp_path, title):
+    """Every header field (byte rate, block align, the RIFF and data lengths, the INFO chunk and its padding), in a
+    file with its lengths filled in and in a stream without them, as FFmpeg's muxer writes them: players and
+    editors read fields that the decoders of the other tests ignore."""
+    samples = np.concatenate([tone(0.1), [-3, 0, 3]]).astype(np.int16)
+    ours = write_file(samples, RATE, tmp_path / "ours.wav", title=title)
+    ffmpeg_wav(samples, title, str(tmp_path / "theirs.wav"))
+    assert ours.read_bytes() == (tmp_path / "theirs.wav").read_bytes()
+    encoder = open_encoder("wav", RATE, title=title)
+    streamed = encoder.encode(samples[:100]) + encoder.encode(samples[100:]) + encoder.finish()
+    assert streamed == ffmpeg_wav(samples, title, "pipe:1")
+
+
+class _HeaderSink:
+    """A seekable binary file that keeps its first `keep` bytes (a WAV's header) and only counts the rest."""
+
+    def __init__(self, keep: int):
+        self.keep, self.head, self.size, self.position = keep, bytearray(), 0, 0
+
+    def write(self, data) -> int:
+        if self.position < self.keep:
+            self.head[self.position:self.position + len(data)] = bytes(data[:self.keep - self.position])
+        self.position += len(data)
+        self.size = max(self.size, self.position)
+        return len(data)
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int) -> int:
+        self.position = offset
+        return offset
+
+
+def test_a_wav_over_4_gib_says_its_lengths_are_unknown():
+    """A RIFF length has 32 bits: past 4 GiB of samples (24.8 hours at 24 kHz) the lengths stay 0xFFFFFFFF, which
+    decoders read to the end, never a wrapped length that would cut the audio short."""
+    sink = _HeaderSink(keep=44)
+    encoder = open_encoder("wav", RATE, file=sink)
+    chunk = np.zeros(2**25, np.int16)  # 64 MiB
+    for _ in range(2**32 // chunk.nbytes + 1):
+        encoder.encode(chunk)
+    encoder.finish()
+    assert sink.size == 44 + 2**32 + chunk.nbytes
+    assert sink.head[:4] == b"RIFF" and sink.head[4:8] == b"\xff\xff\xff\xff"
+    assert sink.head[36:44] == b"data\xff\xff\xff\xff"
+
+
+def test_export_suffixes_are_read_whatever_their_case(tmp_path, decode_audio):
+    """The Studio takes 'Book.WAV' or 'Book.M4B' (app/studio/export.py): the file is written in that format."""
+    for suffix in (".WAV", ".M4B"):
+        path = write_file(tone(0.3), RATE, tmp_path / f"Book{suffix}")
+        assert len(decode_audio(path.read_bytes(), suffix[1:].lower())) >= len(tone(0.3))
+    assert path.read_bytes()[4:8] == b"ftyp"
+
+
+def test_m4b_and_m4a_put_their_index_first(tmp_path):
+    """'+faststart': the moov box (the index) comes before the mdat box (the audio), so that a player can seek
+    in a book before it has read the whole file."""
+    for suffix in (".m4b", ".m4a"):
+        data = write_file(tone(0.3), RATE, tmp_path / f"book{suffix}").read_bytes()
+        assert 0 < data.index(b"moov") < data.index(b"mdat"), suffix
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_an_empty_chunk_changes_nothing(fmt, decode_audio):
+    """A sentence that made no samples (an empty chunk, int16 or float) neither breaks the stream nor changes it."""
+    def stream(*chunks):
+        encoder = open_encoder(fmt, RATE)
+        return decode_audio(b"".join(encoder.encode(chunk) for chunk in chunks) + encoder.finish(), fmt)
+
+    empty = np.zeros(0, np.int16)
+    np.testing.assert_array_equal(stream(empty, tone(0.5), empty.astype(np.float32), tone(0.3)),
+                                  stream(tone(0.5), tone(0.3)))
