@@ -69,16 +69,18 @@ def submit(ctx: AppContext, request: GenerationRequest, owner: str, lane: str | 
            policy: CheckPolicy | None = None,
            each: Callable[[AudioChunk], object] | None = None) -> tuple[Job, LiveMetrics]:
     """Queue one generation on the GPU worker: its items are (seconds since it started, AudioChunk).
-    With a `policy` other than off, each chunk's take is checked and carries its verdict. `each(chunk)` is
-    called on the GPU's thread the moment a chunk is made, before the job's followers get it: the live
+    With a `policy` other than off, each chunk's take is checked and carries its verdict; without, the
+    job may run beside other generations of the same batch key, sharing the engine's batches. `each(chunk)`
+    is called on the GPU's thread the moment a chunk is made, before the job's followers get it: the live
     listeners' way, one thread hop shorter (keep it short: the GPU waits for it)."""
     engine = ctx.host.engine
     metrics = LiveMetrics(mode=_mode_label(engine.mode.value), backend=engine.backend, demo=engine.is_demo,
                           seed=request.config.seed)
 
+    checked = policy is not None and policy.mode != CheckMode.OFF
+
     def produce(cancel):
         start = time.perf_counter()
-        checked = policy is not None and policy.mode != CheckMode.OFF
         checks = Checks(policy, ctx.checks.checker()) if checked else None  # on the worker: may load models
         for chunk in engine.stream(request.text, request.voice, instruct=request.instruct, language=request.language,
                                    config=request.config, cancel=cancel, checks=checks):
@@ -87,7 +89,10 @@ def submit(ctx: AppContext, request: GenerationRequest, owner: str, lane: str | 
                 each(chunk)
             yield elapsed, chunk
 
-    return ctx.worker.submit(produce, owner=owner, lane=lane), metrics
+    # unchecked generations of compatible settings run side by side, batched by the engine (checked ones run
+    # alone: their checkers' models are not shared between threads)
+    batch = None if checked else engine.batch_key(request.config)
+    return ctx.worker.submit(produce, owner=owner, lane=lane, batch=batch), metrics
 
 
 def record(ctx: AppContext, request: GenerationRequest, job: Job, metrics: LiveMetrics, audio: np.ndarray,

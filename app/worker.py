@@ -1,10 +1,16 @@
-"""One GPU, one worker thread: every engine call (load, voice, generation) runs here, one at a time.
+"""One GPU, one line of jobs: every engine call (load, voice, generation) runs as a job of this worker.
 
 Gradio handlers submit a job and follow it: while it waits they can show its place in the line,
 then they receive what it produces. Stop sets the job's `cancel` event, which the engine checks
 between diffusion steps (it raises Cancelled); a job still waiting in line is simply dropped.
-Because a stopped generation finishes on this thread before the next one starts, two requests
-never share the GPU, whatever the browser or API client does.
+
+A job runs alone unless it was submitted with a `batch` key (Engine.batch_key: generations whose steps and
+scoring agree): jobs of equal keys run side by side, each on its own thread, and the engine batches their
+generations at its step boundaries (engine/gather.py, continuous batching): two API clients, or the Studio
+and a Clone request, share one forward per step instead of waiting for each other. Only the engine knows
+rows and steps; the worker only decides which jobs may run together. A job of another key, or one that
+runs alone, waits until the running ones end; the line's order is kept (nobody is passed by a job behind
+them). Stopping one job of a batch leaves the others' results as they would be alone.
 
 Waiting jobs take turns by lane (a browser session, or all API requests together): the next job is
 the oldest one of the lane that started a job longest ago, so a burst of API requests cannot push
@@ -19,13 +25,15 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from engine.errors import Cancelled
 
 T = TypeVar("T")
+
+MAX_TOGETHER = 16  # jobs running side by side at most (the engine cuts their batches to its memory budget)
 
 
 def outcome(steps: Generator[Any, None, T]) -> T:
@@ -42,6 +50,7 @@ class Job:
     fn: Callable[[threading.Event], Any]  # returns a value, or an iterator whose items are streamed
     owner: str | None
     lane: str | None  # jobs of one lane take turns with those of other lanes
+    batch: Hashable | None = None  # jobs of equal keys may run side by side (their generations batched); None: alone
     cancel: threading.Event = field(default_factory=threading.Event)
     abandoned: bool = False  # cancelled because its owner went away, not by Stop
     started_at: float | None = None  # when the worker began it (time.time()); None while it waits
@@ -70,19 +79,24 @@ class Job:
 class GpuWorker:
     def __init__(self, name: str = "voicedesk-gpu"):
         self._pending: deque[Job] = deque()
-        self._running: Job | None = None
+        self._running: set[Job] = set()
         self._last_start: dict[str | None, int] = {}  # lane -> number of the last job it started
         self._starts = 0
         self._holding: set[str] = set()  # owners inside `turn`
         self._kept: str | None = None  # the owner whose turn goes on after its job: only its jobs may start
         self._wake = threading.Condition()
         self._closed = False
+        self._name = name
+        self._threads: set[threading.Thread] = set()  # those of the running jobs
+        self._last_stamp = 0.0
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable[[threading.Event], Any], owner: str | None = None, lane: str | None = None) -> Job:
-        """Queue `fn`; `lane` defaults to the owner's own."""
-        job = Job(fn, owner, owner if lane is None else lane)
+    def submit(self, fn: Callable[[threading.Event], Any], owner: str | None = None, lane: str | None = None,
+               batch: Hashable | None = None) -> Job:
+        """Queue `fn`; `lane` defaults to the owner's own. With a `batch` key it may run beside running jobs of
+        the same key (give generations Engine.batch_key of their config)."""
+        job = Job(fn, owner, owner if lane is None else lane, batch)
         with self._wake:
             if self._closed:
                 raise RuntimeError("the worker is shut down")
@@ -126,7 +140,7 @@ class GpuWorker:
         """0 while `job` runs (or is done), else its place in line counting the running job: 1 = next."""
         with self._wake:
             if job in self._pending:
-                return self._start_order().index(job) + 1 + (self._running is not None)
+                return self._start_order().index(job) + 1 + bool(self._running)
             return 0
 
     def waiting(self, lane: str) -> int:
@@ -138,7 +152,7 @@ class GpuWorker:
         """Stop every job of `owner`: the running one at its next step, waiting ones at once.
         `abandoned`: the owner went away (its page closed), so nothing it made is to be kept."""
         with self._wake:
-            jobs = [j for j in [self._running, *self._pending] if j is not None and j.owner == owner]
+            jobs = [j for j in [*self._running, *self._pending] if j.owner == owner]
             for job in jobs:
                 job.abandoned = job.abandoned or abandoned
                 self._stop(job)
@@ -158,36 +172,58 @@ class GpuWorker:
             for job in self._pending:
                 job._events.put(("error", Cancelled("The app is shutting down.")))
             self._pending.clear()
-            if self._running is not None:
-                self._running.cancel.set()
-            self._wake.notify()
-        self._thread.join(timeout=10)
+            for job in self._running:
+                job.cancel.set()
+            self._wake.notify_all()
+            threads = [self._thread, *self._threads]
+        for thread in threads:
+            thread.join(timeout=10)
 
     def _loop(self) -> None:
+        """Start each job when its turn comes and it may run (`_next_job`), on a thread of its own."""
         while True:
             with self._wake:
                 while (job := self._next_job()) is None and not self._closed:
                     self._wake.wait()
                 if self._closed:
                     return
-                self._running = job
-                job.started_at = time.time()
+                self._running.add(job)
+                # strictly later than the job started before it: the history orders entries by these stamps
+                job.started_at = self._last_stamp = max(time.time(), self._last_stamp + 0.001)
                 self._pending.remove(job)
                 self._starts += 1
                 waiting_lanes = {j.lane for j in self._pending}  # forget lanes with nothing waiting
                 self._last_start = {lane: n for lane, n in self._last_start.items() if lane in waiting_lanes}
                 self._last_start[job.lane] = self._starts
-            try:
-                self._execute(job)
-            finally:
-                with self._wake:
-                    self._running = None
-                    self._kept = job.owner if job.owner in self._holding else None
+                if self._kept == job.owner:  # the kept turn goes on in this job: nobody slipped in between
+                    self._kept = None
+                thread = threading.Thread(target=self._run, args=(job,), name=f"{self._name}-{self._starts}",
+                                          daemon=True)
+                self._threads.add(thread)
+            thread.start()
+
+    def _run(self, job: Job) -> None:
+        try:
+            self._execute(job)
+        finally:
+            with self._wake:
+                self._running.discard(job)
+                self._threads.discard(threading.current_thread())
+                if job.owner in self._holding:
+                    self._kept = job.owner
+                self._wake.notify_all()
 
     def _next_job(self) -> Job | None:
-        """The job to start now, or None: nothing waits, or a kept turn waits for its owner's next job."""
+        """The job to start now, or None: nothing waits, a kept turn waits for its owner's next job, or the
+        next job may not run beside the running ones (call with the lock held)."""
         order = self._start_order()
-        return order[0] if order and self._kept in (None, order[0].owner) else None
+        if not order or self._kept not in (None, order[0].owner):
+            return None
+        job = order[0]
+        if not self._running:
+            return job
+        beside = job.batch is not None and len(self._running) < MAX_TOGETHER
+        return job if beside and all(j.batch == job.batch for j in self._running) else None
 
     def _start_order(self) -> list[Job]:
         """The waiting jobs in the order they will start (call with the lock held)."""

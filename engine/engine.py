@@ -25,7 +25,8 @@ from engine.codec import AudioCodec
 from engine.config import GenerationConfig, Mode
 from engine.constants import SAMPLE_RATE
 from engine.errors import AudioInputError, Cancelled, TranscriptRequiredError
-from engine.lm.batch import BatchedGeneration
+from engine.gather import Gathering
+from engine.lm.batch import BatchedGeneration, shared_settings
 from engine.lm.budget import MemoryBudget
 from engine.lm.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
 from engine.lm.modes import pick_device
@@ -85,6 +86,17 @@ class AudioChunk:
     verdict: Verdict | None = None  # the checks of this chunk's take, when checks were asked for
 
 
+@dataclass
+class _Planned:
+    """One render_many call, checked and planned on its caller's thread: what a batch runs for it."""
+    requests: list[SpeechRequest]
+    cfgs: list[GenerationConfig]
+    seeds: list[int]
+    plans: list[Plan]
+    cancel: threading.Event | None
+    t0: float  # when the call came
+
+
 AHEAD_MAX = 16  # streamed pieces generated together at most (the runner cuts a group further to fit)
 
 
@@ -109,6 +121,7 @@ class Engine:
         self.budget = budget or MemoryBudget.for_device(device, lm.cfg, next(lm.parameters()).dtype)
         self.sample_rate = SAMPLE_RATE
         self._lock = threading.Lock()  # one generation at a time on one GPU
+        self._gathering = Gathering(self._render_planned)  # render_many calls of several threads batched
 
     @property
     def is_demo(self) -> bool:
@@ -224,24 +237,50 @@ class Engine:
     def render_many(self, requests: list[SpeechRequest], cancel: threading.Event | None = None
                     ) -> list[SynthesisResult]:
         """Several requests generated together, one batched forward per step; each result equals its
-        request's lone render. Their settings must agree but for the seed and the duration."""
+        request's lone render. Their step and scoring settings must agree (`batch_key`). Calls from other
+        threads made meanwhile (the worker's jobs running side by side) join the same batches
+        (engine/gather.py): a call waits at most for the batch running when it came."""
         t0 = time.perf_counter()
         cfgs = [r.config.check() for r in requests]
-        if any(c.replace(seed=None, duration=None) != cfgs[0].replace(seed=None, duration=None) for c in cfgs):
-            raise ValueError("requests generated together share their settings (but seed and duration)")
+        key = shared_settings(cfgs[0])
+        if any(shared_settings(c) != key for c in cfgs):
+            raise ValueError("requests generated together share their settings (but seed, duration, speed and "
+                             "the handling of text and audio)")
         seeds = [self._seed(c) for c in cfgs]
         plans = [plan_request(r.with_config(c)) for r, c in zip(requests, cfgs)]
-        prepare_s = time.perf_counter() - t0
-        token_sets = self._generate_plans(plans, cfgs[0], seeds, cancel)
-        generate_s = time.perf_counter() - t0 - prepare_s
-        results = []
-        for request, cfg, seed, tokens in zip(requests, cfgs, seeds, token_sets):
-            t1 = time.perf_counter()
-            audio = self._decode(tokens, request.voice, cfg)
-            timings = Timings(prepare_s, generate_s, decode_s=time.perf_counter() - t1,
-                              total_s=time.perf_counter() - t0, audio_s=len(audio) / SAMPLE_RATE)
-            results.append(SynthesisResult(audio, SAMPLE_RATE, timings, seed, tokens))
-        return results
+        return self._gathering.run(_Planned(requests, cfgs, seeds, plans, cancel, t0), key, cancel)
+
+    def member(self):
+        """A block in which this thread asks for one generation after another (a stream, a Studio render):
+        other threads' batches wait for its next call and share it (engine/gather.py)."""
+        return self._gathering.member()
+
+    def batch_key(self, config: GenerationConfig) -> tuple:
+        """Generations whose configs give equal keys share this engine's batches (the worker runs their jobs
+        side by side, app/worker.py)."""
+        return self, shared_settings(config.check())
+
+    def _render_planned(self, calls: list[_Planned], cancel) -> list[list[SynthesisResult] | None]:
+        """One batch: every plan of every call generated together, then each call's audio decoded (none for
+        a call cancelled meanwhile: its caller gets Cancelled)."""
+        t1 = time.perf_counter()
+        token_sets = iter(self._generate_plans([p for c in calls for p in c.plans], calls[0].cfgs[0],
+                                               [s for c in calls for s in c.seeds], cancel))
+        generate_s = time.perf_counter() - t1
+        outs = []
+        for call in calls:
+            results = []
+            for request, cfg, seed in zip(call.requests, call.cfgs, call.seeds):
+                tokens = next(token_sets)
+                if call.cancel is not None and call.cancel.is_set():
+                    continue
+                t2 = time.perf_counter()
+                audio = self._decode(tokens, request.voice, cfg)
+                timings = Timings(t1 - call.t0, generate_s, decode_s=time.perf_counter() - t2,
+                                  total_s=time.perf_counter() - call.t0, audio_s=len(audio) / SAMPLE_RATE)
+                results.append(SynthesisResult(audio, SAMPLE_RATE, timings, seed, tokens))
+            outs.append(results)
+        return outs
 
     def stream(self, text: str, voice: Voice | None = None, *, instruct: str | None = None,
                language: str | None = None, config: GenerationConfig | None = None,
@@ -263,28 +302,29 @@ class Engine:
         checking = checks is not None and checks.policy.mode != CheckMode.OFF
         reference = checks.checker.embed(self.reference_audio(voice), SAMPLE_RATE) if checking and voice else None
         first_audio_s = None
-        for group in ahead_groups(len(pieces), checking):
-            requests = []
-            for index in group:
-                share = len(pieces[index]) / len(text)  # a fixed duration is shared out by length
-                piece_cfg = cfg.replace(seed=seed + index,
-                                        duration=None if cfg.duration is None else cfg.duration * share)
-                requests.append(SpeechRequest(text=pieces[index], voice=voice, instruct=instruct, language=language,
-                                              config=piece_cfg))
-            if checking:
-                outcomes = [checked_take(self, requests[0], cancel=cancel, checks=checks, reference=reference)]
-            else:
-                outcomes = [(result, None) for result in self.render_many(requests, cancel)]
-            for index, (result, verdict) in zip(group, outcomes):
-                if first_audio_s is None:
-                    first_audio_s = time.perf_counter() - t0
-                if voice is None and instruct is None and index == 0 and len(pieces) > 1:
-                    voice = Voice.of_generated(result.tokens[0], pieces[0])
-                    reference = checks.checker.embed(result.audio, SAMPLE_RATE) if checking else None
-                timings = result.timings
-                timings.first_audio_s = first_audio_s
-                yield AudioChunk(result.audio, SAMPLE_RATE, index, pieces[index], index == len(pieces) - 1, timings,
-                                 result.seed, verdict)
+        with self.member():  # other threads' batches wait for this stream's next group, to share it
+            for group in ahead_groups(len(pieces), checking):
+                requests = []
+                for index in group:
+                    share = len(pieces[index]) / len(text)  # a fixed duration is shared out by length
+                    piece_cfg = cfg.replace(seed=seed + index,
+                                            duration=None if cfg.duration is None else cfg.duration * share)
+                    requests.append(SpeechRequest(text=pieces[index], voice=voice, instruct=instruct, language=language,
+                                                  config=piece_cfg))
+                if checking:
+                    outcomes = [checked_take(self, requests[0], cancel=cancel, checks=checks, reference=reference)]
+                else:
+                    outcomes = [(result, None) for result in self.render_many(requests, cancel)]
+                for index, (result, verdict) in zip(group, outcomes):
+                    if first_audio_s is None:
+                        first_audio_s = time.perf_counter() - t0
+                    if voice is None and instruct is None and index == 0 and len(pieces) > 1:
+                        voice = Voice.of_generated(result.tokens[0], pieces[0])
+                        reference = checks.checker.embed(result.audio, SAMPLE_RATE) if checking else None
+                    timings = result.timings
+                    timings.first_audio_s = first_audio_s
+                    yield AudioChunk(result.audio, SAMPLE_RATE, index, pieces[index], index == len(pieces) - 1, timings,
+                                     result.seed, verdict)
 
     def reference_audio(self, voice: Voice) -> np.ndarray:
         """The voice's reference as the codec renders it: its tokens decoded (float32, SAMPLE_RATE)."""

@@ -23,12 +23,18 @@ from engine.lm.budget import MemoryBudget
 from engine.lm.decode import generate_tokens
 from engine.lm.plan import Plan
 from engine.lm.prompt import PromptItem
-from engine.lm.runner import MAX_SEQUENCES, StaticRunner, packed_rows
+from engine.lm.runner import MAX_SEQUENCES, StaticRunner, packed_rows, score_key
 
 log = logging.getLogger(__name__)
 
 PromptOf = Callable[[Plan, int, "torch.Tensor | None"], PromptItem]  # (plan, item, chunk 0's tokens)
 OnStep = Callable[[int], None]
+
+
+def shared_settings(cfg: GenerationConfig) -> tuple:
+    """The settings every sequence of one batch shares: the steps, their schedule and the scoring. The rest
+    (speed, duration, seed, text handling, finishing) belongs to each request's plan or its decoding."""
+    return (cfg.num_step, cfg.t_shift, *score_key(cfg))
 
 
 def item_seed(seed: int, index: int) -> int:
