@@ -1,10 +1,14 @@
-"""Render lines of a script into takes, one line after another, storing each take the moment it is done.
+"""Render lines of a script into takes, in order, storing each take the moment it is done.
 
 `render_lines` is a plain generator: the app runs it as a job on its GPU worker, the command line calls
-it directly. It yields an event when a line starts and when it is done or failed, so that the caller can
-play each line while the next one renders, and show the time left from the real-time factor measured so
-far. A stop (the `cancel` event) ends it between diffusion steps; the line being rendered is lost, every
-finished one is already in the project.
+it directly. Lines render in groups generated together (one batched forward per step, each take equal to
+its lone render): the first line alone, so that it is heard soon, then groups doubling in size
+(engine.ahead_groups). A line whose sound becomes its speaker's voice ends its group (the lines after it
+need that voice); checked lines go one by one (their candidates are the batch). It yields an event when
+a line starts and when it is done or failed, so that the caller can play each line while the next ones
+render, and show the time left from the real-time factor measured so far. A stop (the `cancel` event)
+ends it between diffusion steps; the lines being rendered are lost, every finished one is already in the
+project.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from engine.checks.policy import CheckMode
 from engine.checks.takes import Checks, checked_take
 from engine.config import GenerationConfig
 from engine.constants import SAMPLE_RATE
+from engine.engine import AHEAD_MAX
 from engine.errors import Cancelled, StorageError, VoiceDeskError
 from engine.request import SpeechRequest
 from engine.voice import Voice
@@ -95,6 +100,20 @@ def estimate_seconds(cue: Cue) -> float:
     return speech_seconds(cue.line.text) / (cue.line.options.speed or 1.0)
 
 
+@dataclass
+class _Line:
+    """A line ready to render: its request, and whether its sound becomes its speaker's voice."""
+    cue: Cue
+    request: SpeechRequest
+    makes_voice: bool
+
+
+def batch_key(engine, project: Project):
+    """The GPU worker's batch key of a render of `project`: its lines share their steps and the scoring (the
+    rest is each line's own), so it runs beside generations of the same key (app/worker.py)."""
+    return engine.batch_key(GenerationConfig(num_step=project.settings.steps))
+
+
 def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callable[[str], Voice],
                  cancel: threading.Event | None = None, new_seed: bool = False,
                  checks: Checks | None = None) -> Iterator[RenderEvent]:
@@ -104,50 +123,103 @@ def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callabl
     checking = checks is not None and checks.policy.mode != CheckMode.OFF
     voices: dict[str, Voice | None] = {}
     references: dict[str, object] = {}  # speaker -> speaker embedding of its voice, for the voice check
-    settings = project.settings
-    for cue in cues:
-        yield RenderEvent("start", cue)
-        speaker = cue.speaker
-        try:
-            if speaker.key not in voices:
-                voices[speaker.key] = saved_voice(speaker.saved) if speaker.saved else project.voice(speaker.key)
-            voice = voices[speaker.key]
-            options = cue.line.options
-            if speaker.needs_voice and voice is None and cue.line.text != speaker.reference:
-                voice = voices[speaker.key] = _made_voice(engine, project, speaker, language=options.language,
-                                                          cancel=cancel)
-            seed = options.seed if options.seed is not None and not new_seed else random.randrange(2**31 - 1)
-            config = GenerationConfig(num_step=settings.steps, speed=options.speed, duration=options.duration,
-                                      seed=seed)
-            start = time.perf_counter()
-            request = SpeechRequest(text=cue.line.text, voice=voice, instruct=options.instruct or speaker.instruct,
-                                    language=options.language or settings.language, config=config)
-            verdict = None
-            if checking:
-                if voice is not None and speaker.key not in references:
-                    references[speaker.key] = checks.checker.embed(engine.reference_audio(voice), SAMPLE_RATE)
-                result, verdict = checked_take(engine, request, cancel=cancel, checks=checks,
-                                               reference=references.get(speaker.key))
-            else:
-                result = engine.render(request, cancel=cancel)[0]
-            take = project.add_take(cue.key, result.audio, result.sample_rate, result.seed,
-                                    time.perf_counter() - start, verdict.to_json() if verdict else None)
-            if speaker.needs_voice and voice is None:  # the reference line: its sound becomes the speaker's voice
-                voices[speaker.key] = _keep_as_voice(engine, project, speaker, result)
-        except Cancelled:
-            raise
-        except StorageError as err:  # a full or read-only disk fails every line after it the same way
-            yield RenderEvent("stopped", cue, error=f"{err} The render stopped at line {cue.line.number}; "
-                                                    "rendering again goes on from there.")
+    todo, size = list(cues), 1
+    with engine.member():  # other jobs' generations wait for this render's next group, to share its batches
+        while todo:
+            group: list[_Line] = []
+            while todo and len(group) < size and not (group and group[-1].makes_voice):
+                cue = todo.pop(0)
+                yield RenderEvent("start", cue)
+                try:
+                    group.append(_prepared(engine, project, cue, voices, saved_voice, new_seed=new_seed,
+                                           cancel=cancel))
+                except Cancelled:
+                    raise
+                except Exception as err:
+                    yield _failure(cue, err)
+                    if isinstance(err, StorageError):
+                        return
+            size = 1 if checking else min(2 * size, AHEAD_MAX)
+            for event in _rendered(engine, project, group, voices, references, checks if checking else None,
+                                   cancel):
+                yield event
+                if event.kind == "stopped":
+                    return
+
+
+def _prepared(engine, project: Project, cue: Cue, voices: dict[str, Voice | None],
+              saved_voice: Callable[[str], Voice], *, new_seed: bool, cancel: threading.Event | None) -> _Line:
+    """The request of `cue`'s line, its speaker's voice found (or made from their reference line first)."""
+    speaker, options, settings = cue.speaker, cue.line.options, project.settings
+    if speaker.key not in voices:
+        voices[speaker.key] = saved_voice(speaker.saved) if speaker.saved else project.voice(speaker.key)
+    voice = voices[speaker.key]
+    if speaker.needs_voice and voice is None and cue.line.text != speaker.reference:
+        voice = voices[speaker.key] = _made_voice(engine, project, speaker, language=options.language,
+                                                  cancel=cancel)
+    seed = options.seed if options.seed is not None and not new_seed else random.randrange(2**31 - 1)
+    config = GenerationConfig(num_step=settings.steps, speed=options.speed, duration=options.duration, seed=seed)
+    request = SpeechRequest(text=cue.line.text, voice=voice, instruct=options.instruct or speaker.instruct,
+                            language=options.language or settings.language, config=config)
+    return _Line(cue, request, makes_voice=speaker.needs_voice and voice is None)
+
+
+def _rendered(engine, project: Project, group: list[_Line], voices: dict[str, Voice | None], references: dict,
+              checks: Checks | None, cancel: threading.Event | None) -> Iterator[RenderEvent]:
+    """Render a group's lines together and store each take; a group that fails goes again line by line, so
+    that a bad line fails alone."""
+    if not group:
+        return
+    start = time.perf_counter()
+    try:
+        if checks is not None:
+            outcomes = [_checked(engine, line, checks, references, cancel) for line in group]
+        else:
+            outcomes = [(result, None) for result in engine.render_many([line.request for line in group], cancel)]
+    except Cancelled:
+        raise
+    except Exception as err:
+        if len(group) > 1:
+            for line in group:
+                yield from _rendered(engine, project, [line], voices, references, checks, cancel)
             return
-        except VoiceDeskError as err:
-            yield RenderEvent("failed", cue, error=str(err))
+        yield _failure(group[0].cue, err)
+        return
+    elapsed = time.perf_counter() - start
+    total_s = sum(len(result.audio) for result, _ in outcomes) or 1
+    for line, (result, verdict) in zip(group, outcomes):
+        try:
+            take = project.add_take(line.cue.key, result.audio, result.sample_rate, result.seed,
+                                    elapsed * len(result.audio) / total_s, verdict.to_json() if verdict else None)
+            if line.makes_voice:  # the reference line: its sound becomes the speaker's voice
+                speaker = line.cue.speaker
+                voices[speaker.key] = _keep_as_voice(engine, project, speaker, result)
+        except Exception as err:
+            yield _failure(line.cue, err)
+            if isinstance(err, StorageError):
+                return
             continue
-        except Exception as err:  # a bug or a driver error: the line fails, the render goes on
-            log.exception("rendering line %d failed", cue.line.number)
-            yield RenderEvent("failed", cue, error=f"{type(err).__name__}: {err}")
-            continue
-        yield RenderEvent("done", cue, take, result.audio)
+        yield RenderEvent("done", line.cue, take, result.audio)
+
+
+def _checked(engine, line: _Line, checks: Checks, references: dict, cancel: threading.Event | None):
+    """(result, verdict) of a line's take checked by the policy, against its speaker's voice when it has one."""
+    speaker, voice = line.cue.speaker, line.request.voice
+    if voice is not None and speaker.key not in references:
+        references[speaker.key] = checks.checker.embed(engine.reference_audio(voice), SAMPLE_RATE)
+    return checked_take(engine, line.request, cancel=cancel, checks=checks, reference=references.get(speaker.key))
+
+
+def _failure(cue: Cue, err: Exception) -> RenderEvent:
+    """What a line that could not be rendered or stored says: a full or read-only disk fails every line after
+    it the same way, so the render stops there; any other error fails this line and the render goes on."""
+    if isinstance(err, StorageError):
+        return RenderEvent("stopped", cue, error=f"{err} The render stopped at line {cue.line.number}; "
+                                                 "rendering again goes on from there.")
+    if isinstance(err, VoiceDeskError):
+        return RenderEvent("failed", cue, error=str(err))
+    log.error("rendering line %d failed", cue.line.number, exc_info=err)  # a bug or a driver error
+    return RenderEvent("failed", cue, error=f"{type(err).__name__}: {err}")
 
 
 def _made_voice(engine, project: Project, speaker: Speaker, *, language: str | None,

@@ -21,7 +21,7 @@ from ..studio.export import export
 from ..studio.importers import ImportFailed, import_file
 from ..studio.parse import parse_script
 from ..studio.plan import AUTOMATIC, plan_cues
-from ..studio.render import Progress, pending, render_lines
+from ..studio.render import Progress, batch_key, pending, render_lines
 from ..studio.script import ScriptError
 from ..waiting import in_line
 from . import studio_parts as parts
@@ -105,7 +105,8 @@ class StudioHandlers:
             return render_lines(engine, project_, todo, self.ctx.library.find_voice, cancel, new_seed=key is not None,
                                 checks=checks)
 
-        job = self.ctx.worker.submit(render, owner=owner)
+        checking = policy.mode != CheckMode.OFF  # checked renders run alone (their checkers are not shared)
+        job = self.ctx.worker.submit(render, owner=owner, batch=None if checking else batch_key(engine, project_))
         if live is not None:
             live.attach(stop=job.cancel.set)  # the page stopped listening: the GPU goes to the next job
         counter = Progress.of(todo)

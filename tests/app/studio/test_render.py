@@ -5,6 +5,7 @@ import json
 import shutil
 import subprocess
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from app.studio.parse import parse_script
 from app.studio.plan import REFERENCE_S, plan_cues, speech_seconds
 from app.studio.project import Projects
 from app.studio.render import Progress, pending, render_lines
+from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL, FRAME_RATE, SAMPLE_RATE
 from engine.errors import Cancelled
 from engine.fileio import storage_error
@@ -55,12 +57,21 @@ class Recorder:
     """The real engine, noting what each render (a line, or a speaker's reference line) was given."""
 
     def __init__(self, engine):
-        self.engine, self.calls, self.voices = engine, [], []
+        self.engine, self.calls, self.voices, self.batches = engine, [], [], []
 
     def render(self, request, n=1, cancel=None):
-        self.calls.append((request.text, request.voice is not None, request.instruct, request.config.num_step))
-        self.voices.append(request.voice)
+        self._note([request])
         return self.engine.render(request, n, cancel)
+
+    def render_many(self, requests, cancel=None):
+        self._note(requests)
+        self.batches.append([r.text for r in requests])
+        return self.engine.render_many(requests, cancel)
+
+    def _note(self, requests):
+        for request in requests:
+            self.calls.append((request.text, request.voice is not None, request.instruct, request.config.num_step))
+            self.voices.append(request.voice)
 
     def synthesize(self, text, voice=None, *, instruct=None, language=None, config=None, cancel=None):
         request = SpeechRequest(text=text, voice=voice, instruct=instruct, language=language, config=config)
@@ -94,7 +105,10 @@ def rendered(engine, library, tmp_path_factory):
 def test_every_line_renders_in_order_with_its_voice(rendered):
     _, project, _, cues, recorder, events, progress = rendered
     assert [(e.kind, e.cue.line.text) for e in events] == [
-        (kind, text) for text in ("Hello there.", "Who is it?", "Only me.", "The end.") for kind in ("start", "done")]
+        ("start", "Hello there."), ("done", "Hello there."),  # the first line alone: it is heard soon
+        ("start", "Who is it?"), ("done", "Who is it?"),  # Bob's voice comes from this line: it ends its group
+        ("start", "Only me."), ("start", "The end."), ("done", "Only me."), ("done", "The end.")]
+    assert recorder.batches == [["Hello there."], ["Who is it?"], ["Only me.", "The end."]]
     assert recorder.calls == [
         ("Hello there.", True, None, STEPS),  # Anna: a saved voice
         ("Who is it?", False, "male, low pitch", STEPS),  # Bob's first line is designed from his description ...
@@ -104,6 +118,68 @@ def test_every_line_renders_in_order_with_its_voice(rendered):
     assert project.voice(cues[1].speaker.key) is not None and project.voice(cues[3].speaker.key) is not None
     assert pending(project, cues) == []
     assert progress.done == 4 and progress.rtf > 0 and progress.seconds_left == 0
+
+
+def test_batched_lines_equal_their_lone_renders(engine, library, tmp_path):
+    """Render all generates its lines in growing groups, one batch each; every take is the one the line gets
+    rendered alone with its seed."""
+    text = "".join(f"Anna: Line number {n} of the batch. {{seed {n}}}\n" for n in range(1, 5))
+    project, script, cues = new_project(tmp_path, library, text)
+    recorder = Recorder(engine)
+    done = [e for e in render_lines(recorder, project, cues, library.find_voice) if e.kind == "done"]
+    assert recorder.batches == [[f"Line number {n} of the batch." for n in group] for group in ([1], [2, 3], [4])]
+    voice = library.find_voice("Anna")
+    for n, event in enumerate(done, start=1):
+        alone = engine.synthesize(event.cue.line.text, voice, language=project.settings.language,
+                                  config=GenerationConfig(num_step=STEPS, seed=n))
+        assert event.take.seed == n
+        np.testing.assert_array_equal(event.audio, alone.audio)
+
+
+def test_a_render_and_a_clone_request_share_batches(engine, library, tmp_path, monkeypatch):
+    """On the GPU worker a Studio render and a generation of the same steps and scoring run side by side: the
+    generation asked while the render's first line generates starts in the next batch, then shares the
+    render's next group's."""
+    import engine.gather as gather
+    from app.studio.render import batch_key
+    from app.worker import GpuWorker
+
+    project, script, cues = new_project(tmp_path, library, "".join(f"Anna: Line {n}.\n" for n in range(1, 4)))
+    monkeypatch.setattr(gather, "GRACE_S", 600.0)  # a batch waits for the render's next group, however slow
+    first_held, batches, run = threading.Event(), [], engine._render_planned
+
+    def spied(calls, cancel):
+        batches.append([r.text for call in calls for r in call.requests])
+        assert len(batches) > 1 or first_held.wait(60)
+        return run(calls, cancel)
+
+    monkeypatch.setattr(engine._gathering, "run_batch", spied)
+    config = GenerationConfig(num_step=STEPS, seed=5)
+    spoken = ["Spoken meanwhile.", "Its second sentence.", "And its third one."]
+    worker = GpuWorker()
+    try:
+        render = worker.submit(lambda cancel: render_lines(engine, project, cues, library.find_voice, cancel),
+                               owner="studio", batch=batch_key(engine, project))
+        voice = library.find_voice("Anna")
+        deadline = time.monotonic() + 60
+        while not batches:  # the render's first line is generating
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        clone = worker.submit(lambda cancel: engine.stream("\n\n".join(spoken), voice, config=config,
+                                                                cancel=cancel),
+                              owner="clone", batch=engine.batch_key(config))
+        while not engine._gathering._waiting:  # the clone request started beside it and waits for the next batch
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        first_held.set()
+        assert [value.kind for kind, value in render.follow(worker) if kind == "item"].count("done") == 3
+        chunks = [value for kind, value in clone.follow(worker) if kind == "item"]
+    finally:
+        worker.shutdown()
+    assert batches == [["Line 1."], spoken[:1], ["Line 2.", "Line 3.", *spoken[1:]]]
+    for chunk in chunks:
+        alone = engine.synthesize(chunk.text, voice, config=config.replace(seed=config.seed + chunk.index))
+        np.testing.assert_array_equal(chunk.audio, alone.audio)
 
 
 LONG = ("Bob starts with a long speech that goes on for quite a while, so that it would make a poor reference. "
@@ -135,12 +211,13 @@ def test_made_voices_come_from_one_short_line_whatever_renders_first(engine, lib
 
     recorder = Recorder(engine)
     order = [cues[3], cues[0], cues[5], cues[1], cues[2], cues[4]]  # one chapter after the other, retakes, ...
-    assert [e.kind for e in render_lines(recorder, project, order, library.find_voice)] == ["start", "done"] * 6
+    assert [e.kind for e in render_lines(recorder, project, order, library.find_voice)] == \
+        ["start", "done"] + ["start"] * 2 + ["done"] * 2 + ["start"] * 3 + ["done"] * 3  # groups of 1, 2, then 3
     assert [(text, has_voice) for text, has_voice, *_ in recorder.calls] == [
         ("Here is a plain line of a few seconds.", False),  # Bob's reference, rendered before his first line
         ("A line in a whisper, of a few seconds too.", True),
+        (first_sentence, False),  # the narrator's reference, before the group of his first line
         (LONG, True),
-        (first_sentence, False),  # the narrator's reference
         ("The end.", True),
         ("Hi.", True),
         ("Here is a plain line of a few seconds.", True),
@@ -241,7 +318,8 @@ def test_a_failing_line_is_reported_and_the_rest_renders(engine, library, tmp_pa
 
 
 def test_a_full_disk_stops_the_render_at_the_first_line_it_cannot_save(engine, library, tmp_path, monkeypatch):
-    """Every remaining line was still generated, and each failed with 'The disk is full'."""
+    """The render stops at the first take it cannot store: the line batched with it is not stored either,
+    and nothing after them is generated."""
     project, script, cues = new_project(tmp_path, library, "Anna: One.\nAnna: Two.\nAnna: Three.\nAnna: Four.\n")
     store = project.add_take
 
@@ -257,8 +335,9 @@ def test_a_full_disk_stops_the_render_at_the_first_line_it_cannot_save(engine, l
     for event in render_lines(recorder, project, cues, library.find_voice):
         progress.add(event)
         events.append(event)
-    assert [(e.kind, e.cue.line.number) for e in events] == [("start", 1), ("done", 1), ("start", 2), ("stopped", 2)]
-    assert len(recorder.calls) == 2  # nothing generated after it
+    assert [(e.kind, e.cue.line.number) for e in events] == [("start", 1), ("done", 1), ("start", 2), ("start", 3),
+                                                             ("stopped", 2)]
+    assert len(recorder.calls) == 3  # line 3 was generated with line 2 in one batch; nothing after them
     assert events[-1].error.startswith("The disk is full") and "stopped at line 2" in events[-1].error
     assert (progress.done, progress.failed) == (1, 0)
     monkeypatch.setattr(project, "add_take", store)  # space freed: rendering again goes on from line 2

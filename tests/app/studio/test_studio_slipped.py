@@ -100,12 +100,20 @@ class SeedRecorder:
     def __init__(self):
         self.seeds = []
 
-    def render(self, request, n=1, cancel=None):
+    def render_many(self, requests, cancel=None):
         from types import SimpleNamespace
 
-        self.seeds.append(request.config.seed)
-        audio = np.random.default_rng(request.config.seed).uniform(-0.2, 0.2, 4800).astype(np.float32)  # per seed
-        return [SimpleNamespace(audio=audio, sample_rate=SAMPLE_RATE, seed=request.config.seed)]
+        results = []
+        for request in requests:
+            self.seeds.append(request.config.seed)
+            audio = np.random.default_rng(request.config.seed).uniform(-0.2, 0.2, 4800).astype(np.float32)  # per seed
+            results.append(SimpleNamespace(audio=audio, sample_rate=SAMPLE_RATE, seed=request.config.seed))
+        return results
+
+    def member(self):
+        import contextlib
+
+        return contextlib.nullcontext()
 
 
 def test_a_retake_of_a_seeded_line_draws_a_new_seed(tmp_path):
