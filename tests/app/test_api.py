@@ -162,10 +162,13 @@ def test_oversized_upload_is_refused(running_app, tmp_path, client, reference_wa
 
 
 def test_concurrent_requests_queue_and_all_finish(running_app, reference_wav):
+    """The first two run side by side (same settings: the engine batches them); the third, of other steps,
+    cannot join them and waits in line."""
     clients = [Client(running_app.url, verbose=False) for _ in range(3)]
     texts = [" ".join([f"Request number {i}."] + ["It goes on long enough to overlap the others."] * 4)
              for i in range(3)]
-    jobs = [clone(c, reference_wav, text) for c, text in zip(clients, texts)]
+    jobs = [clone(c, reference_wav, text, **({"steps": 5} if i == 2 else {}))
+            for i, (c, text) in enumerate(zip(clients, texts))]
     results = [timed_outputs(job) for job in jobs]
     for updates in results:
         assert "Done" in updates[-1][1][STATUS]
