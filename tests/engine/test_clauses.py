@@ -140,3 +140,32 @@ def test_finish_speaks_several_sentences_as_several_clauses():
     buffer = ClauseBuffer()
     assert buffer.add("A b. C d!") == ["A b."]
     assert buffer.finish() == ["C d!"]
+
+
+def test_text_exactly_at_the_longest_wait_still_waits_for_its_last_word():
+    """The cut comes once the waiting text is heavier than `max_wait_s`: at exactly the limit the whole text would
+    be let go, its last word too, which may still go on ('thr' -> 'three')."""
+    text = "one two thr"
+    rules = ClauseRules(max_wait_s=text_weight(text) / weight_per_second())
+    assert rules.max_wait_s * weight_per_second() == text_weight(text)  # exactly at the limit
+    buffer = ClauseBuffer(rules)
+    assert buffer.add(text) == []
+    assert buffer.add("ee") == ["one two"] and buffer.finish() == ["three"]
+
+
+def test_a_long_wait_is_not_cut_at_a_mark_that_leaves_a_tiny_clause():
+    """After the first clause, a comma right at the start ('So,') is no place for the cut of a long wait: the clause
+    it makes would be a fraction of a second; the cut takes the last word gap that fits instead."""
+    rules = ClauseRules(min_first_s=100.0, max_wait_s=3.0)
+    buffer = ClauseBuffer(rules)
+    done = buffer.add("Fine. So, alpha beta gamma delta epsilon zeta eta theta iota")
+    assert done == ["Fine.", "So, alpha beta gamma delta epsilon zeta eta theta"]
+    assert buffer.finish() == ["iota"]
+
+
+def test_after_finish_nothing_waits():
+    """What `finish` gave is let go: it neither waits nor comes out a second time."""
+    buffer = ClauseBuffer()
+    assert buffer.add("One. Two") == ["One."]
+    assert buffer.finish() == ["Two"]
+    assert buffer.waiting == "" and buffer.finish() == []
