@@ -1,8 +1,10 @@
 """The Realtime check (engine/checks/realtime.py) on the tiny random demo model, on the CPU: both modes run the
 eager path there, so they agree exactly; a Realtime whose weights are perturbed is the planted drift. The
 verdict's limits are checked at their exact values."""
+import threading
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 
@@ -18,6 +20,7 @@ from engine.checks.realtime import (
 )
 from engine.constants import DEMO_MODEL
 from engine.engine import Engine
+from engine.errors import Cancelled
 from tools.realtime_drift_scan import perturb  # noise of a fraction of each weight matrix's spread
 
 
@@ -56,6 +59,7 @@ def test_a_perturbed_realtime_is_a_drift(hifi_render):
     result = check_realtime(drifting, lambda: load("hifi"), no_speaker, report=steps.append)
     assert result.token_agreement < MIN_TOKEN_AGREEMENT, result
     assert result.verdict == "drift" and "tokens" in result.drifted
+    assert result.mel_db > 0.0  # the two renders' spectrograms are compared, not one with itself
     assert f"(at least {MIN_TOKEN_AGREEMENT * 100:.0f} %)" in result.limits_crossed()
     assert steps == ["rendering the check sentence in Realtime", "loading High fidelity beside it",
                      "rendering the check sentence in High fidelity", "comparing the two"]
@@ -109,3 +113,40 @@ def test_what_crossed_is_said_with_its_limit():
     assert result.limits_crossed() == (f"tokens 31 % equal (at least {MIN_TOKEN_AGREEMENT * 100:.0f} %), "
                                        f"mel 4.2 dB (at most {MAX_MEL_DB:.1f} dB), "
                                        f"voice 0.50 (at least {MIN_VOICE_SIMILARITY:.2f})")
+
+
+class HeardSpeaker:
+    """Embeds each clip as its own loudness, and keeps the clips it heard."""
+
+    def __init__(self):
+        self.heard = []
+
+    def embed(self, wave, sample_rate):
+        self.heard.append(wave)
+        return torch.tensor([1.0, float(np.abs(wave).mean())])
+
+
+def test_the_voice_compares_the_realtime_render_with_the_high_fidelity_one(hifi_render):
+    quieter = replace(hifi_render, audio=hifi_render.audio * 0.5)
+    speaker = HeardSpeaker()
+    measure(quieter, hifi_render, speaker)
+    assert [id(wave) for wave in speaker.heard] == [id(quieter.audio), id(hifi_render.audio)]
+
+
+def test_the_check_stops_when_it_is_cancelled():
+    """At shutdown or a model switch the worker cancels the check: it stops at the next step of either render, and
+    High fidelity is not even loaded when the stop came first."""
+    stop, loads = threading.Event(), []
+    stop.set()
+    with pytest.raises(Cancelled):
+        check_realtime(load("realtime"), lambda: loads.append("hifi") or load("hifi"), no_speaker, cancel=stop)
+    assert loads == []
+
+    def load_then_stop():  # the stop comes while High fidelity loads
+        engine = load("hifi")
+        stop.set()
+        return engine
+
+    stop.clear()
+    with pytest.raises(Cancelled):
+        check_realtime(load("realtime"), load_then_stop, no_speaker, cancel=stop)
