@@ -87,11 +87,18 @@ def on_a_gpu(monkeypatch, label="NVIDIA L4, sm_89"):
     monkeypatch.setattr(modes, "device_label", lambda device: label)
 
 
-def keep(model, result, backend="W4A4 INT4-MMA (NVIDIA L4, sm_89)"):
+def keep(model, result, backend="W4A4 INT4-MMA (NVIDIA L4, sm_89)", recipe="{}", checked=None):
+    """Keep `result` as the app does; `checked`: the time it says it was checked (ISO), when the test sets it."""
+    import json
+
     from app.realtime_check import CheckKey, RealtimeChecks
     from engine.quant.realtime import checkpoint_fingerprint
 
-    RealtimeChecks(worker=None, loader=None).keep(CheckKey(checkpoint_fingerprint(model), backend, "{}"), result)
+    checks, key = RealtimeChecks(worker=None, loader=None), CheckKey(checkpoint_fingerprint(model), backend, recipe)
+    checks.keep(key, result)
+    if checked is not None:
+        path = key.file(checks.folder)
+        path.write_text(json.dumps({**json.loads(path.read_text()), "checked": checked}))
 
 
 def test_the_realtime_check_line_shows_the_kept_result_for_this_model_on_this_gpu(monkeypatch, tmp_path, real_model):
@@ -121,3 +128,23 @@ def test_the_realtime_check_is_not_run_for_the_demo_model_or_without_a_gpu(monke
     assert "not needed: without an NVIDIA GPU" in doctor.check_realtime(str(DEMO_MODEL)).detail
     on_a_gpu(monkeypatch)
     assert doctor.check_realtime(str(DEMO_MODEL)).detail == "not run for the demo model (its output is noise)"
+
+
+def test_the_realtime_check_line_shows_this_models_newest_result(monkeypatch, tmp_path, real_model):
+    """Another checkpoint's result on this GPU is not this model's; of two kept results (the recipe changed with an
+    update, so both are kept), the newest is shown."""
+    import shutil
+
+    from engine.checks.realtime import RealtimeCheck
+
+    monkeypatch.setenv("VOICEDESK_HOME", str(tmp_path / "home"))
+    on_a_gpu(monkeypatch)
+    other_model = shutil.copytree(real_model, tmp_path / "other")
+    (other_model / "model.safetensors").write_bytes(b"other weights")
+    keep(other_model, RealtimeCheck(0.31, 4.2, None, "no speaker model"))
+    assert doctor.check_realtime(str(real_model)).detail.startswith("not run yet")
+    keep(real_model, RealtimeCheck(0.97, 0.8, 0.98), recipe='{"rank": 32}', checked="2026-12-02T10:00:00+00:00")
+    keep(real_model, RealtimeCheck(0.31, 4.2, None), recipe='{"rank": 64}', checked="2026-12-03T10:00:00+00:00")
+    assert doctor.check_realtime(str(real_model)).status == doctor.WARN
+    keep(real_model, RealtimeCheck(0.97, 0.8, 0.98), recipe='{"rank": 32}', checked="2026-12-04T10:00:00+00:00")
+    assert doctor.check_realtime(str(real_model)).status == doctor.OK

@@ -44,13 +44,14 @@ def busy(worker):
 
 
 class Loads:
-    """Engine.load, counting the modes it loads."""
+    """Engine.load, counting the modes it loads and keeping the devices it was asked for."""
 
     def __init__(self, fail: Exception | None = None):
-        self.modes, self.fail = [], fail
+        self.modes, self.devices, self.fail = [], [], fail
 
-    def __call__(self, model, device="cpu", mode=Mode.HIFI, progress=None):
+    def __call__(self, model, device="auto", mode=Mode.HIFI, progress=None):  # Engine.load's default device
         self.modes.append(Mode(mode))
+        self.devices.append(device)
         if self.fail is not None:
             raise self.fail
         return Engine.load(model, device=device, mode=mode, progress=progress)
@@ -88,6 +89,7 @@ def test_it_runs_once_and_is_kept_across_restarts(worker, tmp_path, engine):
     assert status.state == DONE and status.result.token_agreement == 1.0 and status.result.mel_db == 0.0
     assert status.line() == "Realtime checked on this GPU: tokens 100 % equal to High fidelity, mel 0.0 dB: fine"
     assert loads.modes == [Mode.HIFI] and len(list(tmp_path.glob("*.json"))) == 1
+    assert loads.devices == [engine.device]  # High fidelity beside Realtime, on its GPU (--device cuda:1 too)
     restarted = service(worker, loads, tmp_path)  # a new app start: the same folder, the same key
     restarted.after_load(engine)
     assert restarted.status().state == DONE and restarted.status().result == status.result
@@ -182,6 +184,36 @@ def test_a_check_that_fails_is_said_not_kept_and_tried_at_the_next_load(worker, 
     loads.fail = None
     checks.after_load(engine)
     assert settled(checks).state == DONE and len(loads.modes) == 2
+
+
+def test_a_check_that_cannot_start_is_said_and_the_load_goes_on(worker, tmp_path, engine, monkeypatch):
+    """after_load runs inside the model's load: a check that cannot even make its key (a weight file gone
+    meanwhile) says why, and the model still becomes ready."""
+    from engine.quant import realtime as quant_realtime
+
+    def gone(folder):
+        raise FileNotFoundError(f"{folder}/model.safetensors")
+
+    monkeypatch.setattr(quant_realtime, "checkpoint_fingerprint", gone)
+    checks = service(worker, Loads(), tmp_path)
+    checks.after_load(engine)  # does not raise
+    assert checks.status().state == FAILED and "FileNotFoundError" in checks.status().line()
+
+
+def test_a_result_that_cannot_be_kept_is_shown_all_the_same(worker, tmp_path, engine, monkeypatch):
+    """A full or read-only disk (StorageError from the atomic writer): the check's result is shown, only not
+    kept for the next start; the page does not wait on a check that never ends."""
+    import app.realtime_check as realtime_check
+    from engine.errors import StorageError
+
+    def full(path, value):
+        raise StorageError("The disk is full.")
+
+    monkeypatch.setattr(realtime_check, "atomic_write_json", full)
+    checks = service(worker, Loads(), tmp_path)
+    checks.after_load(engine)
+    status = settled(checks)
+    assert status.state == DONE and status.result.verdict == "fine" and not list(tmp_path.glob("*.json"))
 
 
 @pytest.mark.parametrize("mode, device_type, demo, runs", [
