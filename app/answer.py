@@ -45,10 +45,16 @@ class SpokenClause:
     start_s: float  # where its audio begins in the answer's audio
     pcm: np.ndarray  # int16 mono at SAMPLE_RATE
     complete_at: float  # time.perf_counter() when its last character had arrived (the clause was let go)
+    queue_s: float  # from then until the GPU began it
+    engine_s: float  # the GPU's time for it: the job's start to its audio, made
 
     @property
     def duration_s(self) -> float:
         return len(self.pcm) / SAMPLE_RATE
+
+    def timing(self) -> dict[str, float]:
+        """Where the time to this clause's audio went, in ms, for the protocols to tell their clients."""
+        return {"queue": round(1e3 * self.queue_s, 1), "engine": round(1e3 * self.engine_s, 1)}
 
 
 class StreamedAnswer:
@@ -99,8 +105,9 @@ class StreamedAnswer:
         start = 0.0
         while (queued := await self._jobs.get()) is not None:
             index, text, complete_at, job = queued
-            result = await asyncio.to_thread(outcome, self.ctx.worker.result(job))
-            clause = SpokenClause(index, text, start, to_int16(result.audio), complete_at)
+            result, began, made = await asyncio.to_thread(outcome, self.ctx.worker.result(job))
+            clause = SpokenClause(index, text, start, to_int16(result.audio), complete_at,
+                                  queue_s=began - complete_at, engine_s=made - began)
             start += clause.duration_s
             yield clause
 
@@ -119,13 +126,15 @@ class StreamedAnswer:
         return clauses
 
     def _speak(self, index: int, text: str, cancel: threading.Event):
-        """One clause, on the GPU worker (the clauses of an answer run in order: one lane, first in first out)."""
+        """One clause, on the GPU worker (the clauses of an answer run in order: one lane, first in first out):
+        its SynthesisResult, and when the job began and ended (time.perf_counter())."""
+        began = time.perf_counter()
         request = SpeechRequest(text=text, voice=self._voice, instruct=self._chosen.instruct,
                                 language=self._language, config=self._config.replace(seed=self._config.seed + index))
         result = self.engine.render(request, cancel=cancel)[0]
         if self._voice is None and self._chosen.instruct is None:
             self._voice = Voice.of_generated(result.tokens[0], text)
-        return result
+        return result, began, time.perf_counter()
 
 
 async def speak_whole(ctx: AppContext, chosen: ChosenVoice, text: str, *, language: str | None,

@@ -1,15 +1,15 @@
 """Streamed text to first audio: from the arrival of a clause's last character to its first audio at the client,
-for the Wyoming server and the API's WebSocket, beside the engine's own time for the same clause.
+for the Wyoming server and the API's WebSocket, beside the engine's own time for that clause.
 
     python -m tools.bench_answer [--demo | --model PATH] [--mode hifi] [--runs 3] [--steps N]
 
 Starts `launcher.py serve --wyoming` and then `launcher.py serve` in a throwaway data folder (one at a time, so
-they never share the device), and loads the engine in this process for its own figures, measured between them.
+they never share the device).
 
 - clause latency: each sentence is sent in tokens of 4 characters; its last token (the full stop) is sent, one
   token time later (30 tokens/s) the next sentence's first token, which shows the sentence has ended; then the
   client waits for that clause's first audio. Reported from the last character and from the token after it,
-  beside the engine's render of the clause alone (`Engine.render`, the same seed and settings).
+  beside the server's own figures for the clause (its `timing`: waiting for the GPU, the engine's time).
 - answer: a 10-sentence answer streamed at 30 tokens/s: first audio after the first clause's last character,
   and the longest gap a listener hears after the first clause (audio played as it arrives, each clause after
   the one before).
@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN_S = 1 / 30  # a language model writing 30 tokens a second
@@ -100,6 +102,7 @@ class WyomingClient:
                 raise RuntimeError(f"the server answered {event}")
             if event.type == "audio-start":
                 self.clause += 1
+                self.timing = event.data["timing"]
             elif event.type == "audio-chunk":
                 return "audio", self.clause, len(event.payload) / 2 / 24000
             elif event.type == "audio-stop":
@@ -112,6 +115,7 @@ class WyomingClient:
 class SocketClient:
     def __init__(self, port: int, steps: int | None):
         self.url, self.steps, self.clause = f"ws://127.0.0.1:{port}/v1/audio/answer", steps, -1
+        self.ended = True  # a clause's audio is one message: its end follows it
 
     async def start(self) -> None:
         from websockets.asyncio.client import connect
@@ -128,12 +132,16 @@ class SocketClient:
         await self.ws.send(json.dumps({"type": "end"}))
 
     async def event(self) -> tuple[str, int, float]:
+        if not self.ended:
+            self.ended = True
+            return "clause-end", self.clause, 0.0
         message = await self.ws.recv()
         if isinstance(message, bytes):
+            self.ended = False
             return "audio", self.clause, len(message) / 2 / 24000
         data = json.loads(message)
         if data["type"] == "clause":
-            self.clause = data["index"]
+            self.clause, self.timing = data["index"], data["timing"]
             return await self.event()
         if data["type"] == "done":
             await self.ws.close()
@@ -141,8 +149,9 @@ class SocketClient:
         raise RuntimeError(f"the server answered {data}")
 
 
-async def clause_latency(client) -> list[tuple[float, float]]:
-    """Per sentence: (first audio after its last character, after the token that follows it), seconds."""
+async def clause_latency(client) -> list[tuple[float, float, float, float]]:
+    """Per sentence, seconds: first audio after its last character, after the token that follows it, and the
+    server's own figures for the clause (waiting for the GPU, the engine's time)."""
     await client.start()
     rows = []
     pending = tokens(SENTENCES[0])
@@ -160,7 +169,7 @@ async def clause_latency(client) -> list[tuple[float, float]]:
         while (await client.event())[0] != "audio":
             pass
         heard = time.perf_counter()
-        rows.append((heard - marked, heard - confirmed))
+        rows.append((heard - marked, heard - confirmed, client.timing["queue"] / 1e3, client.timing["engine"] / 1e3))
         while (await client.event())[0] != "clause-end":
             pass
         pending = following[1:]
@@ -201,23 +210,6 @@ async def answer_flow(client) -> tuple[float, float]:
     return arrivals[0][0] - sent_mark[0], max(gaps, default=0.0)
 
 
-def engine_figures(args) -> list[float]:
-    """The engine's own time for each clause of SENTENCES (render alone, the same settings), seconds."""
-    from app.settings import Settings
-    from engine import Engine
-    from engine.constants import DEMO_MODEL
-    from engine.request import SpeechRequest
-
-    engine = Engine.load(str(DEMO_MODEL) if args.demo else args.model, mode=args.mode)
-    config = Settings(**({"steps": args.steps} if args.steps else {})).generation_config(SEED)
-    engine.render(SpeechRequest(text="Warming up.", config=config))
-    times = []
-    for index, text in enumerate(SENTENCES):
-        result = engine.render(SpeechRequest(text=text, config=config.replace(seed=SEED + index)))[0]
-        times.append(result.timings.total_s)
-    return times
-
-
 def ready(server: Server, says: str, timeout_s: float = 900) -> None:
     deadline = time.monotonic() + timeout_s
     while says not in server.log.read_text():
@@ -225,11 +217,21 @@ def ready(server: Server, says: str, timeout_s: float = 900) -> None:
         time.sleep(0.5)
 
 
+def answers_speech(port: int, steps: int | None) -> bool:
+    body = {"model": "tts-1", "input": "Hi.", "voice": "alloy", "response_format": "pcm",
+            **({"steps": steps} if steps else {})}
+    try:
+        return httpx.post(f"http://127.0.0.1:{port}/v1/audio/speech", json=body, timeout=600).is_success
+    except httpx.HTTPError:
+        return False
+
+
 def measure(client_factory, runs: int) -> dict:
     rows = [asyncio.run(clause_latency(client_factory())) for _ in range(runs + 1)][1:]  # the first warms up
     flows = [asyncio.run(answer_flow(client_factory())) for _ in range(runs)]
     return {"from_last_char": [r[0] for run in rows for r in run],
-            "from_next_token": [r[1] for run in rows for r in run],
+            "from_next_token": [r[1] for run in rows for r in run], "queue": [r[2] for run in rows for r in run],
+            "engine": [r[3] for run in rows for r in run],
             "answer_first_audio": [f[0] for f in flows], "answer_max_gap": [f[1] for f in flows]}
 
 
@@ -250,31 +252,25 @@ def main(argv: list[str] | None = None) -> int:
     with Server(home, ["--wyoming", "--mode", args.mode, "--seed", str(SEED), *model]) as server:
         ready(server, "The model is ready")
         results["wyoming"] = measure(lambda: WyomingClient(server.port), args.runs)
-    results["engine"] = engine_figures(args)
     with Server(home, ["--mode", args.mode, *model]) as server:
         ready(server, "VoiceDesk API is running")
-        while True:  # the model loads after the server listens
-            try:
-                asyncio.run(clause_latency(SocketClient(server.port, args.steps)))
-                break
-            except Exception:
-                time.sleep(1)
+        while not answers_speech(server.port, args.steps):  # the model loads after the server listens
+            assert server.proc.poll() is None, server.log.read_text()[-2000:]
+            time.sleep(1)
         results["websocket"] = measure(lambda: SocketClient(server.port, args.steps), args.runs)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     median = statistics.median
-    engine = median(results["engine"])
     print(f"mode {args.mode}, {'demo model' if args.demo else args.model}, steps {args.steps or 'setting'}, "
           f"{args.runs} runs x {len(SENTENCES)} clauses; medians in ms (p90 in brackets)")
-    print(f"engine render of a clause alone: {1e3 * engine:.1f}")
     for name in ("wyoming", "websocket"):
-        r = results[name]
+        r = {key: [1e3 * v for v in values] for key, values in results[name].items()}  # ms
         p90 = sorted(r["from_last_char"])[int(0.9 * (len(r["from_last_char"]) - 1))]
-        print(f"{name:9s} last char -> first audio {1e3 * median(r['from_last_char']):7.1f} ({1e3 * p90:.1f}); "
-              f"next token -> first audio {1e3 * median(r['from_next_token']):7.1f}; "
-              f"adds to the engine {1e3 * (median(r['from_next_token']) - engine):6.1f}; "
-              f"10-sentence answer at 30 tok/s: first audio {1e3 * median(r['answer_first_audio']):7.1f}, "
-              f"longest gap {1e3 * median(r['answer_max_gap']):7.1f}")
+        over = median(a - e for a, e in zip(r["from_last_char"], r["engine"]))
+        print(f"{name}: last char -> first audio {median(r['from_last_char']):.1f} ({p90:.1f}); next token -> "
+              f"first audio {median(r['from_next_token']):.1f}; engine {median(r['engine']):.1f}, queue "
+              f"{median(r['queue']):.1f}; last char -> first audio minus engine {over:.1f}; 10 sentences at 30 tok/s: "
+              f"first audio {median(r['answer_first_audio']):.1f}, longest gap {median(r['answer_max_gap']):.1f}")
     return 0
 
 

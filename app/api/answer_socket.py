@@ -143,7 +143,8 @@ class AnswerSocket:
         count, total = 0, 0.0
         async for clause in answer.clauses():
             await self.ws.send_json({"type": "clause", "index": clause.index, "text": clause.text,
-                                     "start": round(clause.start_s, 6), "duration": round(clause.duration_s, 6)})
+                                     "start": round(clause.start_s, 6), "duration": round(clause.duration_s, 6),
+                                     "timing": clause.timing()})
             await self.ws.send_bytes(clause.pcm.astype("<i2").tobytes())
             count, total = count + 1, clause.start_s + clause.duration_s
         await self.ws.send_json({"type": "done", "clauses": count, "duration": round(total, 6)})

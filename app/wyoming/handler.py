@@ -139,7 +139,7 @@ class AnswerHandler(AsyncEventHandler):
     async def _speak_stream(self, answer: StreamedAnswer) -> None:
         try:
             async for clause in answer.clauses():
-                await self._write_audio(clause.pcm.tobytes(), start=True, stop=True)
+                await self._write_audio(clause.pcm.tobytes(), start=True, stop=True, timing=clause.timing())
             await self.write_event(SynthesizeStopped().event())
         except Exception as err:
             await self._fail(err)
@@ -160,10 +160,14 @@ class AnswerHandler(AsyncEventHandler):
         finally:
             await pieces.aclose()
 
-    async def _write_audio(self, audio: bytes, *, start: bool, stop: bool) -> None:
+    async def _write_audio(self, audio: bytes, *, start: bool, stop: bool, timing: dict | None = None) -> None:
+        """`timing` (a clause's queue and engine ms) rides in audio-start's data, which clients read by name."""
         fmt = {"rate": SAMPLE_RATE, "width": WIDTH, "channels": CHANNELS}
         if start:
-            await self.write_event(AudioStart(**fmt).event())
+            event = AudioStart(**fmt).event()
+            if timing is not None:
+                event.data["timing"] = timing
+            await self.write_event(event)
         step = SAMPLES_PER_CHUNK * WIDTH * CHANNELS
         for offset in range(0, len(audio), step):
             await self.write_event(AudioChunk(audio=audio[offset:offset + step], **fmt).event())

@@ -91,6 +91,7 @@ def test_deltas_in_clauses_and_audio_out_as_each_completes(api, engine):
         np.testing.assert_array_equal(pcm, to_int16(expected[0].audio))  # the saved voice, every clause
         assert event["start"] == pytest.approx(position, abs=1e-6)
         assert event["duration"] == pytest.approx(len(pcm) / SAMPLE_RATE, abs=1e-6)
+        assert set(event["timing"]) == {"queue", "engine"} and event["timing"]["engine"] > 0
         position += len(pcm) / SAMPLE_RATE
     assert done == {"type": "done", "clauses": 3, "duration": pytest.approx(position, abs=1e-5)}
 

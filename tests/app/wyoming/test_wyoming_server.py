@@ -142,6 +142,8 @@ def test_streamed_text_is_spoken_clause_by_clause_as_each_completes(server, engi
         result = engine.render(SpeechRequest(text=text, voice=voice, config=config(SEED + index)))[0]
         voice = voice or Voice.of_generated(result.tokens[0], text)
         expected.append(to_int16(result.audio))
+    starts = [e.data for e in first + rest if e.type == "audio-start"]
+    assert all(set(data["timing"]) == {"queue", "engine"} and data["timing"]["engine"] > 0 for data in starts)
     heard = clauses_of(first + rest)
     assert len(heard) == 3
     for clause, reference in zip(heard, expected):
