@@ -252,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     with Server(home, ["--wyoming", "--mode", args.mode, "--seed", str(SEED), *model]) as server:
         ready(server, "The model is ready")
         results["wyoming"] = measure(lambda: WyomingClient(server.port), args.runs)
+    if args.json:  # kept as each protocol finishes
+        Path(args.json).write_text(json.dumps(results, indent=1))
     with Server(home, ["--mode", args.mode, *model]) as server:
         ready(server, "VoiceDesk API is running")
         while not answers_speech(server.port, args.steps):  # the model loads after the server listens
