@@ -18,11 +18,13 @@ class MalformedEvent(Exception):
 
 
 async def read_event(reader: asyncio.StreamReader) -> Event | None:
-    """The next event, or None when the client closed the connection (at or inside an event)."""
+    """The next event, or None when the client closed or reset the connection (at or inside an event)."""
     try:
         line = await reader.readline()
     except ValueError:  # asyncio's limit on one line (64 KiB)
         raise MalformedEvent("An event's header line is over 64 KiB.") from None
+    except ConnectionError:  # reset by the client: gone as surely as a close
+        return None
     if not line:
         return None
     try:
@@ -42,7 +44,7 @@ async def read_event(reader: asyncio.StreamReader) -> Event | None:
                 raise MalformedEvent(f"The data of the '{header['type']}' event is not an object.")
             data.update(extra)
         payload = await reader.readexactly(payload_length) if payload_length else None
-    except asyncio.IncompleteReadError:
+    except (asyncio.IncompleteReadError, ConnectionError):
         return None
     except ValueError:  # json's errors, UnicodeDecodeError included
         raise MalformedEvent(f"The data of the '{header['type']}' event is not JSON.") from None

@@ -3,6 +3,8 @@ describes, audio equal to the engine's for the same text, streamed text spoken c
 (order and content; never timing), and bad input answered with `error` events while the server lives on."""
 import asyncio
 import json
+import socket
+import struct
 import time
 
 import numpy as np
@@ -195,9 +197,11 @@ def test_malformed_events_get_error_events(server, raw):
     assert Error.from_event(event).code == "malformed_event" and closed
 
 
-def test_a_client_that_leaves_mid_answer_frees_the_gpu_and_the_server_lives_on(server):
-    """A text of the longest length, left after its first audio: had it gone on, the next request would wait
-    behind minutes of work; it is answered at once instead."""
+@pytest.mark.parametrize("leave", ["close", "reset"])
+def test_a_client_that_leaves_mid_answer_frees_the_gpu_and_the_server_lives_on(server, leave):
+    """A text of the longest length, left after its first audio (closed, or reset as a crashed client's
+    connection is): had it gone on, the next request would wait behind minutes of work; it is answered at once
+    instead, and the server logs no traceback."""
     port, _, proc, log = server
     long_text = ("This sentence keeps the engine busy for a while, and then some more. " * 800)[:MAX_TEXT_CHARS]
 
@@ -206,6 +210,9 @@ def test_a_client_that_leaves_mid_answer_frees_the_gpu_and_the_server_lives_on(s
             await client.write_event(Synthesize(text=long_text).event())
             first = await asyncio.wait_for(client.read_event(), READ_TIMEOUT_S)
             assert first.type == "audio-start"
+            if leave == "reset":  # closing with a zero linger sends a reset instead of a goodbye
+                connection = client._writer.get_extra_info("socket")
+                connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         async with AsyncTcpClient("127.0.0.1", port) as client:
             await client.write_event(SynthesizeStart().event())
             await client.write_event(SynthesizeChunk(text="Next in line.").event())
