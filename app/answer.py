@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.audio.pcm import to_int16
+from engine.checks.policy import CheckMode
+from engine.checks.takes import Checks, checked_take
 from engine.config import GenerationConfig
 from engine.constants import SAMPLE_RATE
 from engine.errors import TextInputError
@@ -30,6 +32,7 @@ from engine.voice import Voice
 from . import generation
 from .api.schemas import MAX_SEED
 from .api.voices import ChosenVoice
+from .checks import policy_from
 from .context import AppContext
 from .worker import Job, outcome
 
@@ -47,6 +50,7 @@ class SpokenClause:
     complete_at: float  # time.perf_counter() when its last character had arrived (the clause was let go)
     queue_s: float  # from then until the GPU began it
     engine_s: float  # the GPU's time for it: the job's start to its audio, made
+    checks: dict | None = None  # its take's checks (Verdict.to_json: what ran, what was skipped and why), if on
 
     @property
     def duration_s(self) -> float:
@@ -68,6 +72,8 @@ class StreamedAnswer:
         self._chosen, self._language, self._lane = chosen, language, lane
         self._config = config if config.seed is not None else config.replace(seed=secrets.randbelow(MAX_SEED))
         self._voice = chosen.voice  # after the first clause: the voice carried on
+        self._policy = policy_from(ctx.settings)  # the app's take checks apply to answers too
+        self._reference = None  # the voice's speaker embedding, for the voice check (made on the GPU worker)
         self._buffer = ClauseBuffer(rules)
         self._received = 0
         self._count = 0
@@ -105,9 +111,10 @@ class StreamedAnswer:
         start = 0.0
         while (queued := await self._jobs.get()) is not None:
             index, text, complete_at, job = queued
-            result, began, made = await asyncio.to_thread(outcome, self.ctx.worker.result(job))
+            result, verdict, began, made = await asyncio.to_thread(outcome, self.ctx.worker.result(job))
             clause = SpokenClause(index, text, start, to_int16(result.audio), complete_at,
-                                  queue_s=began - complete_at, engine_s=made - began)
+                                  queue_s=began - complete_at, engine_s=made - began,
+                                  checks=None if verdict is None else verdict.to_json())
             start += clause.duration_s
             yield clause
 
@@ -127,14 +134,25 @@ class StreamedAnswer:
 
     def _speak(self, index: int, text: str, cancel: threading.Event):
         """One clause, on the GPU worker (the clauses of an answer run in order: one lane, first in first out):
-        its SynthesisResult, and when the job began and ended (time.perf_counter())."""
+        its SynthesisResult, the Verdict of its take's checks (None while they are off), and when the job began
+        and ended (time.perf_counter()). With the app's take checks on, the take is checked, retaken or picked
+        from several by their policy (docs/checks.md), as Engine.stream does; checks whose models are not here
+        are skipped, and the verdict says so."""
         began = time.perf_counter()
         request = SpeechRequest(text=text, voice=self._voice, instruct=self._chosen.instruct,
                                 language=self._language, config=self._config.replace(seed=self._config.seed + index))
-        result = self.engine.render(request, cancel=cancel)[0]
+        checks = Checks(self._policy, self.ctx.checks.checker()) if self._policy.mode != CheckMode.OFF else None
+        if checks is None:
+            result, verdict = self.engine.render(request, cancel=cancel)[0], None
+        else:
+            if self._reference is None and self._voice is not None:
+                self._reference = checks.checker.embed(self.engine.reference_audio(self._voice), SAMPLE_RATE)
+            result, verdict = checked_take(self.engine, request, cancel=cancel, checks=checks,
+                                           reference=self._reference)
         if self._voice is None and self._chosen.instruct is None:
             self._voice = Voice.of_generated(result.tokens[0], text)
-        return result, began, time.perf_counter()
+            self._reference = checks.checker.embed(result.audio, SAMPLE_RATE) if checks is not None else None
+        return result, verdict, began, time.perf_counter()
 
 
 async def speak_whole(ctx: AppContext, chosen: ChosenVoice, text: str, *, language: str | None,

@@ -144,7 +144,7 @@ class AnswerSocket:
         async for clause in answer.clauses():
             await self.ws.send_json({"type": "clause", "index": clause.index, "text": clause.text,
                                      "start": round(clause.start_s, 6), "duration": round(clause.duration_s, 6),
-                                     "timing": clause.timing()})
+                                     "timing": clause.timing(), **({"checks": clause.checks} if clause.checks else {})})
             await self.ws.send_bytes(clause.pcm.astype("<i2").tobytes())
             count, total = count + 1, clause.start_s + clause.duration_s
         await self.ws.send_json({"type": "done", "clauses": count, "duration": round(total, 6)})

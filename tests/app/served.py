@@ -20,9 +20,10 @@ START_TIMEOUT_S = 300
 
 
 @contextlib.contextmanager
-def serving(home: Path, args: list[str], ready: Callable[[int, str], bool], voice: str, settings: str = "{}"):
-    """Start `launcher.py serve --port P *args` with `settings` (JSON) and the saved voice `voice`; yield
-    (port, dirs, process, log file) once `ready(port, log text)`."""
+def serving(home: Path, args: list[str], ready: Callable[[int, str], bool], voice: str, settings: str = "{}",
+            env: dict[str, str] | None = None):
+    """Start `launcher.py serve --port P *args` with `settings` (JSON), the saved voice `voice` and `env` added to
+    the environment; yield (port, dirs, process, log file) once `ready(port, log text)`."""
     dirs = AppDirs(config=home / "config", data=home / "data", cache=home / "cache").create()  # as VOICEDESK_HOME
     dirs.settings_file.write_text(settings)
     tokens = torch.randint(0, 1024, (8, 50), generator=torch.Generator().manual_seed(0))
@@ -33,7 +34,8 @@ def serving(home: Path, args: list[str], ready: Callable[[int, str], bool], voic
     log = home / "server.log"
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "launcher.py", "serve", "--port", str(port), *args], cwd=ROOT,
-                                env={**os.environ, "VOICEDESK_HOME": str(home)}, stdout=out, stderr=subprocess.STDOUT)
+                                env={**os.environ, "VOICEDESK_HOME": str(home), **(env or {})}, stdout=out,
+                                stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not ready(port, log.read_text()):

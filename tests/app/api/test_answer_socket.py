@@ -161,3 +161,32 @@ def test_a_client_that_leaves_mid_answer_frees_the_gpu(api):
     assert event["text"] == "Next in line."
     assert time.monotonic() - started < 120, "the abandoned answer kept the GPU"
     assert proc.poll() is None and "Traceback" not in log.read_text()
+
+
+def test_with_the_take_checks_on_each_clause_says_what_was_checked(tmp_path_factory):
+    """Best of 2 in the app's settings, no check models on this computer (an empty hub cache): every clause
+    carries its verdict, which says the words and voice checks are off and why."""
+    settings = json.dumps({"check_mode": "best_of_n", "check_candidates": 2})
+    with serving(tmp_path_factory.mktemp("checked_home"), ["--demo", "--api-key", KEY], ready=answers_speech,
+                 voice=SAVED, settings=settings, env={"HF_HUB_CACHE": str(tmp_path_factory.mktemp("no_models"))}
+                 ) as (port, _, _, _):
+        with connect(f"ws://127.0.0.1:{port}/v1/audio/answer", additional_headers=AUTH, max_size=None) as ws:
+            ws.send(start())
+            json.loads(ws.recv(timeout=RECV_TIMEOUT_S))
+            ws.send(text("Checked one. And checked two."))
+            ws.send(json.dumps({"type": "end"}))
+            heard = [receive_clause(ws), receive_clause(ws)]
+    for event, pcm in heard:
+        checks = event["checks"]
+        assert checks["attempts"] == 2 and {"words", "voice"} <= set(checks["skipped"]), checks
+        assert len(pcm) > 0
+
+
+def test_with_the_take_checks_off_no_clause_carries_a_verdict(api):
+    with connect(api[0], additional_headers=AUTH, max_size=None) as ws:
+        ws.send(start())
+        json.loads(ws.recv(timeout=RECV_TIMEOUT_S))
+        ws.send(text("Unchecked."))
+        ws.send(json.dumps({"type": "end"}))
+        event, _ = receive_clause(ws)
+    assert "checks" not in event
