@@ -87,7 +87,10 @@ class GpuWorker:
         self._wake = threading.Condition()
         self._closed = False
         self._name = name
-        self._threads: set[threading.Thread] = set()  # those of the running jobs
+        # threads that run jobs, kept for the next ones (a thread's first CUDA work sets up its own state)
+        self._threads: list[threading.Thread] = []
+        self._idle = 0  # of them waiting for a job
+        self._handed: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._last_stamp = 0.0
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
@@ -176,6 +179,8 @@ class GpuWorker:
                 job.cancel.set()
             self._wake.notify_all()
             threads = [self._thread, *self._threads]
+            for _ in self._threads:
+                self._handed.put(None)
         for thread in threads:
             thread.join(timeout=10)
 
@@ -197,10 +202,19 @@ class GpuWorker:
                 self._last_start[job.lane] = self._starts
                 if self._kept == job.owner:  # the kept turn goes on in this job: nobody slipped in between
                     self._kept = None
-                thread = threading.Thread(target=self._run, args=(job,), name=f"{self._name}-{self._starts}",
-                                          daemon=True)
-                self._threads.add(thread)
-            thread.start()
+                if self._idle:
+                    self._idle -= 1
+                else:
+                    thread = threading.Thread(target=self._serve, name=f"{self._name}-{len(self._threads) + 1}",
+                                              daemon=True)
+                    self._threads.append(thread)
+                    thread.start()
+                self._handed.put(job)
+
+    def _serve(self) -> None:
+        """A job thread: runs the jobs handed to it, one after another, until the worker shuts down."""
+        while (job := self._handed.get()) is not None:
+            self._run(job)
 
     def _run(self, job: Job) -> None:
         try:
@@ -208,7 +222,7 @@ class GpuWorker:
         finally:
             with self._wake:
                 self._running.discard(job)
-                self._threads.discard(threading.current_thread())
+                self._idle += 1
                 if job.owner in self._holding:
                     self._kept = job.owner
                 self._wake.notify_all()
