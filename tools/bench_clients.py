@@ -1,0 +1,138 @@
+"""Concurrent streaming API clients: what the worker's continuous batching gives several clients at once.
+
+    python -m tools.bench_clients [--demo | --model PATH] [--mode hifi] [--clients 1,2,4,8] [--rounds 3]
+
+Starts `launcher.py serve` in a throwaway data folder; for each number of clients N, `rounds` times, N
+clients send the same paragraph at the same moment (different seeds) and read the streamed PCM. Per N:
+the total audio seconds delivered per wall second (from the round's start to its last byte) against one
+client's, and each client's first audio byte (p50, p90 over every client of every round) against a lone
+client's. The worker runs compatible requests side by side and the engine batches their pieces
+(engine/gather.py); before that, each waited for the one before it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from tools.bench_api import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_RATE = 24_000  # the PCM the API streams: int16 mono at the engine's rate
+PARAGRAPH = " ".join(["Streaming lets a listener hear the first sentence while the rest is still being made.",
+                      "Every later sentence is generated while the earlier ones play.",
+                      "A long answer from a chat assistant is a typical case."] * 3)
+
+
+def stream(url: str, text: str, seed: int, steps: int | None, start: threading.Barrier) -> dict:
+    """One client's request, sent when every client of the round is ready: first byte, last byte, audio."""
+    body = {"model": "tts-1", "voice": "alloy", "input": text, "response_format": "pcm", "seed": seed}
+    if steps:
+        body["steps"] = steps
+    start.wait()
+    t0 = time.perf_counter()
+    first, size = None, 0
+    with httpx.stream("POST", f"{url}/v1/audio/speech", json=body, timeout=600) as response:
+        response.raise_for_status()
+        for piece in response.iter_raw():
+            if first is None and piece:
+                first = time.perf_counter() - t0
+            size += len(piece)
+    return {"start": t0, "first_s": first, "end": time.perf_counter(), "audio_s": size / 2 / SAMPLE_RATE}
+
+
+def one_round(url: str, clients: int, steps: int | None, seed: int) -> list[dict]:
+    start = threading.Barrier(clients)
+    results: list[dict | BaseException] = [None] * clients
+
+    def client(i: int) -> None:
+        try:
+            results[i] = stream(url, PARAGRAPH, seed + i, steps, start)
+        except BaseException as err:  # reported below, in the main thread
+            results[i] = err
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results
+
+
+def p90(values: list[float]) -> float:
+    return statistics.quantiles(values, n=10, method="inclusive")[-1] if len(values) > 1 else values[0]
+
+
+def row(clients: int, rounds: list[list[dict]]) -> dict:
+    audio = sum(r["audio_s"] for rs in rounds for r in rs)
+    wall = sum(max(r["end"] for r in rs) - min(r["start"] for r in rs) for rs in rounds)
+    firsts = [r["first_s"] for rs in rounds for r in rs]
+    return {"clients": clients, "rounds": len(rounds), "audio_s": audio, "wall_s": wall,
+            "audio_per_s": audio / wall, "first_p50_s": statistics.median(firsts), "first_p90_s": p90(firsts)}
+
+
+def table(rows: list[dict]) -> str:
+    one = rows[0]
+    lines = ["| clients | audio s per s | x one client | first audio p50 ms | p90 ms | p90 x lone client |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['clients']} | {r['audio_per_s']:.1f} | {r['audio_per_s'] / one['audio_per_s']:.2f} | "
+                     f"{1e3 * r['first_p50_s']:.0f} | {1e3 * r['first_p90_s']:.0f} | "
+                     f"{r['first_p90_s'] / one['first_p90_s']:.2f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", help="checkpoint folder (default: the app's default)")
+    parser.add_argument("--demo", action="store_true", help="the tiny random checkpoint")
+    parser.add_argument("--mode", default="hifi", choices=("eager", "hifi", "realtime"))
+    parser.add_argument("--clients", default="1,2,4,8")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, help="diffusion steps (default: the app's setting, 32)")
+    parser.add_argument("--json", help="also write the rows here")
+    args = parser.parse_args(argv)
+    home, port = Path(tempfile.mkdtemp(prefix="bench-clients-")), free_port()
+    model = ["--demo"] if args.demo else (["--model", args.model] if args.model else [])
+    server = subprocess.Popen([sys.executable, "launcher.py", "serve", "--port", str(port), "--mode", args.mode,
+                               *model], cwd=ROOT, env={**os.environ, "VOICEDESK_HOME": str(home)},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    counts = [int(n) for n in args.clients.split(",")]
+    try:
+        while True:  # listening and loaded
+            assert server.poll() is None, "the server exited"
+            try:
+                one_round(url, 1, args.steps, 0)
+                break
+            except httpx.HTTPError:
+                time.sleep(1)
+        one_round(url, max(counts), args.steps, 0)  # warm: the batches of the most clients
+        rows = []
+        for n in counts:
+            rows.append(row(n, [one_round(url, n, args.steps, 100 * k) for k in range(args.rounds)]))
+            print(json.dumps(rows[-1]), flush=True)
+    finally:
+        server.terminate()
+        server.wait(30)
+    print(f"mode {args.mode}, response_format pcm, {len(PARAGRAPH)} characters per client, {args.rounds} rounds")
+    print(table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
