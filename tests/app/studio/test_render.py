@@ -136,6 +136,38 @@ def test_batched_lines_equal_their_lone_renders(engine, library, tmp_path):
         np.testing.assert_array_equal(event.audio, alone.audio)
 
 
+def test_groups_double_and_share_their_render_time(engine, library, tmp_path):
+    """The groups double (1, 2, 4, ...), and a group's time is shared among its takes, not charged to each: the
+    takes' render times add up to at most the whole render's (the time left is measured from them)."""
+    project, script, cues = new_project(tmp_path, library, "".join(f"Anna: Line {n}.\n" for n in range(1, 9)))
+    recorder = Recorder(engine)
+    start = time.perf_counter()
+    done = [e for e in render_lines(recorder, project, cues, library.find_voice) if e.kind == "done"]
+    wall_s = time.perf_counter() - start
+    assert recorder.batches == [[f"Line {n}." for n in group] for group in ([1], [2, 3], [4, 5, 6, 7], [8])]
+    assert len(done) == 8 and sum(event.take.render_s for event in done) <= wall_s
+
+
+class BrokenLine(Recorder):
+    """An engine whose batches fail whenever they hold the line 'Broken.' (say, a driver error it causes)."""
+
+    def render_many(self, requests, cancel=None):
+        if any(r.text == "Broken." for r in requests):
+            self.batches.append([r.text for r in requests])
+            raise RuntimeError("the kernel failed")
+        return super().render_many(requests, cancel)
+
+
+def test_a_line_that_fails_its_group_fails_alone(engine, library, tmp_path):
+    """A group that fails goes again line by line: only the line that fails it is failed."""
+    project, script, cues = new_project(tmp_path, library, "Anna: One.\nAnna: Broken.\nAnna: Three.\n")
+    recorder = BrokenLine(engine)
+    events = [e for e in render_lines(recorder, project, cues, library.find_voice) if e.kind != "start"]
+    assert [(e.kind, e.cue.line.number) for e in events] == [("done", 1), ("failed", 2), ("done", 3)]
+    assert "RuntimeError: the kernel failed" in events[1].error
+    assert recorder.batches == [["One."], ["Broken.", "Three."], ["Broken."], ["Three."]]
+
+
 def test_a_render_and_a_clone_request_share_batches(engine, library, tmp_path, monkeypatch):
     """On the GPU worker a Studio render and a generation of the same steps and scoring run side by side: the
     generation asked while the render's first line generates starts in the next batch, then shares the
