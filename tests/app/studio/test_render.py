@@ -411,3 +411,19 @@ def test_checked_render_keeps_each_takes_verdict(engine, library, tmp_path, tiny
     assert [row[-1] for row in table] == [said(reopened.kept(c.key).checks) for c in cues]
     label = take_details(reopened, cues[0], {})[1].choices[0][0]
     assert "2 takes" in label
+
+
+def test_a_full_disk_when_a_made_voice_is_kept_stops_the_render(engine, library, tmp_path, monkeypatch):
+    """A speaker's voice made before their line (from a short line of theirs) and not storable: the render stops
+    at that line, as at a take it cannot store, and nothing after it is generated."""
+    project, script, cues = new_project(tmp_path, library, f"[voice Bob = male, low pitch]\nBob: {LONG}\n"
+                                                           "Bob: Hi.\nBob: The end.\n")
+
+    def full(key, voice):
+        raise storage_error(project.takes_dir, OSError(errno.ENOSPC, "No space left on device"))
+
+    monkeypatch.setattr(project, "keep_voice", full)
+    recorder = Recorder(engine)
+    events = list(render_lines(recorder, project, cues, library.find_voice))
+    assert [(e.kind, e.cue) for e in events] == [("start", cues[0]), ("stopped", cues[0])]
+    assert events[-1].error.startswith("The disk is full") and len(recorder.calls) == 1  # the voice's line only
