@@ -81,3 +81,19 @@ def test_without_the_tn_extra_speak_numbers_falls_back(monkeypatch):
     assert Settings().normalize_text is True and Settings().speaks_numbers is False
     monkeypatch.setattr("app.settings.normalize_available", lambda: True)
     assert Settings().speaks_numbers is True and Settings(normalize_text=False).speaks_numbers is False
+
+
+def test_each_setting_goes_to_its_own_generation_field(monkeypatch):
+    """Settings.generation_config (the API's, the WebSocket's and Wyoming's base): each setting in its own field,
+    told apart by values no two of them share; numbers are spoken as words only where the tn package is."""
+    import app.settings as settings_module
+
+    saved = Settings(steps=12, guidance=2.5, denoise=False, preprocess=True, postprocess=False, pad=0.3, fade=0.05,
+                     normalize_text=True)
+    monkeypatch.setattr(settings_module, "normalize_available", lambda: True)
+    config = saved.generation_config(seed=9)
+    assert (config.num_step, config.guidance_scale, config.denoise, config.preprocess_prompt,
+            config.postprocess_output, config.pad_duration, config.fade_duration, config.normalize_text,
+            config.seed) == (12, 2.5, False, True, False, 0.3, 0.05, True, 9)
+    monkeypatch.setattr(settings_module, "normalize_available", lambda: False)
+    assert saved.generation_config(seed=9).normalize_text is False
