@@ -73,8 +73,8 @@ class AvEncoder:
     def encode(self, pcm: np.ndarray) -> bytes:
         """Add samples [n]; returns the bytes made so far (b"" when writing to a file)."""
         pcm = np.ascontiguousarray(pcm)
-        if pcm.dtype not in _SAMPLE_FORMATS:
-            pcm = pcm.astype(np.int16)
+        if pcm.dtype not in _SAMPLE_FORMATS:  # float64 is scaled as float32 is, never cast to int16 (silence)
+            pcm = pcm.astype(np.float32 if np.issubdtype(pcm.dtype, np.floating) else np.int16)
         if len(pcm):
             frame = av.AudioFrame.from_ndarray(pcm.reshape(1, -1), format=_SAMPLE_FORMATS[pcm.dtype], layout="mono")
             frame.sample_rate, frame.pts = self.sample_rate, self._samples

@@ -126,6 +126,15 @@ def test_float_samples_become_the_same_int16_in_wav_as_through_ffmpeg(tmp_path, 
     np.testing.assert_array_equal(wav[:len(edges)], [0, 32767, -32768, 32767, -32768, 0, 2, 0, 32767, -32768, 8192])
 
 
+@pytest.mark.parametrize("suffix", [".wav", ".flac"])
+def test_float64_samples_are_exported_as_float32_ones(tmp_path, suffix, decode_audio):
+    audio = tone(0.2) / 8000 * 0.7  # float64, peak 0.7
+    wide = decode_audio(write_file(audio, RATE, tmp_path / f"wide{suffix}").read_bytes(), suffix[1:])
+    narrow = decode_audio(write_file(audio.astype(np.float32), RATE, tmp_path / f"n{suffix}").read_bytes(), suffix[1:])
+    assert np.abs(narrow).max() > 10_000
+    np.testing.assert_array_equal(wide, narrow)
+
+
 def test_streamed_wav_is_ffmpegs_header_then_the_samples():
     """A streamed WAV's header comes with the first samples and says its lengths are unknown, as FFmpeg's does."""
     encoder = open_encoder("wav", RATE)
