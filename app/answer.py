@@ -67,7 +67,8 @@ class StreamedAnswer:
 
     def __init__(self, ctx: AppContext, chosen: ChosenVoice, *, language: str | None, config: GenerationConfig,
                  lane: str, rules: ClauseRules = ClauseRules()):
-        self.ctx, self.engine = ctx, ctx.host.engine  # raises VoiceDeskError while the model loads
+        _ready = ctx.host.engine  # raises VoiceDeskError while the model loads; each clause takes the model of then
+        self.ctx = ctx
         self.owner = f"answer-{secrets.token_hex(4)}"
         self._chosen, self._language, self._lane = chosen, language, lane
         self._config = config if config.seed is not None else config.replace(seed=secrets.randbelow(MAX_SEED))
@@ -139,15 +140,16 @@ class StreamedAnswer:
         from several by their policy (docs/checks.md), as Engine.stream does; checks whose models are not here
         are skipped, and the verdict says so."""
         began = time.perf_counter()
+        engine = self.ctx.host.engine  # the model of now: a mode switch mid-answer (a job before this) replaced it
         request = SpeechRequest(text=text, voice=self._voice, instruct=self._chosen.instruct,
                                 language=self._language, config=self._config.replace(seed=self._config.seed + index))
         checks = Checks(self._policy, self.ctx.checks.checker()) if self._policy.mode != CheckMode.OFF else None
         if checks is None:
-            result, verdict = self.engine.render(request, cancel=cancel)[0], None
+            result, verdict = engine.render(request, cancel=cancel)[0], None
         else:
             if self._reference is None and self._voice is not None:
-                self._reference = checks.checker.embed(self.engine.reference_audio(self._voice), SAMPLE_RATE)
-            result, verdict = checked_take(self.engine, request, cancel=cancel, checks=checks,
+                self._reference = checks.checker.embed(engine.reference_audio(self._voice), SAMPLE_RATE)
+            result, verdict = checked_take(engine, request, cancel=cancel, checks=checks,
                                            reference=self._reference)
         if self._voice is None and self._chosen.instruct is None:
             self._voice = Voice.of_generated(result.tokens[0], text)
