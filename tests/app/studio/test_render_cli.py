@@ -15,7 +15,11 @@ from app.library import VoiceLibrary
 from engine.voice import Voice
 
 ROOT = Path(__file__).resolve().parents[3]
-LINES = 5
+# Render all generates lines in doubling groups (1, 2, 4, 8, ...): with 24 lines, once 2 takes are kept three more
+# batches (4, 8 and 8 lines, then Part two's one) and the export are still to come, a wide margin for the kill to land
+# mid-render on any machine (with 5 the rest was one batch, which a loaded CI machine's poll missed: all 5 were kept
+# before the kill).
+LINES = 24
 
 
 @pytest.fixture
@@ -55,7 +59,7 @@ def test_render_resumes_after_the_process_is_killed(home, tmp_path):
             or len(kept_takes(home)) < 2:
         assert first.poll() is None, first.communicate()
         assert time.monotonic() < deadline, "no line was rendered in time"
-        time.sleep(0.2)
+        time.sleep(0.05)
     first.send_signal(signal.SIGKILL)  # a crash: no cleanup runs
     first.wait()
     before = kept_takes(home)
