@@ -19,18 +19,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
+from tools.bench_server import Server, add_model_options, model_options
+
 TOKEN_S = 1 / 30  # a language model writing 30 tokens a second
 SENTENCES = ["The kitchen lights are off now.", "Tomorrow will be sunny and warm.",
              "Your next meeting starts at ten.", "The front door is locked.", "I have set a timer for you."]
@@ -43,31 +40,6 @@ SEED = 0
 
 def tokens(text: str, size: int = 4) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), size)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """`launcher.py serve *args` in `home` until the block ends."""
-
-    def __init__(self, home: Path, args: list[str]):
-        self.port = free_port()
-        self.log = home / f"serve-{self.port}.log"
-        with self.log.open("w") as out:
-            self.proc = subprocess.Popen([sys.executable, "launcher.py", "serve", "--port", str(self.port), *args],
-                                         cwd=ROOT, env={**os.environ, "VOICEDESK_HOME": str(home)}, stdout=out,
-                                         stderr=subprocess.STDOUT)
-
-    def __enter__(self) -> Server:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.proc.terminate()
-        self.proc.wait(30)
 
 
 # -- the two protocols, one shape: start(), send(text), end(), and events (kind, clause index) -------------------
@@ -210,20 +182,11 @@ async def answer_flow(client) -> tuple[float, float]:
     return arrivals[0][0] - sent_mark[0], max(gaps, default=0.0)
 
 
-def ready(server: Server, says: str, timeout_s: float = 900) -> None:
-    deadline = time.monotonic() + timeout_s
-    while says not in server.log.read_text():
-        assert server.proc.poll() is None and time.monotonic() < deadline, server.log.read_text()[-2000:]
-        time.sleep(0.5)
-
-
-def answers_speech(port: int, steps: int | None) -> bool:
+def answer_speech(url: str, steps: int | None) -> None:
+    """One short speech request, raising httpx.HTTPError until the server answers it (its model loaded)."""
     body = {"model": "tts-1", "input": "Hi.", "voice": "alloy", "response_format": "pcm",
             **({"steps": steps} if steps else {})}
-    try:
-        return httpx.post(f"http://127.0.0.1:{port}/v1/audio/speech", json=body, timeout=600).is_success
-    except httpx.HTTPError:
-        return False
+    httpx.post(f"{url}/v1/audio/speech", json=body, timeout=600).raise_for_status()
 
 
 def measure(client_factory, runs: int) -> dict:
@@ -237,9 +200,7 @@ def measure(client_factory, runs: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", help="checkpoint folder (default: the app's default)")
-    parser.add_argument("--demo", action="store_true", help="the tiny random checkpoint")
-    parser.add_argument("--mode", default="hifi", choices=("eager", "hifi", "realtime"))
+    add_model_options(parser)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--steps", type=int, help="diffusion steps (default: the app's setting, 32)")
     parser.add_argument("--json", help="also write the raw figures here")
@@ -247,18 +208,15 @@ def main(argv: list[str] | None = None) -> int:
     home = Path(tempfile.mkdtemp(prefix="bench-answer-"))
     (home / "config").mkdir()
     (home / "config" / "settings.json").write_text(json.dumps({"steps": args.steps} if args.steps else {}))
-    model = ["--demo"] if args.demo else (["--model", args.model] if args.model else [])
     results = {}
-    with Server(home, ["--wyoming", "--mode", args.mode, "--seed", str(SEED), *model]) as server:
-        ready(server, "The model is ready")
+    with Server(home, ["--wyoming", "--seed", str(SEED), *model_options(args)]) as server:
+        server.says("The model is ready")
         results["wyoming"] = measure(lambda: WyomingClient(server.port), args.runs)
     if args.json:  # kept as each protocol finishes
         Path(args.json).write_text(json.dumps(results, indent=1))
-    with Server(home, ["--mode", args.mode, *model]) as server:
-        ready(server, "VoiceDesk API is running")
-        while not answers_speech(server.port, args.steps):  # the model loads after the server listens
-            assert server.proc.poll() is None, server.log.read_text()[-2000:]
-            time.sleep(1)
+    with Server(home, model_options(args)) as server:
+        server.says("VoiceDesk API is running")
+        server.until(lambda: answer_speech(server.url, args.steps))  # the model loads after the server listens
         results["websocket"] = measure(lambda: SocketClient(server.port, args.steps), args.runs)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

@@ -17,30 +17,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
+from tools.bench_server import Server, add_model_options, model_options
+
 WORKLOADS = {
     "short": "The quick brown fox jumps over the lazy dog.",
     "long": " ".join(["Streaming lets a listener hear the first sentence while the rest is still being made.",
                       "Every later sentence is generated while the earlier ones play.",
                       "A long answer from a chat assistant is a typical case."] * 4),
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def newest_entry(home: Path) -> dict:
@@ -73,28 +64,16 @@ def server_timing(header: str) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", help="checkpoint folder (default: the app's default)")
-    parser.add_argument("--demo", action="store_true", help="the tiny random checkpoint")
-    parser.add_argument("--mode", default="hifi", choices=("eager", "hifi", "realtime"))
+    add_model_options(parser)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--format", default="pcm", help="response_format")
     parser.add_argument("--steps", type=int, help="diffusion steps (default: the app's setting, 32)")
     args = parser.parse_args(argv)
-    home, port = Path(tempfile.mkdtemp(prefix="bench-api-")), free_port()
-    model = ["--demo"] if args.demo else (["--model", args.model] if args.model else [])
-    server = subprocess.Popen([sys.executable, "launcher.py", "serve", "--port", str(port), "--mode", args.mode,
-                               *model], cwd=ROOT, env={**os.environ, "VOICEDESK_HOME": str(home)},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    client = httpx.Client(timeout=600)
-    try:
-        while True:  # listening and loaded: a first request is also the warm-up
-            assert server.poll() is None, "the server exited"
-            try:
-                one_request(client, url, WORKLOADS["short"], args.format, args.steps)
-                break
-            except httpx.HTTPError:
-                time.sleep(1)
+    home = Path(tempfile.mkdtemp(prefix="bench-api-"))
+    with Server(home, model_options(args)) as server, httpx.Client(timeout=600) as client:
+        url = server.url
+        # listening and loaded: a first request is also the warm-up
+        server.until(lambda: one_request(client, url, WORKLOADS["short"], args.format, args.steps))
         print(f"mode {args.mode}, {newest_entry(home)['backend']}, response_format {args.format}, "
               f"median of {args.runs} runs (ms)")
         print(f"{'input':6s} {'chars':>6s} {'API first byte':>15s} {'engine first audio':>19s} {'API adds':>9s} "
@@ -111,10 +90,6 @@ def main(argv: list[str] | None = None) -> int:
                              for key in timings[0] if all(key in t for t in timings))
             print(f"{name:6s} {len(text):6d} {1e3 * api:15.1f} {1e3 * engine:19.1f} {1e3 * (api - engine):9.1f} "
                   f"{1e3 * total:10.1f} {audio:8.2f}   {parts or '-'}")
-    finally:
-        client.close()
-        server.terminate()
-        server.wait(30)
     return 0
 
 

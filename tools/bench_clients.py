@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -24,9 +21,8 @@ from pathlib import Path
 
 import httpx
 
-from tools.bench_api import free_port
+from tools.bench_server import Server, add_model_options, model_options
 
-ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_RATE = 24_000  # the PCM the API streams: int16 mono at the engine's rate
 PARAGRAPH = " ".join(["Streaming lets a listener hear the first sentence while the rest is still being made.",
                       "Every later sentence is generated while the earlier ones play.",
@@ -96,37 +92,22 @@ def table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", help="checkpoint folder (default: the app's default)")
-    parser.add_argument("--demo", action="store_true", help="the tiny random checkpoint")
-    parser.add_argument("--mode", default="hifi", choices=("eager", "hifi", "realtime"))
+    add_model_options(parser)
     parser.add_argument("--clients", default="1,2,4,8")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, help="diffusion steps (default: the app's setting, 32)")
     parser.add_argument("--json", help="also write the rows here")
     args = parser.parse_args(argv)
-    home, port = Path(tempfile.mkdtemp(prefix="bench-clients-")), free_port()
-    model = ["--demo"] if args.demo else (["--model", args.model] if args.model else [])
-    server = subprocess.Popen([sys.executable, "launcher.py", "serve", "--port", str(port), "--mode", args.mode,
-                               *model], cwd=ROOT, env={**os.environ, "VOICEDESK_HOME": str(home)},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    home = Path(tempfile.mkdtemp(prefix="bench-clients-"))
     counts = [int(n) for n in args.clients.split(",")]
-    try:
-        while True:  # listening and loaded
-            assert server.poll() is None, "the server exited"
-            try:
-                one_round(url, 1, args.steps, 0)
-                break
-            except httpx.HTTPError:
-                time.sleep(1)
+    with Server(home, model_options(args)) as server:
+        url = server.url
+        server.until(lambda: one_round(url, 1, args.steps, 0))  # listening and loaded
         one_round(url, max(counts), args.steps, 0)  # warm: the batches of the most clients
         rows = []
         for n in counts:
             rows.append(row(n, [one_round(url, n, args.steps, 100 * k) for k in range(args.rounds)]))
             print(json.dumps(rows[-1]), flush=True)
-    finally:
-        server.terminate()
-        server.wait(30)
     print(f"mode {args.mode}, response_format pcm, {len(PARAGRAPH)} characters per client, {args.rounds} rounds")
     print(table(rows))
     if args.json:

@@ -1,0 +1,74 @@
+"""The server the API benches measure: their --model/--demo/--mode options and `launcher.py serve` started in a
+throwaway data folder (tools/bench_api.py, bench_clients.py, bench_answer.py)."""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """--model, --demo and --mode: which checkpoint the server loads, in which quality mode."""
+    parser.add_argument("--model", help="checkpoint folder (default: the app's default)")
+    parser.add_argument("--demo", action="store_true", help="the tiny random checkpoint")
+    parser.add_argument("--mode", default="hifi", choices=("eager", "hifi", "realtime"))
+
+
+def model_options(args: argparse.Namespace) -> list[str]:
+    """`launcher.py serve`'s options for the checkpoint and mode of `add_model_options`."""
+    model = ["--demo"] if args.demo else (["--model", args.model] if args.model else [])
+    return ["--mode", args.mode, *model]
+
+
+class Server:
+    """`launcher.py serve *options` with its folders in `home`, on a free port, until the block ends; its terminal
+    output goes to home/serve-PORT.log."""
+
+    def __init__(self, home: Path, options: list[str]):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = home / f"serve-{self.port}.log"
+        with self.log.open("w") as out:
+            self.proc = subprocess.Popen([sys.executable, "launcher.py", "serve", "--port", str(self.port), *options],
+                                         cwd=ROOT, env={**os.environ, "VOICEDESK_HOME": str(home)}, stdout=out,
+                                         stderr=subprocess.STDOUT)
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+
+    def until(self, answers: Callable[[], object]) -> None:
+        """Call `answers` each second until it returns without an HTTP error (the model loads after the server
+        listens); fails with the server's last output if the server exits first."""
+        while True:
+            assert self.proc.poll() is None, f"the server exited:\n{self.log.read_text()[-2000:]}"
+            try:
+                answers()
+                return
+            except httpx.HTTPError:
+                time.sleep(1)
+
+    def says(self, line: str, timeout_s: float = 900) -> None:
+        """Wait until the server's output has `line`."""
+        deadline = time.monotonic() + timeout_s
+        while line not in self.log.read_text():
+            assert self.proc.poll() is None and time.monotonic() < deadline, self.log.read_text()[-2000:]
+            time.sleep(0.5)
