@@ -34,10 +34,10 @@ def qkv(S, hq, hkv, d, dtype, seed=0):
     return tuple((2 * torch.randn(S, h, d, generator=g)).to(DEVICE, dtype) for h in (hq, hkv, hkv))
 
 
-def check(bounds, hq, hkv, d, dtype, **settings):
+def check(bounds, hq, hkv, d, dtype, ranges=None, **settings):
     S = bounds[-1]
     q, k, v = qkv(S, hq, hkv, d, dtype)
-    start, end = packed_ranges(bounds)
+    start, end = ranges or packed_ranges(bounds)
     out = ragged_attention(q, k, v, start, end, out=torch.full((S, hq, d), float("nan"), dtype=dtype, device=DEVICE),
                            **settings)
     exact = ragged_attention_ref(q.double(), k.double(), v.double(), start, end)
@@ -52,14 +52,32 @@ SMALL = dict(block_m=16, block_n=16, num_warps=1, num_stages=1)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("mask_all", [True, False])
 @pytest.mark.parametrize("group_heads", [False, True])
 @pytest.mark.parametrize("bounds", [
     [0, 23, 36, 45],  # prompt, target, pads: tiles of 16 straddle both inner bounds
     [0, 40, 41, 43],  # a prompt three key blocks long, a one-row target
     [0, 1, 3, 4],  # shorter than one tile
+    [0, 16, 48, 80, 85],  # bounds on tile edges: whole blocks only, every program's second half empty
 ])
-def test_ragged_attention_small(bounds, group_heads, dtype):
-    check(bounds, 4, 2, 16, dtype, group_heads=group_heads, **SMALL)
+def test_ragged_attention_small(bounds, group_heads, mask_all, dtype):
+    check(bounds, 4, 2, 16, dtype, group_heads=group_heads, mask_all=mask_all, **SMALL)
+
+
+@pytest.mark.parametrize("mask_all", [True, False])
+def test_ragged_attention_overlapping_ranges(mask_all):
+    """Ranges of any shape, not the runner's blocks: each row sees a window of its own start and
+    length. A tile skips the mask only on whole blocks from a start all its rows share, up to the
+    end they all reach; rows 48..63 share keys 4..49 but not their start, so every block is masked."""
+    S = 70
+    g = torch.Generator().manual_seed(1)
+    start = torch.randint(0, S - 1, (S,), generator=g, dtype=torch.int32)
+    end = torch.minimum(start + torch.randint(1, 40, (S,), generator=g, dtype=torch.int32), torch.tensor(S))
+    start[32:48], end[32:48] = 5, 60  # one range for a whole tile: unmasked blocks from 5, a masked tail
+    rows = torch.arange(48, 64, dtype=torch.int32)
+    start[48:64], end[48:64] = 2 + rows % 3, 50 + rows % 5  # starts differ: all masked
+    check([0, S], 4, 2, 16, torch.float16, ranges=(start.to(DEVICE), end.int().to(DEVICE)), mask_all=mask_all,
+          **SMALL)
 
 
 def test_ragged_attention_ignores_keys_outside_the_ranges():

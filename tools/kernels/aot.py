@@ -77,9 +77,9 @@ def attention_builds() -> list[Build]:
     signature = _signature("q_ptr:*fp16 k_ptr:*fp16 v_ptr:*fp16 o_ptr:*fp16 start_ptr:*i32 end_ptr:*i32 "
                            "stride_qs:i32 stride_qh:i32 stride_ks:i32 stride_kh:i32 stride_vs:i32 stride_vh:i32 "
                            "stride_os:i32 stride_oh:i32 n_rows:i32 qk_scale:fp32 "
-                           "GROUPS HEADS IEEE HEAD_DIM BLOCK_M BLOCK_N")
-    constants = {"GROUPS": 2, "HEADS": 1, "IEEE": False, "HEAD_DIM": 128, "BLOCK_M": defaults["block_m"],
-                 "BLOCK_N": defaults["block_n"]}
+                           "GROUPS HEADS IEEE HEAD_DIM BLOCK_M BLOCK_N MASK_ALL")
+    constants = {"GROUPS": 2, "HEADS": 2 if defaults["group_heads"] else 1, "IEEE": False, "HEAD_DIM": 128,
+                 "BLOCK_M": defaults["block_m"], "BLOCK_N": defaults["block_n"], "MASK_ALL": defaults["mask_all"]}
     return [Build("ragged attention fp16", ra._ragged_attention_kernel, signature, constants,
                   defaults["num_warps"], defaults["num_stages"])]
 

@@ -3,15 +3,22 @@ the ragged kernel (`kernels.ragged_attention`) in several tile settings, at Omni
 
 Run on a CUDA machine from the repository root:
 
-    python -m tools.kernels.bench_attention [--shapes 560x290 ...] [--graph-calls 28]
+    python -m tools.kernels.bench_attention [--shapes 560x290 560x290x8 ...] [--graph-calls 28]
+        [--before OTHER/kernels/ragged_attention.py] [--json results.jsonl]
 
-A shape is c x T (prompt rows x target rows); the bucket S is the runner's bucket for c + T rows.
-Each variant is timed as the model runs it: `--graph-calls` launches (one per layer) captured in a
-CUDA graph and replayed; the time is per call. TFLOP/s counts the useful work only, 4 D Hq
-(c^2 + T^2 + pads^2) per call, so a dense kernel is charged for nothing it wastes. Error: the largest
-difference to an fp32 computation on the rows that matter (prompt and target), next to SDPA's own.
+A shape is c x T [x n]: n sequences (default 1) of c prompt rows and T target rows each, packed as the
+runner packs them; S is the runner's bucket for the n (c + T) rows. Each variant is timed as the model
+runs it: `--graph-calls` launches (one per layer) captured in a CUDA graph and replayed; the time is the
+median per call. TFLOP/s counts the useful work only, 4 D Hq (n (c^2 + T^2) + pads^2) per call, so a
+kernel is charged for nothing it wastes. Error: the largest difference to an fp32 computation on the
+rows that matter (prompts and targets), next to SDPA's own in fp16; `exact` is the test suite's rule
+(at most twice SDPA's error plus one fp16 ulp of the largest output). `--before` times another copy of
+the kernel's module (e.g. main's, before a change) at its default settings beside these.
 """
 import argparse
+import importlib.util
+import json
+import sys
 
 import torch
 
@@ -20,15 +27,20 @@ from engine.lm.runner import DEFAULT_BUCKETS
 from kernels.ragged_attention import ragged_attention
 
 N_Q_HEADS, N_KV_HEADS, HEAD_DIM = 16, 8, 128
-# (block_m, block_n, num_warps, num_stages, group_heads): each compiles for sm_90 without spills
-CONFIGS = [(64, 64, 4, 2, False), (64, 64, 4, 3, False), (128, 64, 8, 2, False), (64, 128, 4, 2, False),
-           (128, 128, 8, 2, False), (32, 64, 4, 2, True), (64, 64, 8, 2, True), (64, 64, 8, 3, True),
-           (32, 128, 4, 2, True), (64, 128, 8, 2, True)]
+# (block_m, block_n, num_warps, num_stages, group_heads, mask_all); group_heads stacks the two query heads
+# of a KV head in one program (block_m rows each); mask_all masks every key block, else only edge blocks
+CONFIGS = [(64, 64, 4, 3, False, True), (64, 64, 4, 3, False, False), (64, 64, 4, 2, False, False),
+           (64, 32, 4, 3, False, True), (64, 32, 4, 3, False, False), (64, 32, 4, 2, False, False),
+           (32, 32, 4, 3, True, True), (32, 32, 4, 3, True, False), (32, 64, 4, 2, True, True),
+           (32, 64, 4, 3, True, False), (64, 64, 8, 3, True, False), (64, 64, 8, 2, True, False),
+           (128, 64, 8, 3, False, False), (128, 32, 8, 3, False, False)]
 
 
-def layout(c: int, T: int) -> tuple[int, KeyRanges]:
-    S = next(b for b in DEFAULT_BUCKETS if c + T < b)
-    bounds = torch.tensor([0, c, c + T, S], dtype=torch.int32, device="cuda")
+def layout(c: int, T: int, n: int = 1) -> tuple[int, KeyRanges]:
+    """The runner's packing of n sequences: [prompt | uncond target] each, then pads attending to each other."""
+    S = next(b for b in DEFAULT_BUCKETS if n * (c + T) < b)
+    bounds = torch.tensor([0] + [i * (c + T) + off for i in range(n) for off in (c, c + T)] + [S],
+                          dtype=torch.int32, device="cuda")
     block = torch.bucketize(torch.arange(S, dtype=torch.int32, device="cuda"), bounds[1:], right=True)
     return S, KeyRanges(bounds[block].contiguous(), bounds[block + 1].contiguous())
 
@@ -55,48 +67,73 @@ def per_call_us(fn, calls: int, replays: int = 20) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def load_kernel(path: str):
+    """`ragged_attention` of another copy of kernels/ragged_attention.py (it imports this tree's helpers)."""
+    spec = importlib.util.spec_from_file_location("ragged_attention_before", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ragged_attention
+
+
+def variants(q, k, v, ranges, qh, kh, vh, mask, before) -> dict:
+    """name -> (a call computing the attention ([S, Hq, D], or [1, Hq, S, D] for SDPA), its settings)."""
+    out = {"sdpa masked (dense)": (lambda: torch.nn.functional.scaled_dot_product_attention(
+        qh, kh, vh, attn_mask=mask, enable_gqa=True), None)}
+    if before is not None:
+        out["before: defaults"] = (lambda: before(q, k, v, ranges.start, ranges.end), None)
+    out["ragged: defaults"] = (lambda: ragged_attention(q, k, v, ranges.start, ranges.end), None)
+    for bm, bn, w, st, g, ma in CONFIGS:
+        settings = dict(block_m=bm, block_n=bn, num_warps=w, num_stages=st, group_heads=g, mask_all=ma)
+        name = f"ragged {bm}x{bn} w{w} s{st}{' gqa' if g else ''}{' mask-all' if ma else ''}"
+        out[name] = (lambda settings=settings: ragged_attention(q, k, v, ranges.start, ranges.end, **settings),
+                     settings)
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--shapes", nargs="*", default=["560x290", "150x80", "1000x600"])
+    parser.add_argument("--shapes", nargs="*", default=["560x290", "560x290x8", "150x80", "1000x600"])
     parser.add_argument("--graph-calls", type=int, default=28)
+    parser.add_argument("--before", help="another kernels/ragged_attention.py to time at its defaults")
+    parser.add_argument("--json", help="append one JSON line per result to this file")
     args = parser.parse_args(argv)
+    before = load_kernel(args.before) if args.before else None
     torch.manual_seed(0)
-    print(f"{'shape':<10} {'S':>5} {'variant':<26} {'us/call':>8} {'TFLOP/s':>8} {'max err':>9} {'sdpa err':>9}")
+    print(f"{'shape':<11} {'S':>5} {'variant':<34} {'us/call':>8} {'TFLOP/s':>8} {'max err':>9} {'sdpa err':>9} exact")
     for shape in args.shapes:
-        c, T = map(int, shape.split("x"))
-        S, ranges = layout(c, T)
+        c, T, n = (list(map(int, shape.split("x"))) + [1])[:3]
+        S, ranges = layout(c, T, n)
         q = torch.randn(S, N_Q_HEADS, HEAD_DIM, device="cuda", dtype=torch.float16)
         k = torch.randn(S, N_KV_HEADS, HEAD_DIM, device="cuda", dtype=torch.float16)
         v = torch.randn(S, N_KV_HEADS, HEAD_DIM, device="cuda", dtype=torch.float16)
         mask = ranges.additive_mask(torch.float16)
         qh, kh, vh = (t.transpose(0, 1)[None] for t in (q, k, v))  # [1, H, S, D] views, as the model has them
-        pads = S - c - T
-        flop = 4 * HEAD_DIM * N_Q_HEADS * (c * c + T * T + pads * pads)
-
-        def sdpa():
-            return torch.nn.functional.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, enable_gqa=True)
-
+        pads = S - n * (c + T)
+        flop = 4 * HEAD_DIM * N_Q_HEADS * (n * (c * c + T * T) + pads * pads)
         exact = torch.nn.functional.scaled_dot_product_attention(
             qh.float(), kh.float(), vh.float(), attn_mask=mask.float(), enable_gqa=True)[0].transpose(0, 1)
-        real = slice(0, c + T)
-        sdpa_err = (sdpa()[0].transpose(0, 1)[real].float() - exact[real]).abs().max().item()
-        variants = {"sdpa masked (dense)": sdpa}
-        for bm, bn, w, st, g in CONFIGS:
-            settings = dict(block_m=bm, block_n=bn, num_warps=w, num_stages=st, group_heads=g)
-            variants[f"ragged {bm}x{bn} w{w} s{st}{' gqa' if g else ''}"] = (
-                lambda settings=settings: ragged_attention(q, k, v, ranges.start, ranges.end, **settings))
-        for name, fn in variants.items():
+        real = slice(0, n * (c + T))
+        fns = variants(q, k, v, ranges, qh, kh, vh, mask, before)
+        sdpa_err = (fns["sdpa masked (dense)"][0]()[0].transpose(0, 1)[real].float() - exact[real]).abs().max().item()
+        allowed = 2 * sdpa_err + torch.finfo(torch.float16).eps * exact[real].abs().max().item()
+        for name, (fn, settings) in fns.items():
             try:
                 out = fn()
                 out = out[0].transpose(0, 1) if out.dim() == 4 else out
                 err = (out[real].float() - exact[real]).abs().max().item()
                 us = per_call_us(fn, args.graph_calls)
             except Exception as exc:  # a config that does not fit this GPU must not stop the others
-                print(f"{shape:<10} {S:>5} {name:<26} failed: {type(exc).__name__}: {str(exc)[:80]}")
+                print(f"{shape:<11} {S:>5} {name:<34} failed: {type(exc).__name__}: {str(exc)[:80]}", flush=True)
                 continue
-            print(f"{shape:<10} {S:>5} {name:<26} {us:8.1f} {flop / us / 1e6:8.1f} {err:9.2e} {sdpa_err:9.2e}")
+            ok = err <= allowed
+            print(f"{shape:<11} {S:>5} {name:<34} {us:8.1f} {flop / us / 1e6:8.1f} {err:9.2e} {sdpa_err:9.2e} "
+                  f"{'yes' if ok else 'NO'}", flush=True)
+            if args.json:
+                with open(args.json, "a") as f:
+                    f.write(json.dumps(dict(shape=shape, S=S, variant=name, us=us, tflops=flop / us / 1e6, err=err,
+                                            sdpa_err=sdpa_err, exact=ok, settings=settings)) + "\n")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())
