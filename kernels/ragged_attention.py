@@ -128,8 +128,9 @@ def ragged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_star
         Tile shape and launch settings. group_heads: one program per KV head and row tile, its query
         heads stacked (block_m rows each), so each K/V block is loaded once per group instead of once
         per query head. mask_all: mask every key block (one loop), not only those some row of the
-        tile does not see whole. The defaults were the fastest of fourteen settings on an H200 for one
-        request and for eight at once (`python -m tools.kernels.bench_attention`, BENCHMARKS.md).
+        tile does not see whole. The defaults: of fourteen settings timed on an H200, the fastest for
+        one request among those faster than the previous kernel for one request and for eight at once
+        (`python -m tools.kernels.bench_attention`, BENCHMARKS.md).
 
     Returns
     -------
