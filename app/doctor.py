@@ -154,6 +154,10 @@ def check_realtime(model: str | None) -> SetupCheck:
         return SetupCheck(name, OK, f"not run yet: it runs the first time Realtime loads this model on the {device}")
     result, record = found
     when = f" ({record['key']['backend']}, {str(record.get('checked', ''))[:10]})"
+    if result is None:
+        return SetupCheck(name, WARN, f"the last check failed: {record['failed']}{when}",
+                          "It runs again the next time Realtime loads this model; the app's terminal output has "
+                          "the details.")
     if result.verdict == "fine":
         return SetupCheck(name, OK, result.summary() + when)
     return SetupCheck(name, WARN, f"Realtime drifts from High fidelity: {result.limits_crossed()}{when}",

@@ -152,7 +152,7 @@ class RealtimeChecks:
         """The kept result for `key`, or None."""
         path = key.file(self.folder)
         record = read_json(path) if path.is_file() else None
-        if record is None or record.get("key") != asdict(key):
+        if record is None or record.get("key") != asdict(key) or "failed" in record:  # a failure: check again
             return None
         try:
             return RealtimeCheck.from_dict(record["result"])
@@ -186,11 +186,28 @@ class RealtimeChecks:
             self.keep(key, result)
         except (OSError, StorageError) as err:  # shown all the same; only not kept for the next start
             log.warning("the Realtime check's result cannot be kept: %s", err)
+        except Exception as err:  # a fault of ours (a value JSON cannot hold...): failed, never left "running"
+            log.exception("the Realtime check's result could not be kept")
+            why = f"its result could not be kept ({type(err).__name__}: {err})"
+            self._set(CheckStatus(FAILED, why))
+            self.keep_failure(key, why)
+            return
         self._set(CheckStatus(DONE, result=result))
 
     def keep(self, key: CheckKey, result: RealtimeCheck) -> None:
         """Store `result` for `key` (atomically: a crash leaves the old file or the new one)."""
-        record = {"key": asdict(key), "checked": datetime.now(timezone.utc).isoformat(), "result": result.to_dict()}
+        self._write(key, {"result": result.to_dict()})
+
+    def keep_failure(self, key: CheckKey, why: str) -> None:
+        """Note for `voicedesk doctor` that the check for `key` failed and why; the next load checks again.
+        Never raises: the failure is shown on the page and logged whether or not this note is kept."""
+        try:
+            self._write(key, {"failed": why})
+        except Exception as err:
+            log.warning("the Realtime check's failure cannot be noted for doctor: %s", err)
+
+    def _write(self, key: CheckKey, fields: dict) -> None:
+        record = {"key": asdict(key), "checked": datetime.now(timezone.utc).isoformat(), **fields}
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_json(key.file(self.folder), record)
 
@@ -202,16 +219,19 @@ class RealtimeChecks:
             return self._loads
 
 
-def latest_for(checkpoint: str, device: str, folder: Path | None = None) -> tuple[RealtimeCheck, dict] | None:
+def latest_for(checkpoint: str, device: str,
+               folder: Path | None = None) -> tuple[RealtimeCheck | None, dict] | None:
     """The newest kept result for weights `checkpoint` on `device` (the device label that ends the backend
-    name, e.g. "NVIDIA L4, sm_89"), with its record; None when there is none."""
+    name, e.g. "NVIDIA L4, sm_89"), with its record; None when there is none. A check that failed (its record
+    says why under "failed") comes as (None, record)."""
     found = []
     for path in sorted((folder or results_folder()).glob("*.json")):
         record = read_json(path)
         key = (record or {}).get("key") or {}
         if key.get("checkpoint") == checkpoint and str(key.get("backend", "")).endswith(f"({device})"):
             try:
-                found.append((record.get("checked", ""), RealtimeCheck.from_dict(record["result"]), record))
+                result = None if "failed" in record else RealtimeCheck.from_dict(record["result"])
+                found.append((record.get("checked", ""), result, record))
             except (KeyError, TypeError, ValueError):
                 log.warning("ignoring %s: not a Realtime check result", path)
     if not found:

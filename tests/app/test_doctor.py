@@ -121,6 +121,21 @@ def test_the_realtime_check_line_shows_the_kept_result_for_this_model_on_this_gp
     assert "High fidelity" in check.fix
 
 
+def test_the_realtime_check_line_says_a_failed_check(monkeypatch, tmp_path, real_model):
+    """A check whose result could not be kept (app/realtime_check.py notes why): a warning with the reason."""
+    from app.realtime_check import CheckKey, RealtimeChecks
+    from engine.quant.realtime import checkpoint_fingerprint
+
+    monkeypatch.setenv("VOICEDESK_HOME", str(tmp_path / "home"))
+    on_a_gpu(monkeypatch)
+    key = CheckKey(checkpoint_fingerprint(real_model), "W4A4 INT4-MMA (NVIDIA L4, sm_89)", "{}")
+    RealtimeChecks(worker=None, loader=None).keep_failure(key, "its result could not be kept (TypeError: x)")
+    check = doctor.check_realtime(str(real_model))
+    assert check.status == doctor.WARN and check.detail.startswith(
+        "the last check failed: its result could not be kept (TypeError: x) (W4A4 INT4-MMA (NVIDIA L4, sm_89), ")
+    assert "runs again" in check.fix
+
+
 def test_the_realtime_check_is_not_run_for_the_demo_model_or_without_a_gpu(monkeypatch):
     import torch
 

@@ -216,6 +216,36 @@ def test_a_result_that_cannot_be_kept_is_shown_all_the_same(worker, tmp_path, en
     assert status.state == DONE and status.result.verdict == "fine" and not list(tmp_path.glob("*.json"))
 
 
+def test_a_result_that_breaks_keeping_ends_failed_and_is_noted_for_doctor(worker, tmp_path, engine, monkeypatch,
+                                                                         caplog):
+    """A fault of ours while keeping the result (here a NumPy float, which JSON cannot write): the check ends
+    failed with why, on the page and in the log, never "running" for ever; the failure is kept for `voicedesk
+    doctor` (latest_for), and the next load checks again."""
+    import json
+
+    import numpy as np
+
+    from app.realtime_check import latest_for
+    from engine.checks.realtime import RealtimeCheck
+
+    monkeypatch.setattr(RealtimeCheck, "to_dict", lambda self: {"token_agreement": np.float32(1.0)})
+    loads = Loads()
+    checks = service(worker, loads, tmp_path)
+    checks.after_load(engine)
+    status = settled(checks)
+    assert status.state == FAILED and status.line().startswith(
+        "Realtime could not be checked on this GPU: its result could not be kept (TypeError: Object of type float32")
+    assert any(r.levelname == "ERROR" and "could not be kept" in r.message for r in caplog.records)
+    key = CheckKey.of(engine)
+    record = json.loads(key.file(tmp_path).read_text())
+    assert record["failed"] == status.message and "result" not in record
+    assert latest_for(key.checkpoint, "CPU", tmp_path) == (None, record)  # the backend "FP32 eager (CPU)"
+    monkeypatch.undo()
+    checks.after_load(engine)  # a kept failure is not a result: the next load runs the check
+    assert settled(checks).state == DONE and len(loads.modes) == 2 and "result" in json.loads(
+        key.file(tmp_path).read_text())
+
+
 @pytest.mark.parametrize("mode, device_type, demo, runs", [
     (Mode.REALTIME, "cuda", False, True),
     (Mode.REALTIME, "cpu", False, False),
