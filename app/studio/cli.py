@@ -62,6 +62,8 @@ def render(args, model: str | None) -> int:
             if event.kind == "failed":
                 failed.append(event)
                 tqdm.write(f"line {event.cue.line.number} failed: {event.error}", file=sys.stderr)
+            if event.warning:
+                tqdm.write(f"line {event.cue.line.number}: {event.warning}", file=sys.stderr)
             if event.kind in ("done", "failed"):
                 bar.update(1)
                 left = progress.seconds_left

@@ -43,6 +43,7 @@ class RenderEvent:
     take: Take | None = None
     audio: np.ndarray | None = None  # float32 at the engine's rate, for "done"
     error: str | None = None
+    warning: str | None = None  # for "done": the take is kept, but something after it failed (its voice not kept)
 
 
 @dataclass
@@ -191,15 +192,19 @@ def _rendered(engine, project: Project, group: list[_Line], voices: dict[str, Vo
         try:
             take = project.add_take(line.cue.key, result.audio, result.sample_rate, result.seed,
                                     elapsed * len(result.audio) / total_s, verdict.to_json() if verdict else None)
-            if line.makes_voice:  # the reference line: its sound becomes the speaker's voice
-                speaker = line.cue.speaker
-                voices[speaker.key] = _keep_as_voice(engine, project, speaker, result)
         except Exception as err:
             yield _failure(line.cue, err)
             if isinstance(err, StorageError):
                 return
             continue
-        yield RenderEvent("done", line.cue, take, result.audio)
+        problem = _voice_not_kept(engine, project, line, result, voices) if line.makes_voice else None
+        yield RenderEvent("done", line.cue, take, result.audio,
+                          warning=None if problem is None else f"The take is kept, but it could not become "
+                                                               f"{line.cue.speaker.label}'s voice ({_said(problem)}); "
+                                                               "their next line makes it again.")
+        if isinstance(problem, StorageError):
+            yield _failure(line.cue, problem)
+            return
 
 
 def _checked(engine, line: _Line, checks: Checks, references: dict, cancel: threading.Event | None):
@@ -216,10 +221,14 @@ def _failure(cue: Cue, err: Exception) -> RenderEvent:
     if isinstance(err, StorageError):
         return RenderEvent("stopped", cue, error=f"{err} The render stopped at line {cue.line.number}; "
                                                  "rendering again goes on from there.")
-    if isinstance(err, VoiceDeskError):
-        return RenderEvent("failed", cue, error=str(err))
-    log.error("rendering line %d failed", cue.line.number, exc_info=err)  # a bug or a driver error
-    return RenderEvent("failed", cue, error=f"{type(err).__name__}: {err}")
+    if not isinstance(err, VoiceDeskError):
+        log.error("rendering line %d failed", cue.line.number, exc_info=err)  # a bug or a driver error
+    return RenderEvent("failed", cue, error=_said(err))
+
+
+def _said(err: Exception) -> str:
+    """An error as the Studio says it: our own errors' messages are for people, anything else names its type."""
+    return str(err) if isinstance(err, VoiceDeskError) else f"{type(err).__name__}: {err}"
 
 
 def _made_voice(engine, project: Project, speaker: Speaker, *, language: str | None,
@@ -231,6 +240,20 @@ def _made_voice(engine, project: Project, speaker: Speaker, *, language: str | N
     result = engine.synthesize(speaker.reference, instruct=speaker.instruct, language=language or settings.language,
                                config=config, cancel=cancel)
     return _keep_as_voice(engine, project, speaker, result)
+
+
+def _voice_not_kept(engine, project: Project, line: _Line, result, voices: dict[str, Voice | None]) -> Exception | None:
+    """Make a reference line's kept take (`result`) its speaker's voice; the error when that fails (logged). The
+    take stays: the speaker is left without a voice, so their next line makes one again (_prepared)."""
+    speaker = line.cue.speaker
+    try:
+        voices[speaker.key] = _keep_as_voice(engine, project, speaker, result)
+    except Exception as err:
+        if not isinstance(err, VoiceDeskError):
+            log.error("line %d's take could not become %s's voice", line.cue.line.number, speaker.label,
+                      exc_info=err)
+        return err
+    return None
 
 
 def _keep_as_voice(engine, project: Project, speaker: Speaker, result) -> Voice:

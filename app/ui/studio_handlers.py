@@ -110,13 +110,15 @@ class StudioHandlers:
         if live is not None:
             live.attach(stop=job.cancel.set)  # the page stopped listening: the GPU goes to the next job
         counter = Progress.of(todo)
-        shown_at, note = 0.0, None
+        shown_at, note, warnings = 0.0, None, []
         try:
             for kind, value in job.follow(self.ctx.worker):
                 if kind == "waiting":
                     yield parts.progress_html(counter, in_line(value)), failed_lines, *[gr.skip()] * 4
                 elif kind == "item":
                     counter.add(value)
+                    if value.warning:
+                        warnings.append(f"⚠ Line {value.cue.line.number}: {value.warning}")
                     if value.kind == "done" and live is not None:
                         gap = np.zeros(round(project_.settings.line_gap_s * SAMPLE_RATE), np.float32)
                         live.put(to_int16(np.concatenate([value.audio, gap])))
@@ -134,9 +136,9 @@ class StudioHandlers:
             note = "Stopped"
         finally:
             job.cancel.set()  # the page went away or the request ended: free the GPU either way
-        failures = f"⚠ {counter.failed} line(s) failed: select one to see why." if counter.failed else ""
+        failures = [f"⚠ {counter.failed} line(s) failed: select one to see why."] if counter.failed else []
         yield parts.progress_html(counter, note, "stopped" if note else None), failed_lines, \
-            *self.view(slug, text, narrator_name, failed_lines, chapters=False, note=failures)
+            *self.view(slug, text, narrator_name, failed_lines, chapters=False, note=" ".join(failures + warnings))
 
     # Each render handler publishes under the page's `live_id` (live_player.js): the page hears every finished
     # line, or why there is none.

@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -427,3 +428,38 @@ def test_a_full_disk_when_a_made_voice_is_kept_stops_the_render(engine, library,
     events = list(render_lines(recorder, project, cues, library.find_voice))
     assert [(e.kind, e.cue) for e in events] == [("start", cues[0]), ("stopped", cues[0])]
     assert events[-1].error.startswith("The disk is full") and len(recorder.calls) == 1  # the voice's line only
+
+
+@pytest.mark.parametrize("fault, stops", [(RuntimeError("the encoder broke"), False),
+                                          (storage_error(Path("voices"), OSError(errno.ENOSPC, "No space")), True)])
+def test_a_take_that_cannot_become_the_voice_is_kept_and_the_next_line_tries_again(engine, library, tmp_path,
+                                                                                   monkeypatch, fault, stops):
+    """Bob's first line is his reference: its take is rendered and stored, then keeping it as his voice fails. The
+    line is done (a kept take, which Render all does not redo) with a warning that says why; his next line makes
+    his voice again (here it works). A full disk stops the render after that line, as at a take it cannot store."""
+    project, script, cues = new_project(tmp_path, library, "[voice Bob = male, low pitch]\n"
+                                                           "Bob: Here is a plain line of a few seconds.\nBob: Hi.\n")
+    assert cues[0].speaker.reference == cues[0].line.text
+    keep_voice, faults = project.keep_voice, [fault]
+
+    def fails_once(key, voice):
+        if faults:
+            raise faults.pop()
+        keep_voice(key, voice)
+
+    monkeypatch.setattr(project, "keep_voice", fails_once)
+    recorder = Recorder(engine)
+    events = list(render_lines(recorder, project, cues, library.find_voice))
+    done = events[1]
+    assert (done.kind, done.cue) == ("done", cues[0]) and project.kept(cues[0].key) is not None
+    assert done.warning.startswith("The take is kept, but it could not become Bob's voice (")
+    assert pending(project, cues) == ([cues[1]] if stops else [])
+    if stops:
+        assert [e.kind for e in events] == ["start", "done", "stopped"] and "disk is full" in events[-1].error
+        return
+    assert "RuntimeError: the encoder broke" in done.warning
+    assert [(e.kind, e.cue) for e in events[2:]] == [("start", cues[1]), ("done", cues[1])]
+    assert events[3].warning is None and project.voice(cues[1].speaker.key) is not None
+    # his next line rendered his reference again first (a voice made for it), then itself with that voice
+    assert [(text, has_voice) for text, has_voice, *_ in recorder.calls] == [
+        (cues[0].line.text, False), (cues[0].line.text, False), ("Hi.", True)]
