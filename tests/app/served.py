@@ -20,14 +20,15 @@ START_TIMEOUT_S = 300
 
 
 @contextlib.contextmanager
-def serving(home: Path, args: list[str], ready: Callable[[int, str], bool], voice: str, settings: str = "{}",
-            env: dict[str, str] | None = None):
-    """Start `launcher.py serve --port P *args` with `settings` (JSON), the saved voice `voice` and `env` added to
-    the environment; yield (port, dirs, process, log file) once `ready(port, log text)`."""
+def serving(home: Path, args: list[str], ready: Callable[[int, str], bool], voice: str | None = None,
+            settings: str = "{}", env: dict[str, str] | None = None):
+    """Start `launcher.py serve --port P *args` with `settings` (JSON), the saved voice `voice` (if any) and `env`
+    added to the environment; yield (port, dirs, process, log file) once `ready(port, log text)`."""
     dirs = AppDirs(config=home / "config", data=home / "data", cache=home / "cache").create()  # as VOICEDESK_HOME
     dirs.settings_file.write_text(settings)
-    tokens = torch.randint(0, 1024, (8, 50), generator=torch.Generator().manual_seed(0))
-    VoiceLibrary.open(dirs).save(voice, Voice(tokens=tokens, transcript="This is how I sound.", rms=0.08))
+    if voice is not None:
+        tokens = torch.randint(0, 1024, (8, 50), generator=torch.Generator().manual_seed(0))
+        VoiceLibrary.open(dirs).save(voice, Voice(tokens=tokens, transcript="This is how I sound.", rms=0.08))
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

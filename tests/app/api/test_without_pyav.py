@@ -1,18 +1,23 @@
 """`voicedesk serve` on a computer without PyAV (a headless GPU server, say): pcm and wav are served as ever,
 and a request for a format that needs PyAV gets a 400 that says so, before anything is queued."""
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
-from conftest import free_port
+from served import serving
 
 ROOT = Path(__file__).resolve().parents[3]
 BODY = {"model": "tts-1", "voice": "alloy", "input": "Hello there.", "steps": 4, "seed": 3}
+
+
+def lists_models(port: int, log: str) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).is_success
+    except httpx.HTTPError:
+        return False
 
 
 @pytest.fixture
@@ -21,30 +26,9 @@ def served_without_pyav(tmp_path):
     hidden = tmp_path / "no_pyav" / "av"
     hidden.mkdir(parents=True)
     (hidden / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'av'\", name='av')\n")
-    port, log_path = free_port(), tmp_path / "app.log"
-    env = {**os.environ, "VOICEDESK_HOME": str(tmp_path / "home"),
-           "PYTHONPATH": os.pathsep.join([str(hidden.parent), str(ROOT)])}
-    with log_path.open("w") as log:
-        proc = subprocess.Popen([sys.executable, "launcher.py", "serve", "--demo", "--port", str(port)], cwd=ROOT,
-                                env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, f"the app did not start:\n{log_path.read_text()}"
-            try:
-                httpx.get(f"{url}/v1/models", timeout=5).raise_for_status()
-                break
-            except httpx.HTTPError:
-                time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with serving(tmp_path / "home", ["--demo"], ready=lists_models,
+                 env={"PYTHONPATH": os.pathsep.join([str(hidden.parent), str(ROOT)])}) as (port, _, _, _):
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_pcm_and_wav_are_served_without_pyav_and_mp3_says_why_not(served_without_pyav, decode_audio):
