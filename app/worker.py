@@ -12,6 +12,11 @@ rows and steps; the worker only decides which jobs may run together. A job of an
 runs alone, waits until the running ones end; the line's order is kept (nobody is passed by a job behind
 them). Stopping one job of a batch leaves the others' results as they would be alone.
 
+Each job runs on a thread kept for the next ones: on the first thread, where the model was loaded and warmed
+up, whenever it is idle (so always for jobs one at a time), else on the idle thread freed last. CUDA
+keeps state per thread (cuBLAS and cuDNN handles, cuDNN's convolution plans for each shape): a thread's first
+work pays for making it, so a lone client's requests must not wander over threads that never ran one.
+
 Waiting jobs take turns by lane (a browser session, or all API requests together): the next job is
 the oldest one of the lane that started a job longest ago, so a burst of API requests cannot push
 the person at the app to the back of the line, and the reverse. A request made of several jobs (make
@@ -89,8 +94,8 @@ class GpuWorker:
         self._name = name
         # threads that run jobs, kept for the next ones (a thread's first CUDA work sets up its own state)
         self._threads: list[threading.Thread] = []
-        self._idle = 0  # of them waiting for a job
-        self._handed: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._handed: list[queue.SimpleQueue[Job | None]] = []  # each thread's next job (None: end)
+        self._idle: list[int] = []  # the threads waiting for a job, by number, the one freed last at the end
         self._last_stamp = 0.0
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
@@ -179,8 +184,8 @@ class GpuWorker:
                 job.cancel.set()
             self._wake.notify_all()
             threads = [self._thread, *self._threads]
-            for _ in self._threads:
-                self._handed.put(None)
+            for handed in self._handed:
+                handed.put(None)
         for thread in threads:
             thread.join(timeout=10)
 
@@ -202,27 +207,34 @@ class GpuWorker:
                 self._last_start[job.lane] = self._starts
                 if self._kept == job.owner:  # the kept turn goes on in this job: nobody slipped in between
                     self._kept = None
-                if self._idle:
-                    self._idle -= 1
-                else:
-                    thread = threading.Thread(target=self._serve, name=f"{self._name}-{len(self._threads) + 1}",
-                                              daemon=True)
-                    self._threads.append(thread)
-                    thread.start()
-                self._handed.put(job)
+                self._handed[self._idle_thread()].put(job)
 
-    def _serve(self) -> None:
-        """A job thread: runs the jobs handed to it, one after another, until the worker shuts down."""
-        while (job := self._handed.get()) is not None:
-            self._run(job)
+    def _idle_thread(self) -> int:
+        """The number of the thread to run the next job on: the first thread when idle (it loaded and warmed the
+        model), else the idle thread freed last, else a new one (call with the lock held)."""
+        if not self._idle:
+            number = len(self._threads)
+            self._handed.append(queue.SimpleQueue())
+            self._threads.append(threading.Thread(target=self._serve, args=(number,),
+                                                  name=f"{self._name}-{number + 1}", daemon=True))
+            self._threads[number].start()
+            return number
+        number = 0 if 0 in self._idle else self._idle[-1]
+        self._idle.remove(number)
+        return number
 
-    def _run(self, job: Job) -> None:
+    def _serve(self, number: int) -> None:
+        """Job thread `number`: runs the jobs handed to it, one after another, until the worker shuts down."""
+        while (job := self._handed[number].get()) is not None:
+            self._run(job, number)
+
+    def _run(self, job: Job, number: int) -> None:
         try:
             self._execute(job)
         finally:
             with self._wake:
                 self._running.discard(job)
-                self._idle += 1
+                self._idle.append(number)
                 if job.owner in self._holding:
                     self._kept = job.owner
                 self._wake.notify_all()

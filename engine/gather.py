@@ -6,7 +6,9 @@ is every call waiting then whose key equals the oldest's, in the order they were
 comes while a batch runs joins the next one, so none waits more than one batch behind another, however
 long that one is. Streams that are starting go first, by themselves (one such batch at a time): their
 first audio does not wait for the big groups of streams already playing. One of the waiting threads
-runs the batch; the others wait for their results.
+runs the batch: the one that ran the last batch when it waits too, since CUDA keeps state per thread (cuBLAS
+and cuDNN handles, cuDNN's convolution plans for each shape) that a thread's first batches would have to make;
+the others wait for their results. A call that finds nothing running and nobody to wait for runs at once.
 
 A thread that asks for one generation after another (a stream's pieces) is a `member` while it does:
 the next batch starts once every member's next call is there (or after GRACE_S, should one dawdle), so
@@ -74,6 +76,7 @@ class Gathering:
     _asked: int = 0  # places in the order of asking given so far
     _free_at: float = 0.0  # when the last batch ended (time.monotonic())
     _started_last: bool = False  # the last batch was of starting streams only, ahead of others waiting
+    _runner: int | None = None  # the thread that ran the last batch
     _changed: threading.Condition = field(default_factory=lambda: threading.Condition(threading.Lock()))
 
     @contextlib.contextmanager
@@ -108,19 +111,19 @@ class Gathering:
             self._changed.notify_all()
         while True:
             with self._changed:
-                while not call.done and not call.cancelled and (wait := self._wait_s()) > 0:
-                    self._changed.wait(min(wait, POLL_S))
+                while not call.done and not call.cancelled and not self._starts_here():
+                    self._changed.wait(self._pause_s())
                 if call.done:
                     break
                 if call in self._waiting and call.cancelled:  # not in a batch yet: it leaves the line
                     self._waiting.remove(call)
                     self._changed.notify_all()
                     raise Cancelled("Stopped.")
-                if self._wait_s() > 0:  # cancelled inside the running batch: its end says what became of it
+                if not self._starts_here():  # cancelled inside the running batch: its end says what became of it
                     self._changed.wait(POLL_S)
                     continue
                 batch = self._take()  # the GPU is free: this thread runs the next batch, unlocked
-                self._busy = True
+                self._busy, self._runner = True, call.thread
             try:
                 self._run(batch)
             finally:
@@ -141,6 +144,18 @@ class Gathering:
         if all(thread in asking for thread in self._members):
             return 0.0
         return self._free_at + GRACE_S - time.monotonic()
+
+    def _starts_here(self) -> bool:
+        """Whether this thread starts the next batch now: it may start, and the thread that ran the last batch is
+        this one or waits for none (lock held)."""
+        if self._wait_s() > 0:
+            return False
+        return self._runner in (None, threading.get_ident()) or all(c.thread != self._runner for c in self._waiting)
+
+    def _pause_s(self) -> float:
+        """How long to wait for a change before looking again (lock held)."""
+        wait = self._wait_s()
+        return min(wait, POLL_S) if wait > 0 else POLL_S
 
     def _take(self) -> list[Call]:
         """The next batch: the waiting call asked first and every other one of its key, in the order of

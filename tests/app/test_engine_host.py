@@ -1,11 +1,16 @@
 """Loading the model on the worker: whatever goes wrong reaches the page (the host's state) and the
 terminal (the log) with what to do, instead of a state stuck at "Waiting for the GPU"."""
 import logging
+import threading
+import time
+from types import SimpleNamespace
 
 import pytest
+import torch
 
 from app.engine_host import EngineHost
-from app.worker import GpuWorker
+from app.worker import GpuWorker, outcome
+from engine.config import Mode
 
 
 @pytest.fixture
@@ -43,3 +48,32 @@ def test_an_unexpected_error_names_the_next_step(worker, caplog):
         state = host.wait_ready(30)
     assert state.failed and "CUDA driver version is insufficient" in state.message and "doctor" in state.message
     assert "Traceback" in caplog.text  # the terminal gets the details
+
+
+def test_jobs_one_at_a_time_run_on_the_thread_that_warmed_the_model_up(worker):
+    """CUDA keeps state per thread (cuBLAS and cuDNN handles, cuDNN's plans for each shape): a job that runs alone,
+    such as a lone client's request, runs on the thread where the model was loaded and warmed up, also after jobs
+    ran side by side on threads of their own."""
+    warmed = []
+    engine = SimpleNamespace(mode=Mode.HIFI, device=torch.device("cpu"), is_demo=True, backend="stand-in",
+                             synthesize=lambda text, config: warmed.append(threading.get_ident()))
+    host = EngineHost(worker, None, loader=lambda model, device, mode, progress: engine)
+    host.start("hifi")
+    assert host.wait_ready(30).ready and len(warmed) == 1
+    started, releases = {}, [threading.Event() for _ in range(4)]
+
+    def beside(n):
+        started[n] = threading.get_ident()
+        assert releases[n].wait(30)
+
+    jobs = [worker.submit(lambda cancel, n=n: beside(n), owner=f"client-{n}", batch="key") for n in range(4)]
+    deadline = time.monotonic() + 30
+    while len(started) < len(jobs):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert len(set(started.values())) == len(jobs) and started[0] == warmed[0]
+    for job, release in zip(jobs, releases):  # the warm thread is freed first, the others after it
+        release.set()
+        outcome(worker.result(job))
+    alone = [worker.call(lambda cancel: threading.get_ident()) for _ in range(2 * len(jobs))]
+    assert set(alone) == set(warmed)

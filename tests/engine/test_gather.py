@@ -116,3 +116,72 @@ def test_a_starting_stream_goes_first_by_itself_but_not_twice_in_a_row(pool):
     leave.set()
     assert first.result(TIMEOUT_S) == 110 and second.result(TIMEOUT_S) == 120
     assert batches.seen == [[0], [11], [1, 12]]
+
+
+class CountedWaits(threading.Condition):
+    """The gathering's condition, counting the waits of callers."""
+
+    def __init__(self):
+        super().__init__(threading.Lock())
+        self.waits = 0
+
+    def wait(self, timeout=None):
+        self.waits += 1
+        return super().wait(timeout)
+
+
+def test_a_lone_stream_never_waits(pool):
+    """A stream alone (a member asking one call after another, and a plain call between) starts each batch at
+    once: no gather window, no poll."""
+    gathering = Gathering(lambda works, cancel: [10 * work for work in works])
+    gathering._changed = CountedWaits()
+
+    def stream():
+        with gathering.member():
+            return [gathering.run(work, "a") for work in range(5)] + [gathering.run(5, "b")]
+
+    assert pool.submit(stream).result(TIMEOUT_S) == [0, 10, 20, 30, 40, 50]
+    assert gathering.run(6, "a") == 60
+    assert gathering._changed.waits == 0
+
+
+def test_the_thread_that_ran_the_last_batch_runs_the_next_when_it_waits(pool, monkeypatch):
+    """CUDA keeps state per thread: the next batch goes to the thread that ran the last one, even when another
+    thread's call completes the batch and could start it itself."""
+    monkeypatch.setattr("engine.gather.GRACE_S", TIMEOUT_S)  # a member's next call is waited for, however late
+    runners, gate = [], threading.Event()
+
+    def run_batch(works, cancel):
+        runners.append((list(works), threading.get_ident()))
+        if works == [1]:
+            assert gate.wait(TIMEOUT_S)
+        return [10 * work for work in works]
+
+    gathering = Gathering(run_batch)
+    joined, asked = threading.Event(), threading.Event()
+
+    def first_stream():
+        with gathering.member():
+            gathering.run(1, "a")
+            assert joined.wait(TIMEOUT_S)  # the second stream is a member before this one asks again
+            gathering.run(2, "a")
+        return threading.get_ident()
+
+    def second_stream():
+        with gathering.member():
+            joined.set()
+            assert asked.wait(TIMEOUT_S)
+            gathering.run(3, "a")  # the last call awaited: this thread could start the batch at once
+
+    first = pool.submit(first_stream)
+    while not runners:
+        time.sleep(0.005)
+    second = pool.submit(second_stream)
+    assert joined.wait(TIMEOUT_S)
+    gate.set()
+    waiting(gathering, 1)  # the first stream's next call, waiting for the second's
+    asked.set()
+    second.result(TIMEOUT_S)
+    runner = first.result(TIMEOUT_S)
+    assert [works for works, _ in runners] == [[1], [3], [2]]  # the starting stream first, by itself
+    assert {thread for _, thread in runners} == {runner}
