@@ -99,3 +99,22 @@ def tiny_whisper(tmp_path_factory) -> str:
     model.save_pretrained(folder)
     WhisperFeatureExtractor(feature_size=80).save_pretrained(folder)
     return str(folder)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    """The demo checkpoint on the CPU's eager reference path, one per test module (tests spy on it and patch it);
+    a module that needs another engine defines its own `engine`."""
+    from engine.constants import DEMO_MODEL
+    from engine.engine import Engine
+
+    return Engine.load(DEMO_MODEL, device="cpu", mode="eager")
+
+
+@pytest.fixture(scope="module")
+def voice(engine):
+    """A voice made by `engine` from a 2 s synthetic clip and its transcript."""
+    from engine.constants import SAMPLE_RATE
+    from tools.workloads import synthetic_voice
+
+    return engine.voice_from_clip((synthetic_voice(2.0), SAMPLE_RATE), "A synthetic voice for the test.")

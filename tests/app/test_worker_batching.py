@@ -15,10 +15,7 @@ import engine.gather as gather
 import engine.lm.batch as batch_module
 from app.worker import GpuWorker
 from engine.config import GenerationConfig
-from engine.constants import DEMO_MODEL, SAMPLE_RATE
-from engine.engine import Engine
 from engine.errors import Cancelled
-from tools.workloads import synthetic_voice
 
 CFG = GenerationConfig(num_step=3, seed=11)
 LONG = "\n\n".join(f"Sentence number {n} of the long request." for n in range(1, 7))  # six pieces
@@ -27,16 +24,6 @@ MEDIUM = ("A request of four pieces.\n\nIts second piece is a sentence too.\n\nA
 SHORT = "A short request."
 OTHER = "Another short one."
 L, M = LONG.split("\n\n"), MEDIUM.split("\n\n")
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return Engine.load(DEMO_MODEL, device="cpu", mode="eager")
-
-
-@pytest.fixture(scope="module")
-def voice(engine):
-    return engine.voice_from_clip((synthetic_voice(2.0), SAMPLE_RATE), "A synthetic voice for the test.")
 
 
 @pytest.fixture(scope="module")

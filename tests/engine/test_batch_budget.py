@@ -3,29 +3,16 @@ estimate, and the graph runner only has the buckets whose step fits it (a batch 
 The estimate itself is checked against the allocator's peak on a GPU (tests/gpu/)."""
 import dataclasses
 
-import pytest
 import torch
 
 import engine.lm.batch as batch_module
 from engine.config import GenerationConfig
-from engine.constants import DEMO_MODEL, SAMPLE_RATE
-from engine.engine import Engine
+from engine.constants import DEMO_MODEL
 from engine.lm.budget import MemoryBudget
 from engine.lm.runner import DEFAULT_BUCKETS, StaticRunner, packed_rows
-from tools.workloads import synthetic_voice
 
 TEXT = "One line, said four times."
 CFG = GenerationConfig(num_step=2, seed=3)
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return Engine.load(DEMO_MODEL, device="cpu", mode="eager")
-
-
-@pytest.fixture(scope="module")
-def voice(engine):
-    return engine.voice_from_clip((synthetic_voice(2.0), SAMPLE_RATE), "A synthetic voice for the test.")
 
 
 def _spy(monkeypatch, target, name, seen):

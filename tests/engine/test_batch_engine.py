@@ -6,25 +6,13 @@ import pytest
 
 import engine.lm.batch as batch_module
 from engine.config import GenerationConfig
-from engine.constants import DEMO_MODEL, SAMPLE_RATE
-from engine.engine import Engine, ahead_groups
+from engine.engine import ahead_groups
 from engine.lm.runner import StaticRunner
 from engine.voice import Voice
-from tools.workloads import synthetic_voice
 
 TEXT = ("First words here.\n\nThe second sentence.\n\nA third one is here.\n\nThen there is a fourth.\n\n"
         "And the fifth is last.")  # five pieces: a blank line ends each
 CFG = GenerationConfig(num_step=4, seed=40)
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return Engine.load(DEMO_MODEL, device="cpu", mode="eager")
-
-
-@pytest.fixture(scope="module")
-def voice(engine):
-    return engine.voice_from_clip((synthetic_voice(2.0), SAMPLE_RATE), "A synthetic voice for the test.")
 
 
 @pytest.fixture(params=["eager", "runner"])

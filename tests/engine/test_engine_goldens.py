@@ -12,19 +12,12 @@ from extras import with_tn_marks
 from safetensors.torch import load_file
 
 from engine.config import GenerationConfig
-from engine.constants import DEMO_MODEL
-from engine.engine import Engine
 
 GOLDENS = Path(__file__).parents[1] / "data" / "goldens"
 REQUESTS = sorted(p.stem for p in (GOLDENS / "generate").glob("*.json"))
 WITH_AUDIO = [name for name in REQUESTS
               if json.loads((GOLDENS / "generate" / f"{name}.json").read_text(encoding="utf-8"))["audio_stored"]]
 CONFIG_KEYS = {f.name for f in fields(GenerationConfig)} - {"seed"}
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return Engine.load(DEMO_MODEL, device="cpu", mode="eager")
 
 
 def test_there_are_end_to_end_goldens():

@@ -21,7 +21,7 @@ from app.studio.plan import REFERENCE_S, plan_cues, speech_seconds
 from app.studio.project import Projects
 from app.studio.render import Progress, pending, render_lines
 from engine.config import GenerationConfig
-from engine.constants import DEMO_MODEL, FRAME_RATE, SAMPLE_RATE
+from engine.constants import FRAME_RATE, SAMPLE_RATE
 from engine.errors import Cancelled
 from engine.fileio import storage_error
 from engine.request import SpeechRequest
@@ -38,13 +38,6 @@ Bob: Only me.
 The end.
 """
 STEPS = 4  # the demo model's output is noise at any step count; fewer steps keep the test short
-
-
-@pytest.fixture(scope="module")
-def engine():
-    from engine import Engine
-
-    return Engine.load(DEMO_MODEL, device="cpu", mode="eager")
 
 
 @pytest.fixture(scope="module")

@@ -10,22 +10,10 @@ from engine.checks.takes import Checks
 from engine.checks.verdict import Thresholds
 from engine.checks.voice import SpeakerEncoder
 from engine.config import GenerationConfig
-from engine.constants import DEMO_MODEL, SAMPLE_RATE
-from engine.engine import Engine
-from tools.workloads import synthetic_voice
+from engine.constants import SAMPLE_RATE
 
 TEXT = "Hello there, nice to meet you."
 CFG = GenerationConfig(num_step=8, seed=11)
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return Engine.load(DEMO_MODEL, device="cpu", mode="eager")
-
-
-@pytest.fixture(scope="module")
-def voice(engine):
-    return engine.voice_from_clip((synthetic_voice(3.0), SAMPLE_RATE), "A synthetic voice for the test.")
 
 
 @pytest.fixture(scope="module")
