@@ -77,6 +77,7 @@ class Buffers:
     slot_frame: torch.Tensor  # [H] long: the slot's frame within its sequence
     slot_key: torch.Tensor  # [H] long: its sequence's noise key (32 bits)
     rank_base: torch.Tensor  # [H] long: flat slots of the sequences before its own (C * their frames)
+    slot_end: torch.Tensor  # [H] long: the slot past its sequence's last (H for junk)
     schedule: torch.Tensor  # [MAX_STEPS, MAX_SEQUENCES + 1] long: slots each sequence reveals per step
     step: torch.Tensor  # [] long: step counter, advanced inside the graph
 
@@ -90,7 +91,7 @@ class Buffers:
         return cls(longs(1, C, S), torch.zeros(1, S, dtype=torch.bool, **z), longs(S),
                    torch.zeros(S, dtype=torch.int32, **z), torch.full((S,), S, dtype=torch.int32, **z),
                    longs(2 * H), longs(H), longs(H), torch.zeros(C, H, dtype=torch.bool, **z), longs(C, H),
-                   torch.full((H,), MAX_SEQUENCES, dtype=torch.long, **z), longs(H), longs(H), longs(H),
+                   torch.full((H,), MAX_SEQUENCES, dtype=torch.long, **z), longs(H), longs(H), longs(H), longs(H),
                    longs(MAX_STEPS, MAX_SEQUENCES + 1), torch.zeros((), dtype=torch.long, **z))
 
 
@@ -109,6 +110,7 @@ def pack(prompts: list[PromptItem], S: int, mask_id: int, schedules: list[list[i
     bounds, cond_cols, uncond_cols = [0], [], []
     slot_sequence = torch.full((H,), MAX_SEQUENCES, dtype=torch.long)
     slot_frame, slot_key, rank_base = (torch.zeros(H, dtype=torch.long) for _ in range(3))
+    slot_end = torch.full((H,), H, dtype=torch.long)
     sched = torch.zeros(MAX_STEPS, MAX_SEQUENCES + 1, dtype=torch.long)
     row = slot = 0
     for j, (prompt, schedule, seed) in enumerate(zip(prompts, schedules, seeds)):
@@ -128,6 +130,7 @@ def pack(prompts: list[PromptItem], S: int, mask_id: int, schedules: list[list[i
         slot_frame[slot:slot + T] = torch.arange(T)
         slot_key[slot:slot + T] = sequence_key(seed)
         rank_base[slot:slot + T] = C * slot
+        slot_end[slot:slot + T] = slot + T
         sched[:len(schedule), j] = torch.tensor(schedule)
         row, slot = row + c + T, slot + T
     rank_base[slot:] = C * slot
@@ -140,7 +143,8 @@ def pack(prompts: list[PromptItem], S: int, mask_id: int, schedules: list[list[i
     valid = (torch.arange(H) < slot).expand(C, H).clone()
     return Buffers(ids, audio_mask, positions, key_start, key_end, torch.cat([cond_cols, uncond_cols]),
                    cond_cols, uncond_cols, valid, torch.full((C, H), mask_id, dtype=torch.long),
-                   slot_sequence, slot_frame, slot_key, rank_base, sched, torch.zeros((), dtype=torch.long))
+                   slot_sequence, slot_frame, slot_key, rank_base, slot_end, sched,
+                   torch.zeros((), dtype=torch.long))
 
 
 @dataclass
@@ -221,12 +225,24 @@ class StaticRunner:
         logits = lm(buf.ids, buf.audio_mask, ranges, rows=buf.rows, rope=(cos, sin))  # [2H, C, V]
         H = buf.tokens.shape[1]
         cond, uncond = logits[:H].transpose(0, 1), logits[H:].transpose(0, 1)  # [C, H, V]
-        predicted, scores = predict_and_score(cond, uncond, buf.tokens, cfg, mask_id, None, self.fused,
-                                              noise=PackedNoise(buf))
-        reveal = reveal_mask(scores.masked_fill(~buf.valid, float("-inf")), buf)
-        buf.tokens.copy_(torch.where(reveal, predicted, buf.tokens))
-        buf.ids[0].index_copy_(1, buf.cond_cols, buf.tokens)
-        buf.ids[0].index_copy_(1, buf.uncond_cols, buf.tokens)
+        if self.fused and cfg.class_temperature == 0:  # scoring and reveal in three kernels
+            from kernels.cfg_score import cfg_score
+            from kernels.reveal import noisy_scores, reveal
+
+            predicted, scores = cfg_score(cond, uncond, cfg.guidance_scale, cfg.layer_penalty_factor, mask_id)
+            noisy = noisy_scores(scores, buf.tokens, buf.valid, slot_key=buf.slot_key, slot_frame=buf.slot_frame,
+                                 step=buf.step, temperature=cfg.position_temperature, mask_id=mask_id,
+                                 max_frames=MAX_FRAMES)
+            reveal(noisy, predicted, tokens=buf.tokens, ids=buf.ids[0], cond_cols=buf.cond_cols,
+                   uncond_cols=buf.uncond_cols, slot_sequence=buf.slot_sequence, rank_base=buf.rank_base,
+                   slot_end=buf.slot_end, schedule=buf.schedule, step=buf.step)
+        else:
+            predicted, scores = predict_and_score(cond, uncond, buf.tokens, cfg, mask_id, None, self.fused,
+                                                  noise=PackedNoise(buf))
+            reveal = reveal_mask(scores.masked_fill(~buf.valid, float("-inf")), buf)
+            buf.tokens.copy_(torch.where(reveal, predicted, buf.tokens))
+            buf.ids[0].index_copy_(1, buf.cond_cols, buf.tokens)
+            buf.ids[0].index_copy_(1, buf.uncond_cols, buf.tokens)
         buf.step.add_(1)
 
     # -- capture and replay ---------------------------------------------------------------------

@@ -1,0 +1,116 @@
+"""The fused reveal (kernels/reveal.py) against the PyTorch ops the runner runs without it: the position
+noise of engine/lm/noise.py to the log's rounding (the hash and its uniforms are integer-exact, so a
+wrong bit of the hash moves the noise by far more), and the reveal itself exactly: the same tokens and
+the same ids, ties, junk slots, sequences that straddle a program's block, a quota past the masked
+slots. Interpreter at small shapes on a CPU; on a GPU also the baseline's grid."""
+import pytest
+import torch
+
+from engine.lm.decode import gumbel_perturb
+from engine.lm.noise import MAX_FRAMES, position_uniforms
+from engine.lm.prompt import PromptItem
+from engine.lm.runner import MAX_SEQUENCES, pack, reveal_mask
+from kernels.reveal import noisy_scores, reveal
+
+pytest.importorskip("triton")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # without CUDA, tests/conftest.py chose the interpreter
+C, MASK = 8, 1024
+
+
+def packed(frames: list[int], S: int, step: int, seed: int = 0):
+    """Buffers of sequences with these target lengths (prompts of 3 rows), at `step`, on DEVICE, with
+    random scores (few distinct values: many ties), predictions and some tokens revealed already."""
+    g = torch.Generator().manual_seed(seed)
+    prompts = [PromptItem(torch.randint(0, MASK, (C, 3 + T), generator=g), torch.ones(3 + T, dtype=torch.bool), T)
+               for T in frames]
+    schedules = [torch.randint(0, C * T + 3, (step + 1,), generator=g).tolist() for T in frames]  # past all too
+    buf = pack(prompts, S, MASK, schedules, seeds=[7 + j for j in range(len(frames))])
+    buf.step.fill_(step)
+    H = buf.tokens.shape[1]
+    revealed = (torch.rand(C, H, generator=g) < 0.3) & buf.valid
+    buf.tokens[revealed] = torch.randint(0, MASK, (int(revealed.sum()),), generator=g)
+    buf.ids[0].index_copy_(1, buf.cond_cols, buf.tokens)
+    buf.ids[0].index_copy_(1, buf.uncond_cols, buf.tokens)
+    scores = torch.randint(-6, 0, (C, H), generator=g).float() / 4  # ties within and across sequences
+    predicted = torch.randint(0, MASK, (C, H), generator=g)
+    to = {f: getattr(buf, f).to(DEVICE) for f in buf.__dataclass_fields__}
+    return type(buf)(**to), scores.to(DEVICE), predicted.to(DEVICE)
+
+
+def noise_ref(buf, scores, temperature):
+    """The runner's PyTorch path: Gumbel noise from engine/lm/noise.py, revealed and junk slots -inf."""
+    if temperature > 0:
+        u = position_uniforms(buf.slot_key, buf.slot_frame, buf.step, C)
+        scores = gumbel_perturb(scores, temperature, None, u)
+    return scores.masked_fill(buf.tokens != MASK, float("-inf")).masked_fill(~buf.valid, float("-inf"))
+
+
+def kernel_noise(buf, scores, temperature):
+    return noisy_scores(scores, buf.tokens, buf.valid, slot_key=buf.slot_key, slot_frame=buf.slot_frame,
+                        step=buf.step, temperature=temperature, mask_id=MASK, max_frames=MAX_FRAMES)
+
+
+def reveal_both(buf, noisy, predicted):
+    """(tokens, ids) after the PyTorch reveal and after the kernel's, from the same priorities."""
+    want_tokens = torch.where(reveal_mask(noisy, buf), predicted, buf.tokens)
+    want_ids = buf.ids.clone()
+    want_ids[0].index_copy_(1, buf.cond_cols, want_tokens)
+    want_ids[0].index_copy_(1, buf.uncond_cols, want_tokens)
+    tokens, ids = buf.tokens.clone(), buf.ids.clone()
+    reveal(noisy, predicted, tokens=tokens, ids=ids[0], cond_cols=buf.cond_cols, uncond_cols=buf.uncond_cols,
+           slot_sequence=buf.slot_sequence, rank_base=buf.rank_base, slot_end=buf.slot_end,
+           schedule=buf.schedule, step=buf.step)
+    return (want_tokens, want_ids), (tokens, ids)
+
+
+LAYOUTS = {  # target lengths, bucket rows
+    "one sequence, odd": ([17], 48),
+    "three straddling blocks of 64": ([50, 1, 70], 320),
+    "one frame": ([1], 8),
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("step", [0, 5])
+def test_reveal_is_the_stable_sort_per_sequence(layout, step):
+    frames, S = LAYOUTS[layout]
+    buf, scores, predicted = packed(frames, S, step)
+    noisy = noise_ref(buf, scores, temperature=0.0)
+    want, got = reveal_both(buf, noisy, predicted)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    assert not torch.equal(want[0], buf.tokens)  # something was revealed
+
+
+def test_a_quota_past_the_masked_slots_reveals_as_the_sort_does():
+    """-inf slots (revealed, junk) tie at the end of a sequence's run: a quota reaching them takes them
+    in flat order, as the stable sort does."""
+    buf, scores, predicted = packed([20, 9], 96, 2)
+    buf.schedule[2, :2] = torch.tensor([C * 20, C * 9 - 1])
+    noisy = noise_ref(buf, scores, temperature=0.0)
+    want, got = reveal_both(buf, noisy, predicted)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    junk = buf.slot_sequence == MAX_SEQUENCES
+    assert junk.any() and torch.equal(got[0][:, junk], buf.tokens[:, junk])  # junk slots never change
+
+
+@pytest.mark.parametrize("temperature", [0.0, 5.0, 0.7])
+def test_noise_is_the_counter_hash_of_noise_py(temperature):
+    buf, scores, _ = packed([50, 1, 70], 320, 3)
+    want, got = noise_ref(buf, scores, temperature), kernel_noise(buf, scores, temperature)
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    finite = torch.isfinite(want)
+    # two logs and a division in fp32: a few ulps of the result, against O(1) for any other uniform
+    assert torch.allclose(got[finite], want[finite], rtol=4e-6, atol=4e-6)
+    if temperature > 0:  # every step and every sequence's key draws its own noise
+        buf.step.add_(1)
+        assert (kernel_noise(buf, scores, temperature)[finite] - got[finite]).abs().max() > 0.1
+
+
+@pytest.mark.skipif(DEVICE == "cpu", reason="the baseline's grid is too slow to interpret")
+def test_baseline_grid_on_the_gpu():
+    """896 packed rows, one sequence of 290 frames, and a bucket of 32 sequences."""
+    for frames, S in (([290], 896), ([60 + j for j in range(32)], 8192)):
+        buf, scores, predicted = packed(frames, S, 4)
+        noisy = noise_ref(buf, scores, temperature=5.0)
+        want, got = reveal_both(buf, noisy, predicted)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
