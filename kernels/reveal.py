@@ -23,7 +23,8 @@ from kernels._triton import HAS_TRITON, log_f32, tl, triton
 
 # lowbias32's multipliers (engine/lm/noise.py: mix32)
 _MIX_1, _MIX_2 = (tl.constexpr(0x7FEB352D), tl.constexpr(0x846CA68B)) if HAS_TRITON else (None, None)
-_BLOCK = 64  # slots per program
+_BLOCK = 64  # slots per program of the noise
+_BLOCK_RANK = 16  # slots per program of the rank: its loop is latency-bound, so many small programs
 _BLOCK_OTHERS = 128  # slots compared per loop iteration of the rank
 
 
@@ -66,18 +67,19 @@ def _reveal_kernel(noisy_ptr, predicted_ptr, token_ptr, ids_ptr, cond_col_ptr, u
     book = tl.program_id(1)
     t = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = t < H
-    score = tl.load(noisy_ptr + book.to(tl.int64) * H + t, mask=ok, other=0.0)
-    sequence = tl.load(sequence_ptr + t, mask=ok, other=-1)
-    # the sequences of this block's slots span the slots lo..hi
-    lo = tl.min(tl.load(rank_base_ptr + t, mask=ok, other=n_books * H) // n_books, axis=0)
-    hi = tl.max(tl.load(end_ptr + t, mask=ok, other=0), axis=0)
+    score = tl.load(noisy_ptr + book * H + t, mask=ok, other=0.0)  # C * H < 2**31: int32 indices
+    sequence = tl.load(sequence_ptr + t, mask=ok, other=-1).to(tl.int32)
+    # the sequences of this block's slots span the slots lo..hi (junk slots: an empty span)
+    lo = tl.min(tl.load(rank_base_ptr + t, mask=ok, other=n_books * H).to(tl.int32) // n_books, axis=0)
+    hi = tl.max(tl.load(end_ptr + t, mask=ok, other=0).to(tl.int32), axis=0)
     rank = tl.zeros((BLOCK,), tl.int32)
     for other_book in range(n_books):
         for j0 in range(lo, hi, BLOCK_OTHERS):
             j = j0 + tl.arange(0, BLOCK_OTHERS)
             j_ok = j < hi
             other = tl.load(noisy_ptr + other_book * H + j, mask=j_ok, other=0.0)
-            same = (tl.load(sequence_ptr + j, mask=j_ok, other=-2)[None, :] == sequence[:, None]) & j_ok[None, :]
+            others = tl.load(sequence_ptr + j, mask=j_ok, other=-2).to(tl.int32)
+            same = (others[None, :] == sequence[:, None]) & j_ok[None, :]
             earlier = (other_book < book) | ((other_book == book) & (j[None, :] < t[:, None]))
             ahead = (other[None, :] > score[:, None]) | ((other[None, :] == score[:, None]) & earlier)
             rank += tl.sum((same & ahead).to(tl.int32), axis=1)
@@ -129,7 +131,8 @@ def reveal(noisy: torch.Tensor, predicted: torch.Tensor, *, tokens: torch.Tensor
         uncond_cols[t] get slot t's token.
     cond_cols, uncond_cols, slot_sequence, rank_base, slot_end : torch.Tensor
         [H] int64: slot t's two columns in ids, its sequence (junk slots: a column of `schedule` that
-        reveals nothing), C times the first slot of that sequence, and the slot past its last.
+        reveals nothing), C times the first slot of that sequence, and the slot past its last (junk
+        slots: their own first slot, so that they rank nothing).
     schedule : torch.Tensor
         [steps, sequences] int64: slots each sequence reveals at each step, read at row `step` ([] int64).
     """
@@ -142,9 +145,9 @@ def reveal(noisy: torch.Tensor, predicted: torch.Tensor, *, tokens: torch.Tensor
     check("ids", ids, (C, ids.shape[1]), (torch.int64,))
     check("schedule", schedule, tuple(schedule.shape), (torch.int64,))
     with on_device(device):
-        _reveal_kernel[(triton.cdiv(H, _BLOCK), C)](
+        _reveal_kernel[(triton.cdiv(H, _BLOCK_RANK), C)](
             noisy, predicted, tokens, ids, cond_cols, uncond_cols, slot_sequence, rank_base, slot_end, schedule,
-            step, H, C, ids.stride(0), schedule.stride(0), BLOCK=_BLOCK, BLOCK_OTHERS=_BLOCK_OTHERS, num_warps=4)
+            step, H, C, ids.stride(0), schedule.stride(0), BLOCK=_BLOCK_RANK, BLOCK_OTHERS=_BLOCK_OTHERS, num_warps=4)
 
 
 def _check_grid(C: int, H: int, **tensors: tuple[torch.Tensor, torch.dtype]) -> None:

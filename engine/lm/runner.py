@@ -77,7 +77,7 @@ class Buffers:
     slot_frame: torch.Tensor  # [H] long: the slot's frame within its sequence
     slot_key: torch.Tensor  # [H] long: its sequence's noise key (32 bits)
     rank_base: torch.Tensor  # [H] long: flat slots of the sequences before its own (C * their frames)
-    slot_end: torch.Tensor  # [H] long: the slot past its sequence's last (H for junk)
+    slot_end: torch.Tensor  # [H] long: the slot past its sequence's last (junk: the first junk slot)
     schedule: torch.Tensor  # [MAX_STEPS, MAX_SEQUENCES + 1] long: slots each sequence reveals per step
     step: torch.Tensor  # [] long: step counter, advanced inside the graph
 
@@ -134,6 +134,7 @@ def pack(prompts: list[PromptItem], S: int, mask_id: int, schedules: list[list[i
         sched[:len(schedule), j] = torch.tensor(schedule)
         row, slot = row + c + T, slot + T
     rank_base[slot:] = C * slot
+    slot_end[slot:] = slot  # junk slots rank nothing (an empty span) and reveal nothing
     bounds.append(S)  # blocks on the diagonal: each prompt, each uncond target, the pads
     bounds = torch.tensor(bounds, dtype=torch.int32)
     block = torch.bucketize(torch.arange(S, dtype=torch.int32), bounds[1:], right=True)  # [S]
