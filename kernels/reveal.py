@@ -13,6 +13,11 @@ On slots (c, t) of a [C, H] grid, t being a column of the packed target slots of
     tokens = predicted where rank < schedule[step, sequence], else unchanged; both copies of the
              token in ids (its cond and its uncond column) follow
 
+The reveal sorts nothing and ranks no slot: one program per sequence finds the slot whose rank is the
+quota, by bisection on its (score, flat index) with counts of the slots ahead of a trial one (32 steps
+for the score's bits, 24 more for the index when that score is tied past the quota), then reveals the
+slots ahead of it. Its latency grows with a sequence's frames, not with the sequences in a batch.
+
 in fp32, as `engine.lm.noise` and `engine.lm.runner` do in PyTorch (tests/kernels/test_reveal.py holds
 the kernels to them: the hash and uniforms bit for bit, the noise to the log's rounding, the reveal exactly).
 """
@@ -24,8 +29,7 @@ from kernels._triton import HAS_TRITON, log_f32, tl, triton
 # lowbias32's multipliers (engine/lm/noise.py: mix32)
 _MIX_1, _MIX_2 = (tl.constexpr(0x7FEB352D), tl.constexpr(0x846CA68B)) if HAS_TRITON else (None, None)
 _BLOCK = 64  # slots per program of the noise
-_BLOCK_RANK = 16  # slots per program of the rank: its loop is latency-bound, so many small programs
-_BLOCK_OTHERS = 128  # slots compared per loop iteration of the rank
+_BLOCK_T = 512  # frames of a sequence per tile of the reveal (all codebooks): one tile up to 20 s of audio
 
 
 @triton.jit
@@ -61,37 +65,86 @@ def _noisy_scores_kernel(score_ptr, token_ptr, valid_ptr, key_ptr, frame_ptr, st
 
 
 @triton.jit
-def _reveal_kernel(noisy_ptr, predicted_ptr, token_ptr, ids_ptr, cond_col_ptr, uncond_col_ptr, sequence_ptr,
-                   rank_base_ptr, end_ptr, schedule_ptr, step_ptr, H, n_books, stride_ids_book, stride_schedule,
-                   BLOCK: tl.constexpr, BLOCK_OTHERS: tl.constexpr):
-    book = tl.program_id(1)
-    t = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    ok = t < H
-    score = tl.load(noisy_ptr + book * H + t, mask=ok, other=0.0)  # C * H < 2**31: int32 indices
-    sequence = tl.load(sequence_ptr + t, mask=ok, other=-1).to(tl.int32)
-    # the sequences of this block's slots span the slots lo..hi (junk slots: an empty span)
-    lo = tl.min(tl.load(rank_base_ptr + t, mask=ok, other=n_books * H).to(tl.int32) // n_books, axis=0)
-    hi = tl.max(tl.load(end_ptr + t, mask=ok, other=0).to(tl.int32), axis=0)
-    rank = tl.zeros((BLOCK,), tl.int32)
-    for other_book in range(n_books):
-        for j0 in range(lo, hi, BLOCK_OTHERS):
-            j = j0 + tl.arange(0, BLOCK_OTHERS)
-            j_ok = j < hi
-            other = tl.load(noisy_ptr + other_book * H + j, mask=j_ok, other=0.0)
-            others = tl.load(sequence_ptr + j, mask=j_ok, other=-2).to(tl.int32)
-            same = (others[None, :] == sequence[:, None]) & j_ok[None, :]
-            earlier = (other_book < book) | ((other_book == book) & (j[None, :] < t[:, None]))
-            ahead = (other[None, :] > score[:, None]) | ((other[None, :] == score[:, None]) & earlier)
-            rank += tl.sum((same & ahead).to(tl.int32), axis=1)
-    step = tl.load(step_ptr)
-    quota = tl.load(schedule_ptr + step * stride_schedule + sequence, mask=ok, other=0)
-    at = book.to(tl.int64) * H + t
+def _tile(noisy_ptr, t0, start, end, H, n_books, BOOKS: tl.constexpr, BLOCK_T: tl.constexpr):
+    """The [BOOKS, BLOCK_T] tile of a sequence's slots at frames t0..: their order keys (uint32 that order as
+    the priorities do, -0.0 as +0.0), their flat codebook-major index in the sequence, and which are its slots."""
+    book = tl.arange(0, BOOKS)[:, None]
+    t = t0 + tl.arange(0, BLOCK_T)[None, :]
+    ok = (book < n_books) & (t < end)
+    x = tl.load(noisy_ptr + book * H + t, mask=ok, other=0.0)
+    bits = tl.where(x == 0.0, 0.0, x).to(tl.int32, bitcast=True)
+    key = (bits ^ ((bits >> 31) | -2147483648)).to(tl.uint32, bitcast=True)  # negative: ~bits, else sign set
+    return key, book * (end - start) + (t - start), ok
+
+
+@triton.jit
+def _ahead(key, flat, ok, top, last):
+    """Which slots a stable descending sort puts before the one of key `top` at flat index `last`."""
+    return ok & ((key > top) | ((key == top) & (flat < last)))
+
+
+@triton.jit
+def _count_ahead(key, flat, ok, noisy_ptr, start, end, H, n_books, top, last,
+                 BOOKS: tl.constexpr, BLOCK_T: tl.constexpr):
+    """The sequence's slots ahead of (top, last): its first tile given (key, flat, ok), the rest loaded."""
+    count = _ahead(key, flat, ok, top, last).to(tl.int32)
+    for t0 in range(start + BLOCK_T, end, BLOCK_T):
+        more_key, more_flat, more_ok = _tile(noisy_ptr, t0, start, end, H, n_books, BOOKS, BLOCK_T)
+        count += _ahead(more_key, more_flat, more_ok, top, last).to(tl.int32)
+    return tl.sum(tl.sum(count, axis=1), axis=0)
+
+
+@triton.jit
+def _write(key, flat, ok, t0, top, last, reveals, predicted_ptr, token_ptr, ids_ptr, cond_col_ptr, uncond_col_ptr,
+           end, H, stride_ids_book, BOOKS: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Reveal a tile's slots ahead of (top, last) if `reveals`; write each token of the tile to its two ids columns."""
+    book = tl.arange(0, BOOKS)[:, None]
+    t = t0 + tl.arange(0, BLOCK_T)[None, :]
+    at = book * H + t
     token = tl.load(token_ptr + at, mask=ok, other=0)
-    token = tl.where(rank < quota, tl.load(predicted_ptr + at, mask=ok, other=0), token)
+    token = tl.where(_ahead(key, flat, ok, top, last) & reveals, tl.load(predicted_ptr + at, mask=ok, other=0), token)
     tl.store(token_ptr + at, token, mask=ok)
     row = ids_ptr + book.to(tl.int64) * stride_ids_book
-    tl.store(row + tl.load(cond_col_ptr + t, mask=ok, other=0), token, mask=ok)
-    tl.store(row + tl.load(uncond_col_ptr + t, mask=ok, other=0), token, mask=ok)
+    tl.store(row + tl.load(cond_col_ptr + t, mask=t < end, other=0), token, mask=ok)
+    tl.store(row + tl.load(uncond_col_ptr + t, mask=t < end, other=0), token, mask=ok)
+
+
+@triton.jit
+def _reveal_kernel(noisy_ptr, predicted_ptr, token_ptr, ids_ptr, cond_col_ptr, uncond_col_ptr, sequence_slots_ptr,
+                   schedule_ptr, step_ptr, H, n_books, stride_ids_book, stride_schedule,
+                   BOOKS: tl.constexpr, BLOCK_T: tl.constexpr):
+    """One program per sequence: the slot at place `quota` of the sequence's stable descending order, found
+    by bisection on (key, flat index) with counts of the slots ahead; the slots up to it revealed."""
+    sequence = tl.program_id(0)
+    start = tl.load(sequence_slots_ptr + sequence).to(tl.int32)
+    end = tl.load(sequence_slots_ptr + sequence + 1).to(tl.int32)
+    n = n_books * (end - start)
+    step = tl.load(step_ptr)
+    quota = tl.load(schedule_ptr + step * stride_schedule + sequence).to(tl.int32)  # past all: all
+    key, flat, ok = _tile(noisy_ptr, start, start, end, H, n_books, BOOKS, BLOCK_T)  # kept: most sequences fit
+    # its key: the highest with at least `quota` slots at or above it, bit by bit (none at quota 0)
+    top = tl.full((), 0, tl.uint32)
+    at_top = n  # slots at or above `top`
+    for i in range(tl.where(quota > 0, 32, 0)):
+        trial = top | (tl.full((), 1 << 31, tl.uint32) >> i)
+        count = _count_ahead(key, flat, ok, noisy_ptr, start, end, H, n_books, trial, n, BOOKS, BLOCK_T)
+        top = tl.where(count >= quota, trial, top)
+        at_top = tl.where(count >= quota, count, at_top)
+    # its flat index, when not every slot of that key is revealed: the highest with fewer than `quota` ahead
+    last = n  # reveal the slots ahead of (top, last)
+    if at_top > quota:
+        last = start * 0
+        for i in range(24):  # flat indices < 2**24 (checked by `reveal`)
+            trial = last | (1 << (23 - i))
+            count = _count_ahead(key, flat, ok, noisy_ptr, start, end, H, n_books, top, trial, BOOKS, BLOCK_T)
+            last = tl.where(count < quota, trial, last)
+        last += 1
+    _write(key, flat, ok, start, top, last, quota > 0, predicted_ptr, token_ptr, ids_ptr, cond_col_ptr,
+           uncond_col_ptr, end, H, stride_ids_book, BOOKS, BLOCK_T)
+    for t0 in range(start + BLOCK_T, end, BLOCK_T):
+        key, flat, ok = _tile(noisy_ptr, t0, start, end, H, n_books, BOOKS, BLOCK_T)
+        _write(key, flat, ok, t0, top, last, quota > 0, predicted_ptr, token_ptr, ids_ptr, cond_col_ptr,
+               uncond_col_ptr, end, H, stride_ids_book, BOOKS, BLOCK_T)
 
 
 def noisy_scores(scores: torch.Tensor, tokens: torch.Tensor, valid: torch.Tensor, *, slot_key: torch.Tensor,
@@ -116,8 +169,8 @@ def noisy_scores(scores: torch.Tensor, tokens: torch.Tensor, valid: torch.Tensor
 
 
 def reveal(noisy: torch.Tensor, predicted: torch.Tensor, *, tokens: torch.Tensor, ids: torch.Tensor,
-           cond_cols: torch.Tensor, uncond_cols: torch.Tensor, slot_sequence: torch.Tensor, rank_base: torch.Tensor,
-           slot_end: torch.Tensor, schedule: torch.Tensor, step: torch.Tensor) -> None:
+           cond_cols: torch.Tensor, uncond_cols: torch.Tensor, sequence_slots: torch.Tensor, schedule: torch.Tensor,
+           step: torch.Tensor) -> None:
     """Reveal, in each sequence, its scheduled number of its slots of highest `noisy` priority (in place).
 
     Parameters
@@ -129,25 +182,29 @@ def reveal(noisy: torch.Tensor, predicted: torch.Tensor, *, tokens: torch.Tensor
     ids : torch.Tensor
         [C, S] int64 model input (a view of the batch's ids), whose columns cond_cols[t] and
         uncond_cols[t] get slot t's token.
-    cond_cols, uncond_cols, slot_sequence, rank_base, slot_end : torch.Tensor
-        [H] int64: slot t's two columns in ids, its sequence (junk slots: a column of `schedule` that
-        reveals nothing), C times the first slot of that sequence, and the slot past its last (junk
-        slots: their own first slot, so that they rank nothing).
+    cond_cols, uncond_cols : torch.Tensor
+        [H] int64: slot t's two columns in ids.
+    sequence_slots : torch.Tensor
+        [J + 1] int64: sequence j's slots are sequence_slots[j] up to sequence_slots[j + 1] (each sequence
+        is one program; give the slots of no sequence a column of `schedule` that reveals nothing).
     schedule : torch.Tensor
-        [steps, sequences] int64: slots each sequence reveals at each step, read at row `step` ([] int64).
+        [steps, J] int64: slots each sequence reveals at each step, read at row `step` ([] int64).
     """
     C, H = noisy.shape
     device = device_of(noisy, predicted, tokens, ids, schedule, step)
     _check_grid(C, H, noisy=(noisy, torch.float32), predicted=(predicted, torch.int64),
                 tokens=(tokens, torch.int64))
-    _check_slots(H, cond_cols=cond_cols, uncond_cols=uncond_cols, slot_sequence=slot_sequence,
-                 rank_base=rank_base, slot_end=slot_end)
+    _check_slots(H, cond_cols=cond_cols, uncond_cols=uncond_cols)
+    J = schedule.shape[1]
+    check("sequence_slots", sequence_slots, (J + 1,), (torch.int64,))
     check("ids", ids, (C, ids.shape[1]), (torch.int64,))
     check("schedule", schedule, tuple(schedule.shape), (torch.int64,))
+    if C * H >= 1 << 24:
+        raise ValueError(f"{C} x {H} slots: the reveal tells at most 2**24 apart")
     with on_device(device):
-        _reveal_kernel[(triton.cdiv(H, _BLOCK_RANK), C)](
-            noisy, predicted, tokens, ids, cond_cols, uncond_cols, slot_sequence, rank_base, slot_end, schedule,
-            step, H, C, ids.stride(0), schedule.stride(0), BLOCK=_BLOCK_RANK, BLOCK_OTHERS=_BLOCK_OTHERS, num_warps=4)
+        _reveal_kernel[(J,)](noisy, predicted, tokens, ids, cond_cols, uncond_cols, sequence_slots, schedule, step,
+                             H, C, ids.stride(0), schedule.stride(0), BOOKS=triton.next_power_of_2(C),
+                             BLOCK_T=_BLOCK_T, num_warps=8)
 
 
 def _check_grid(C: int, H: int, **tensors: tuple[torch.Tensor, torch.dtype]) -> None:

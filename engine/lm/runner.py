@@ -77,7 +77,7 @@ class Buffers:
     slot_frame: torch.Tensor  # [H] long: the slot's frame within its sequence
     slot_key: torch.Tensor  # [H] long: its sequence's noise key (32 bits)
     rank_base: torch.Tensor  # [H] long: flat slots of the sequences before its own (C * their frames)
-    slot_end: torch.Tensor  # [H] long: the slot past its sequence's last (junk: the first junk slot)
+    sequence_slots: torch.Tensor  # [MAX_SEQUENCES + 2] long: sequence j's slots: [j] to [j + 1] (MAX_SEQUENCES: junk)
     schedule: torch.Tensor  # [MAX_STEPS, MAX_SEQUENCES + 1] long: slots each sequence reveals per step
     step: torch.Tensor  # [] long: step counter, advanced inside the graph
 
@@ -91,8 +91,9 @@ class Buffers:
         return cls(longs(1, C, S), torch.zeros(1, S, dtype=torch.bool, **z), longs(S),
                    torch.zeros(S, dtype=torch.int32, **z), torch.full((S,), S, dtype=torch.int32, **z),
                    longs(2 * H), longs(H), longs(H), torch.zeros(C, H, dtype=torch.bool, **z), longs(C, H),
-                   torch.full((H,), MAX_SEQUENCES, dtype=torch.long, **z), longs(H), longs(H), longs(H), longs(H),
-                   longs(MAX_STEPS, MAX_SEQUENCES + 1), torch.zeros((), dtype=torch.long, **z))
+                   torch.full((H,), MAX_SEQUENCES, dtype=torch.long, **z), longs(H), longs(H), longs(H),
+                   longs(MAX_SEQUENCES + 2), longs(MAX_STEPS, MAX_SEQUENCES + 1),
+                   torch.zeros((), dtype=torch.long, **z))
 
 
 def pack(prompts: list[PromptItem], S: int, mask_id: int, schedules: list[list[int]], seeds: list[int]) -> Buffers:
@@ -107,10 +108,9 @@ def pack(prompts: list[PromptItem], S: int, mask_id: int, schedules: list[list[i
     ids = torch.full((1, C, S), mask_id, dtype=torch.long)
     audio_mask = torch.zeros(1, S, dtype=torch.bool)
     positions = torch.zeros(S, dtype=torch.long)
-    bounds, cond_cols, uncond_cols = [0], [], []
+    bounds, cond_cols, uncond_cols, firsts = [0], [], [], []
     slot_sequence = torch.full((H,), MAX_SEQUENCES, dtype=torch.long)
     slot_frame, slot_key, rank_base = (torch.zeros(H, dtype=torch.long) for _ in range(3))
-    slot_end = torch.full((H,), H, dtype=torch.long)
     sched = torch.zeros(MAX_STEPS, MAX_SEQUENCES + 1, dtype=torch.long)
     row = slot = 0
     for j, (prompt, schedule, seed) in enumerate(zip(prompts, schedules, seeds)):
@@ -130,11 +130,12 @@ def pack(prompts: list[PromptItem], S: int, mask_id: int, schedules: list[list[i
         slot_frame[slot:slot + T] = torch.arange(T)
         slot_key[slot:slot + T] = sequence_key(seed)
         rank_base[slot:slot + T] = C * slot
-        slot_end[slot:slot + T] = slot + T
+        firsts.append(slot)
         sched[:len(schedule), j] = torch.tensor(schedule)
         row, slot = row + c + T, slot + T
     rank_base[slot:] = C * slot
-    slot_end[slot:] = slot  # junk slots rank nothing (an empty span) and reveal nothing
+    # each sequence's first slot; absent sequences have none; the junk slots run to H
+    sequence_slots = torch.tensor(firsts + [slot] * (MAX_SEQUENCES + 1 - len(prompts)) + [H])
     bounds.append(S)  # blocks on the diagonal: each prompt, each uncond target, the pads
     bounds = torch.tensor(bounds, dtype=torch.int32)
     block = torch.bucketize(torch.arange(S, dtype=torch.int32), bounds[1:], right=True)  # [S]
@@ -144,7 +145,7 @@ def pack(prompts: list[PromptItem], S: int, mask_id: int, schedules: list[list[i
     valid = (torch.arange(H) < slot).expand(C, H).clone()
     return Buffers(ids, audio_mask, positions, key_start, key_end, torch.cat([cond_cols, uncond_cols]),
                    cond_cols, uncond_cols, valid, torch.full((C, H), mask_id, dtype=torch.long),
-                   slot_sequence, slot_frame, slot_key, rank_base, slot_end, sched,
+                   slot_sequence, slot_frame, slot_key, rank_base, sequence_slots, sched,
                    torch.zeros((), dtype=torch.long))
 
 
@@ -235,8 +236,8 @@ class StaticRunner:
                                  step=buf.step, temperature=cfg.position_temperature, mask_id=mask_id,
                                  max_frames=MAX_FRAMES)
             reveal(noisy, predicted, tokens=buf.tokens, ids=buf.ids[0], cond_cols=buf.cond_cols,
-                   uncond_cols=buf.uncond_cols, slot_sequence=buf.slot_sequence, rank_base=buf.rank_base,
-                   slot_end=buf.slot_end, schedule=buf.schedule, step=buf.step)
+                   uncond_cols=buf.uncond_cols, sequence_slots=buf.sequence_slots, schedule=buf.schedule,
+                   step=buf.step)
         else:
             predicted, scores = predict_and_score(cond, uncond, buf.tokens, cfg, mask_id, None, self.fused,
                                                   noise=PackedNoise(buf))

@@ -23,7 +23,7 @@ def packed(frames: list[int], S: int, step: int, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     prompts = [PromptItem(torch.randint(0, MASK, (C, 3 + T), generator=g), torch.ones(3 + T, dtype=torch.bool), T)
                for T in frames]
-    schedules = [torch.randint(0, C * T + 3, (step + 1,), generator=g).tolist() for T in frames]  # past all too
+    schedules = [torch.randint(0, C * T // 2 + 1, (step + 1,), generator=g).tolist() for T in frames]
     buf = pack(prompts, S, MASK, schedules, seeds=[7 + j for j in range(len(frames))])
     buf.step.fill_(step)
     H = buf.tokens.shape[1]
@@ -31,7 +31,7 @@ def packed(frames: list[int], S: int, step: int, seed: int = 0):
     buf.tokens[revealed] = torch.randint(0, MASK, (int(revealed.sum()),), generator=g)
     buf.ids[0].index_copy_(1, buf.cond_cols, buf.tokens)
     buf.ids[0].index_copy_(1, buf.uncond_cols, buf.tokens)
-    scores = torch.randint(-6, 0, (C, H), generator=g).float() / 4  # ties within and across sequences
+    scores = torch.randint(-6, 6, (C, H), generator=g).float() / 4  # ties within and across sequences
     predicted = torch.randint(0, MASK, (C, H), generator=g)
     to = {f: getattr(buf, f).to(DEVICE) for f in buf.__dataclass_fields__}
     return type(buf)(**to), scores.to(DEVICE), predicted.to(DEVICE)
@@ -58,7 +58,7 @@ def reveal_both(buf, noisy, predicted):
     want_ids[0].index_copy_(1, buf.uncond_cols, want_tokens)
     tokens, ids = buf.tokens.clone(), buf.ids.clone()
     reveal(noisy, predicted, tokens=tokens, ids=ids[0], cond_cols=buf.cond_cols, uncond_cols=buf.uncond_cols,
-           slot_sequence=buf.slot_sequence, rank_base=buf.rank_base, slot_end=buf.slot_end,
+           sequence_slots=buf.sequence_slots,
            schedule=buf.schedule, step=buf.step)
     return (want_tokens, want_ids), (tokens, ids)
 
@@ -67,15 +67,17 @@ LAYOUTS = {  # target lengths, bucket rows
     "one sequence, odd": ([17], 48),
     "three straddling blocks of 64": ([50, 1, 70], 320),
     "one frame": ([1], 8),
+    "a sequence past one tile of frames": ([530, 40], 1300),
 }
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("step", [0, 5])
-def test_reveal_is_the_stable_sort_per_sequence(layout, step):
+@pytest.mark.parametrize("temperature", [0.0, 5.0])  # many ties; all apart (the threshold itself decides)
+def test_reveal_is_the_stable_sort_per_sequence(layout, step, temperature):
     frames, S = LAYOUTS[layout]
     buf, scores, predicted = packed(frames, S, step)
-    noisy = noise_ref(buf, scores, temperature=0.0)
+    noisy = noise_ref(buf, scores, temperature=temperature)
     want, got = reveal_both(buf, noisy, predicted)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     assert not torch.equal(want[0], buf.tokens)  # something was revealed
@@ -83,14 +85,25 @@ def test_reveal_is_the_stable_sort_per_sequence(layout, step):
 
 def test_a_quota_past_the_masked_slots_reveals_as_the_sort_does():
     """-inf slots (revealed, junk) tie at the end of a sequence's run: a quota reaching them takes them
-    in flat order, as the stable sort does."""
+    in flat order, as the stable sort does; one past the sequence's slots takes them all."""
     buf, scores, predicted = packed([20, 9], 96, 2)
-    buf.schedule[2, :2] = torch.tensor([C * 20, C * 9 - 1])
+    buf.schedule[2, :2] = torch.tensor([C * 20 + 3, C * 9 - 1])  # past all of its slots; all but one
     noisy = noise_ref(buf, scores, temperature=0.0)
     want, got = reveal_both(buf, noisy, predicted)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     junk = buf.slot_sequence == MAX_SEQUENCES
     assert junk.any() and torch.equal(got[0][:, junk], buf.tokens[:, junk])  # junk slots never change
+
+
+def test_signed_zeros_tie_as_in_the_sort():
+    """-0.0 == 0.0: the sort keeps them in flat order, so must the kernel (whose order keys are bit patterns)."""
+    buf, scores, predicted = packed([17], 48, 1)
+    scores = torch.zeros_like(scores)
+    scores[:, 1::2] = -0.0  # every other slot, so that either sign first would pick other slots
+    buf.schedule[1, 0] = 9
+    noisy = noise_ref(buf, scores, temperature=0.0)
+    want, got = reveal_both(buf, noisy, predicted)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
 @pytest.mark.parametrize("temperature", [0.0, 5.0, 0.7])

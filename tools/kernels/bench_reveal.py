@@ -56,7 +56,7 @@ def fused_path(buf, scores, predicted, tokens, ids):
     noisy = noisy_scores(scores, buf.tokens, buf.valid, slot_key=buf.slot_key, slot_frame=buf.slot_frame,
                          step=buf.step, temperature=TEMPERATURE, mask_id=MASK, max_frames=MAX_FRAMES)
     reveal(noisy, predicted, tokens=tokens, ids=ids, cond_cols=buf.cond_cols, uncond_cols=buf.uncond_cols,
-           slot_sequence=buf.slot_sequence, rank_base=buf.rank_base, slot_end=buf.slot_end,
+           sequence_slots=buf.sequence_slots,
            schedule=buf.schedule, step=buf.step)
 
 
