@@ -131,8 +131,9 @@ def _reveal_kernel(noisy_ptr, predicted_ptr, token_ptr, ids_ptr, cond_col_ptr, u
         top = tl.where(count >= quota, trial, top)
         at_top = tl.where(count >= quota, count, at_top)
     # its flat index, when not every slot of that key is revealed: the highest with fewer than `quota` ahead
+    # (none at quota 0: the junk slots' program, 3-4 tiles for a batch's bucket, would be the longest)
     last = n  # reveal the slots ahead of (top, last)
-    if at_top > quota:
+    if (quota > 0) & (at_top > quota):
         last = start * 0
         for i in range(24):  # flat indices < 2**24 (checked by `reveal`)
             trial = last | (1 << (23 - i))
