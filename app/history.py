@@ -23,6 +23,7 @@ import numpy as np
 
 from engine.errors import VoiceDeskError
 from engine.fileio import saving_in
+from engine.text.clean import encodable
 
 from .storage import atomic_write_text, write_audio
 
@@ -64,7 +65,7 @@ class History:
         entry_id = f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
         path = self.audio_dir / f"{entry_id}.wav"
         write_audio(path, audio, sample_rate)
-        entry = HistoryEntry(entry_id, now.isoformat(timespec="seconds"), text, path, meta)
+        entry = HistoryEntry(entry_id, now.isoformat(timespec="seconds"), encodable(text), path, meta)
         with self._lock:
             self._append(json.dumps(entry.to_json(), ensure_ascii=False) + "\n")
             self._enforce_caps()

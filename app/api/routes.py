@@ -56,6 +56,8 @@ def api_routes(ctx: AppContext, access: ApiAccess) -> list[BaseRoute]:
             body = parse_speech(await request.json())
         except ValueError as err:  # not JSON
             raise ApiError(400, f"The body is not valid JSON ({err}).") from err
+        except RecursionError as err:  # [[[[...]]]]: Python's parser gives up
+            raise ApiError(400, "The body is not valid JSON (nested too deeply).") from err
         stream = await anyio.to_thread.run_sync(SpeechStream, ctx, body, ctx.settings.api_max_waiting)
         pieces = stream.audio()
         try:

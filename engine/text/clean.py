@@ -30,6 +30,13 @@ def require_text(text: object) -> str:
 # Control characters other than tab, newline and carriage return (upstream's prompt shaping deals
 # with those three), and lone surrogates, which cannot even be encoded.
 _UNSPEAKABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+_LONE_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """`text` without lone surrogates (half of a UTF-16 pair: JSON from a browser or a client can carry one, UTF-8
+    cannot), as `clean_text` drops them from what is spoken: what a file can store of it."""
+    return _LONE_SURROGATES.sub("", text)
 
 
 def clean_text(text: str) -> str:

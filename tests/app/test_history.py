@@ -23,6 +23,14 @@ def test_add_list_get_delete(tmp_path):
     assert [e.id for e in history.entries()] == [second.id] and not first.audio.exists()
 
 
+def test_a_lone_surrogate_in_the_text_is_stored_without_it(tmp_path):
+    """JSON can carry half of a UTF-16 pair (an API client's "\\ud800"), UTF-8 cannot: the entry keeps the text as
+    the engine speaks it (clean_text drops them), the pair-less halves dropped; a whole pair (an emoji) stays."""
+    history = History(tmp_path)
+    history.add(tone(0.05), RATE, "Lone \ud800half, \udfffand 😀.")
+    assert [e.text for e in History(tmp_path).entries()] == ["Lone half, and 😀."]
+
+
 def test_count_cap_drops_the_oldest(tmp_path):
     history = History(tmp_path, max_entries=3)
     ids = [history.add(tone(0.05), RATE, f"t{i}").id for i in range(5)]

@@ -62,6 +62,7 @@ def test_eight_concurrent_requests_are_all_answered(running_app, tmp_path, decod
     ('{"model": "tts-1", "input": "Hi.", "voice": {"name": "alloy"}}', 400),
     ('{"model": "tts-1", "input": "Hi.", "voice": "no-such-voice"}', 404),
     ('{"model": "tts-1", "input": "Hi.", "voice": "alloy", "steps": 1000}', 400),
+    ("[" * 5000 + "]" * 5000, 400),  # deeper than Python's JSON parser goes (it was a 500)
 ])
 def test_bad_bodies_get_openai_error_shapes(running_app, body, status):
     done = curl(running_app.url, body, "-w", "\n%{http_code}")
@@ -70,6 +71,16 @@ def test_bad_bodies_get_openai_error_shapes(running_app, body, status):
     error = json.loads(payload)["error"]
     assert set(error) == {"message", "type", "param", "code"} and error["type"] == "invalid_request_error"
     assert "Traceback" not in error["message"]
+
+
+def test_a_lone_surrogate_in_the_input_is_spoken_and_stored_without_it(running_app):
+    """An escaped half of a UTF-16 pair, valid JSON: the engine drops it from what it speaks, and the History keeps
+    the text without it (storing it broke the stream after it had started)."""
+    body = '{"model": "tts-1", "input": "Curl sent a lone \\ud800half.", "voice": "alloy", "response_format": "pcm", ' \
+           '"steps": 4}'
+    done = curl(running_app.url, body, "-o", "/dev/null", "-w", "%{http_code}")
+    assert done.returncode == 0 and done.stdout.decode() == "200", done.stderr
+    assert "Curl sent a lone half." in history_texts(running_app.url)
 
 
 def test_a_burst_of_api_requests_lets_the_app_user_go_next(running_app):
