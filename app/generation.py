@@ -69,8 +69,8 @@ def submit(ctx: AppContext, request: GenerationRequest, owner: str, lane: str | 
            policy: CheckPolicy | None = None,
            each: Callable[[AudioChunk], object] | None = None) -> tuple[Job, LiveMetrics]:
     """Queue one generation on the GPU worker: its items are (seconds since it started, AudioChunk).
-    With a `policy` other than off, each chunk's take is checked and carries its verdict; without, the
-    job may run beside other generations of the same batch key, sharing the engine's batches. `each(chunk)`
+    With a `policy` other than off, each chunk's take is checked and carries its verdict. The job may run beside
+    other generations of the same batch key, checked or not, sharing the engine's batches. `each(chunk)`
     is called on the GPU's thread the moment a chunk is made, before the job's followers get it: the live
     listeners' way, one thread hop shorter (keep it short: the GPU waits for it)."""
     engine = ctx.host.engine
@@ -89,10 +89,9 @@ def submit(ctx: AppContext, request: GenerationRequest, owner: str, lane: str | 
                 each(chunk)
             yield elapsed, chunk
 
-    # unchecked generations of compatible settings run side by side, batched by the engine (checked ones run
-    # alone: their checkers' models are not shared between threads)
-    batch = None if checked else engine.batch_key(request.config)
-    return ctx.worker.submit(produce, owner=owner, lane=lane, batch=batch), metrics
+    # generations of compatible settings run side by side, batched by the engine; the checks of checked ones take
+    # turns (engine/checks/checker.py)
+    return ctx.worker.submit(produce, owner=owner, lane=lane, batch=engine.batch_key(request.config)), metrics
 
 
 def record(ctx: AppContext, request: GenerationRequest, job: Job, metrics: LiveMetrics, audio: np.ndarray,

@@ -105,8 +105,8 @@ class StudioHandlers:
             return render_lines(engine, project_, todo, self.ctx.library.find_voice, cancel, new_seed=key is not None,
                                 checks=checks)
 
-        checking = policy.mode != CheckMode.OFF  # checked renders run alone (their checkers are not shared)
-        job = self.ctx.worker.submit(render, owner=owner, batch=None if checking else batch_key(engine, project_))
+        # beside other generations of its settings, checked or not (checks take turns: engine/checks/checker.py)
+        job = self.ctx.worker.submit(render, owner=owner, batch=batch_key(engine, project_))
         if live is not None:
             live.attach(stop=job.cancel.set)  # the page stopped listening: the GPU goes to the next job
         counter = Progress.of(todo)

@@ -3,6 +3,7 @@ computer (never downloaded from here: see engine/hub.py); a check that cannot ru
 the reason, and the others still run."""
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -21,6 +22,9 @@ class Checker:
                  unavailable: dict[str, str] | None = None):
         self.transcribe, self.speaker = transcribe, speaker
         self.unavailable = dict(unavailable or {})  # check name -> why it cannot run here
+        # generations checked side by side (their takes batched) take turns here: the recogniser's pipeline is
+        # built on first use and neither it nor the models are made for calls from several threads at once
+        self._turn = threading.Lock()
 
     @classmethod
     def load(cls, device: torch.device | str) -> Checker:
@@ -42,19 +46,21 @@ class Checker:
 
     def embed(self, wave: np.ndarray, sample_rate: int) -> torch.Tensor | None:
         """The speaker embedding of a reference clip, or None without a speaker model."""
-        return self.speaker.embed(wave, sample_rate) if self.speaker is not None else None
+        with self._turn:
+            return self.speaker.embed(wave, sample_rate) if self.speaker is not None else None
 
     def check(self, wave: np.ndarray, sample_rate: int, text: str, thresholds: Thresholds, *,
               reference: torch.Tensor | None = None, language: str | None = None) -> Verdict:
         """Every check that can run on one take of `text`."""
         verdict = Verdict(skipped=dict(self.unavailable))
-        if self.transcribe is not None:
-            heard = self.transcribe(wave, sample_rate) or ""
-            verdict.checks.append(check_words(text, heard, thresholds.max_wer, language))
-        if self.speaker is not None and reference is None:
-            verdict.skipped["voice"] = "no reference voice to compare with"
-        elif self.speaker is not None:
-            take = self.speaker.embed(wave, sample_rate)
-            verdict.checks.append(check_voice(take, reference, thresholds.min_similarity))
+        with self._turn:
+            if self.transcribe is not None:
+                heard = self.transcribe(wave, sample_rate) or ""
+                verdict.checks.append(check_words(text, heard, thresholds.max_wer, language))
+            if self.speaker is not None and reference is None:
+                verdict.skipped["voice"] = "no reference voice to compare with"
+            elif self.speaker is not None:
+                take = self.speaker.embed(wave, sample_rate)
+                verdict.checks.append(check_voice(take, reference, thresholds.min_similarity))
         verdict.checks += check_signal(wave, sample_rate, thresholds)
         return verdict

@@ -7,13 +7,19 @@ alone; the shared batches keep to the memory budget."""
 import dataclasses
 import threading
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import engine.gather as gather
 import engine.lm.batch as batch_module
+from app import generation
 from app.worker import GpuWorker
+from engine.checks.checker import Checker
+from engine.checks.policy import CheckMode, CheckPolicy
+from engine.checks.takes import Checks
+from engine.checks.voice import SpeakerEncoder
 from engine.config import GenerationConfig
 from engine.errors import Cancelled
 
@@ -199,3 +205,30 @@ def test_shared_batches_keep_to_the_memory_budget(engine, voice, solo, worker, m
     assert all(budget.eager_bytes(f) <= budget.bytes for f in batches.forwards)
     assert_same(long_audio, solo[LONG])
     assert_same(medium_audio, solo[MEDIUM])
+
+
+def test_checked_generations_share_batches_like_plain_ones(engine, voice, worker, monkeypatch, tiny_speaker_model):
+    """Best of 2 for two requests asked while a long plain one generates: both start beside it and their
+    candidates go in one batch, each request's chosen take as when it runs alone (its checks take turns)."""
+    checker = Checker(None, SpeakerEncoder(tiny_speaker_model), {"words": "not in this test"})
+    policy = CheckPolicy(CheckMode.BEST_OF_N, candidates=2)
+    alone = {text: list(engine.stream(text, voice, config=CFG, checks=Checks(policy, checker)))
+             for text in (SHORT, OTHER)}
+    ctx = SimpleNamespace(host=SimpleNamespace(engine=engine), worker=worker,
+                          checks=SimpleNamespace(checker=lambda: checker))
+    batches = Batches(engine, monkeypatch)
+    long = stream_job(worker, engine, voice, LONG, "client-a")
+    batches.running(0)
+    checked = []
+    for n, text in enumerate([SHORT, OTHER]):
+        request = generation.GenerationRequest(text, voice, None, None, CFG, "test voice", play_on_speakers=False,
+                                               output_device=None)
+        checked.append(generation.submit(ctx, request, owner=f"client-{n}", lane=f"client-{n}", policy=policy)[0])
+        waiting_calls(engine, n + 1)  # started beside the long one: its candidates wait for the next batch
+    batches.release(0)
+    audio_of(long, worker)
+    assert batches.texts[1] == [SHORT, SHORT, OTHER, OTHER]  # both requests' candidates, one batch
+    for job, text in zip(checked, [SHORT, OTHER]):
+        chunks = [item[1] for kind, item in job.follow(worker, poll_s=0.01) if kind == "item"]  # (elapsed, chunk)
+        assert [(c.seed, c.verdict.rank_key()) for c in chunks] == [(c.seed, c.verdict.rank_key()) for c in alone[text]]
+        assert_same([c.audio for c in chunks], [c.audio for c in alone[text]])

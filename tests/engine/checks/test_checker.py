@@ -1,5 +1,8 @@
 """The Checker runs the checks it has models for and names the ones it cannot run. Models here
 are tiny RANDOM ones (tests/conftest.py): the transcript is noise, the code path real."""
+import threading
+import time
+
 import pytest
 from sounds import RATE, buzz, silence
 
@@ -47,3 +50,33 @@ def test_without_models_the_signal_checks_still_run_and_the_rest_say_why(no_mode
 def test_voice_is_skipped_without_a_reference(models):
     verdict = Checker.load("cpu").check(buzz(1.0), RATE, "Hi.", Thresholds(), reference=None)
     assert verdict.get("voice") is None and verdict.skipped["voice"] == "no reference voice to compare with"
+
+
+def test_checks_of_generations_side_by_side_take_turns():
+    """Two job threads checking takes at once: the second waits until the first's recogniser is done (the pipeline
+    and the models are not made for concurrent calls)."""
+    calling, second_inside, inside, overlapped = threading.Event(), threading.Event(), [], []
+
+    def transcribe(wave, rate):
+        inside.append(threading.current_thread().name)
+        if len(inside) == 1:  # the first call: hold it while the second one asks
+            calling.wait(30)
+            overlapped.append(second_inside.wait(0.5))
+        else:
+            second_inside.set()
+        return "hello"
+
+    checker = Checker(transcribe, None)
+
+    def check():
+        return checker.check(buzz(1.0), RATE, "hello", Thresholds())
+
+    first = threading.Thread(target=check, name="first")
+    first.start()
+    while not inside:
+        time.sleep(0.01)
+    second = threading.Thread(target=lambda: (calling.set(), check()), name="second")
+    second.start()
+    first.join(30)
+    second.join(30)
+    assert inside == ["first", "second"] and overlapped == [False]
