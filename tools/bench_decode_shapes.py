@@ -3,20 +3,20 @@ per shape, and PyTorch keeps them per thread), with cuDNN and without; and sever
 against one by one, for equal lengths and for lengths padded with zeros to the longest, each against a reference
 without TF32 (the decode's own rounding is TF32's where cuDNN may use it).
 
-    python -m tools.bench_decode --model PATH [--lengths 37,53,71,89,113,131] [--pieces 100,100,100,100]
+    python -m tools.bench_decode_shapes --model PATH [--lengths 37,53,71,89,113,131] [--pieces 100,100,100,100]
 
-Prints one JSON line per part."""
+Prints one JSON line per part. tools/kernels/bench_decode.py times the fused decode against plain PyTorch."""
 from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from engine.codec import AudioCodec
+from tools.kernels.bench_decode import random_codes, timed_ms
 
 
 def decode_batch(codec: AudioCodec, pieces: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -29,27 +29,14 @@ def decode_batch(codec: AudioCodec, pieces: list[torch.Tensor]) -> list[torch.Te
     return [w[: f.shape[0] * codec.hop_length] for w, f in zip(waves, feats)]
 
 
-def timed(fn) -> float:
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    fn()
-    torch.cuda.synchronize()
-    return 1e3 * (time.perf_counter() - t0)
-
-
-def codes(codec: AudioCodec, frames: int, seed: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, codec.codebook_size, (codec.cfg.num_quantizers, frames), generator=g).cuda()
-
-
 def new_lengths(codec: AudioCodec, lengths: list[int], cudnn: bool) -> dict:
     """ms of the first decode at each new length and of the second, median over the lengths."""
     firsts, agains = [], []
     with torch.inference_mode(), torch.backends.cudnn.flags(enabled=cudnn):
         for frames in lengths:
-            c = codes(codec, frames, frames)
-            firsts.append(timed(lambda: codec.decode(c)))
-            agains.append(timed(lambda: codec.decode(c)))
+            c = random_codes(codec, frames)
+            firsts.append(timed_ms(lambda: codec.decode(c)))
+            agains.append(timed_ms(lambda: codec.decode(c)))
     firsts.sort()
     agains.sort()
     return {"part": "new lengths", "cudnn": cudnn, "lengths": lengths, "first_ms_median": firsts[len(firsts) // 2],
@@ -58,12 +45,12 @@ def new_lengths(codec: AudioCodec, lengths: list[int], cudnn: bool) -> dict:
 
 def batched(codec: AudioCodec, frames: list[int]) -> dict:
     """Batched against one by one: max |difference|, each way's max error against the no-TF32 reference, times."""
-    pieces = [codes(codec, n, 1000 + i) for i, n in enumerate(frames)]
+    pieces = [random_codes(codec, n) for n in frames]
     with torch.inference_mode():
         alone = [codec.decode(c) for c in pieces]
         together = decode_batch(codec, pieces)
-        ms_alone = timed(lambda: [codec.decode(c) for c in pieces])
-        ms_together = timed(lambda: decode_batch(codec, pieces))
+        ms_alone = timed_ms(lambda: [codec.decode(c) for c in pieces])
+        ms_together = timed_ms(lambda: decode_batch(codec, pieces))
         with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
             matmul = torch.backends.cuda.matmul.allow_tf32
             torch.backends.cuda.matmul.allow_tf32 = False
@@ -94,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     codec = AudioCodec.load(Path(args.model) / "audio_tokenizer", "cuda")
     with torch.inference_mode():
-        codec.decode(codes(codec, 20, 0))  # the handles and this thread's first plans
+        codec.decode(random_codes(codec, 20))  # the handles and this thread's first plans
     lengths = [int(n) for n in args.lengths.split(",")]
     print(json.dumps(new_lengths(codec, lengths, cudnn=True)), flush=True)
     print(json.dumps(new_lengths(codec, [n + 1 for n in lengths], cudnn=False)), flush=True)
