@@ -102,10 +102,15 @@ def chunk_text_for_duration(text: str, target_tokens: int, chunk_seconds: float 
 
 WORD_GAP, CLAUSE, SENTENCE, PARAGRAPH = 0, 1, 2, 3  # how good a place to cut is
 
-_CLOSERS = "\"'”’»)\\]}）」』】〉》"
+SPACED_FINAL_MARKS = ".!?…‼⁇⁈⁉"  # end a sentence when whitespace (or the text's end) follows them
+UNSPACED_FINAL_MARKS = "。！？．｡।॥؟۔։።"  # end one at once (scripts written without spaces, and others')
+FINAL_MARKS = SPACED_FINAL_MARKS + UNSPACED_FINAL_MARKS
+CLOSERS = "\"'”’»)]}）」』】〉》"  # closing quotes and brackets: they stay with the mark before them
+_CLOSING = re.escape(CLOSERS)
 _BOUNDARY = re.compile(
-    rf"(?P<sentence>[.!?…‼⁇⁈⁉]+[{_CLOSERS}]*(?=\s|$)|[。！？．｡।॥؟۔։።]+[.!?…。！？{_CLOSERS}]*)"
-    rf"|(?P<clause>[,;:]+[{_CLOSERS}]*(?=\s|$)|[，、；：،؛]+[{_CLOSERS}]*)"
+    rf"(?P<sentence>[{re.escape(SPACED_FINAL_MARKS)}]+[{_CLOSING}]*(?=\s|$)"
+    rf"|[{UNSPACED_FINAL_MARKS}]+[.!?…。！？{_CLOSING}]*)"
+    rf"|(?P<clause>[,;:]+[{_CLOSING}]*(?=\s|$)|[，、；：،؛]+[{_CLOSING}]*)"
     r"|(?P<space>\s+)"
 )
 _GLUING = frozenset("\u200c\u200d")  # zero-width (non-)joiners bind their neighbours
