@@ -7,9 +7,9 @@ Starts `launcher.py serve --wyoming` and then `launcher.py serve` in a throwaway
 they never share the device).
 
 - clause latency: each sentence is sent in tokens of 4 characters; its last token (the full stop) is sent, one
-  token time later (30 tokens/s) the next sentence's first token, which shows the sentence has ended; then the
-  client waits for that clause's first audio. Reported from the last character and from the token after it,
-  beside the server's own figures for the clause (its `timing`: waiting for the GPU, the engine's time).
+  token time later (30 tokens/s) the next sentence's first token; meanwhile the client waits for that clause's
+  first audio. Reported from the last character and from the token after it (negative when the audio came
+  first), beside the server's own figures for the clause (its `timing`: waiting for the GPU, the engine's time).
 - answer: a 10-sentence answer streamed at 30 tokens/s: first audio after the first clause's last character,
   and the longest gap a listener hears after the first clause (audio played as it arrives, each clause after
   the one before).
@@ -122,8 +122,9 @@ class SocketClient:
 
 
 async def clause_latency(client) -> list[tuple[float, float, float, float]]:
-    """Per sentence, seconds: first audio after its last character, after the token that follows it, and the
-    server's own figures for the clause (waiting for the GPU, the engine's time)."""
+    """Per sentence, seconds: first audio after its last character, after the token that follows it (negative:
+    the audio came before that token), and the server's own figures for the clause (waiting for the GPU, the
+    engine's time). The next token is sent one token time after the last one while the client already waits."""
     await client.start()
     rows = []
     pending = tokens(SENTENCES[0])
@@ -131,16 +132,18 @@ async def clause_latency(client) -> list[tuple[float, float, float, float]]:
         for token in pending:
             await client.send(token)
         marked = time.perf_counter()
-        await asyncio.sleep(TOKEN_S)
         following = tokens(" " + SENTENCES[index + 1]) if index + 1 < len(SENTENCES) else []
-        if following:
-            await client.send(following[0])
-        else:
-            await client.end()
-        confirmed = time.perf_counter()
+
+        async def next_token(first: str | None) -> float:
+            await asyncio.sleep(TOKEN_S)
+            await (client.send(first) if first is not None else client.end())
+            return time.perf_counter()
+
+        confirming = asyncio.create_task(next_token(following[0] if following else None))
         while (await client.event())[0] != "audio":
             pass
         heard = time.perf_counter()
+        confirmed = await confirming
         rows.append((heard - marked, heard - confirmed, client.timing["queue"] / 1e3, client.timing["engine"] / 1e3))
         while (await client.event())[0] != "clause-end":
             pass
