@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 
+from engine.checks.budget import DEFAULT_BUDGET_MS
 from engine.constants import DEMO_MODEL
 
 
@@ -43,7 +44,7 @@ def cmd_serve(args) -> int:
         from app.wyoming.server import serve_wyoming
 
         return serve_wyoming(model=_model(args), mode=args.mode, demo=args.demo, host=args.host, port=args.port,
-                             seed=args.seed)
+                             seed=args.seed, check_budget_ms=args.check_budget_ms)
     from app.server import serve
 
     return serve(model=_model(args), mode=args.mode, demo=args.demo, host=args.host, port=args.port,
@@ -136,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="serve the Wyoming protocol instead (Home Assistant's voice assistants; README)")
     serve.add_argument("--seed", type=int, help="with --wyoming: seed every answer from this number (the same "
                                                 "text, the same audio; default: a random seed per answer)")
+    serve.add_argument("--check-budget-ms", type=int, default=DEFAULT_BUDGET_MS,
+                       help="with --wyoming: how much the app's take checks (when on) may add to a streamed clause, "
+                            f"in ms (0: none; default {DEFAULT_BUDGET_MS})")
     serve.set_defaults(func=cmd_serve)
 
     synth = sub.add_parser("synth", help="speak a text in a voice, write a WAV, print the RTF")

@@ -6,6 +6,14 @@ through it; a whole text given at once goes through `speak_whole`, the engine's 
 One voice for the whole answer: a saved voice is the reference of every clause; an automatic voice (no saved
 voice, no attributes) is the first clause's own, carried on as reference, as Engine.stream does for long text.
 Clause i is seeded seed + i, as Engine.stream seeds its pieces.
+
+With the app's take checks on, each clause is checked by their policy within a latency budget (engine/checks/
+budget.py: what checks and retakes may add to a clause after its first take(s)); a budget of 0 turns them off for
+the answer. The voice check's reference embedding is made once per answer.
+
+A whole answer, once every clause is spoken, is stored in the History as one entry, as a speech request is: its
+text (the clauses joined), exactly the audio sent, the voice, mode, seed and checks; `source` is its lane (the
+protocol). An answer stopped before its end (the client went away) is not stored, as a speech request is not.
 """
 from __future__ import annotations
 
@@ -19,7 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.audio.pcm import to_int16
-from engine.checks.policy import CheckMode
+from engine.checks.budget import DEFAULT_BUDGET_MS, CheckBudget
+from engine.checks.policy import CheckMode, CheckPolicy
 from engine.checks.takes import Checks, checked_take
 from engine.config import GenerationConfig
 from engine.constants import SAMPLE_RATE
@@ -34,6 +43,7 @@ from .api.schemas import MAX_SEED
 from .api.voices import ChosenVoice
 from .checks import policy_from
 from .context import AppContext
+from .metrics import LiveMetrics
 from .worker import Job, outcome
 
 
@@ -66,24 +76,38 @@ class StreamedAnswer:
     three on one event loop. `cancel` stops every job of the answer (the GPU goes to the next one)."""
 
     def __init__(self, ctx: AppContext, chosen: ChosenVoice, *, language: str | None, config: GenerationConfig,
-                 lane: str, rules: ClauseRules = ClauseRules()):
+                 lane: str, rules: ClauseRules = ClauseRules(), check_budget_ms: int = DEFAULT_BUDGET_MS):
         _ready = ctx.host.engine  # raises VoiceDeskError while the model loads; each clause takes the model of then
         self.ctx = ctx
         self.owner = f"answer-{secrets.token_hex(4)}"
         self._chosen, self._language, self._lane = chosen, language, lane
         self._config = config if config.seed is not None else config.replace(seed=secrets.randbelow(MAX_SEED))
         self._voice = chosen.voice  # after the first clause: the voice carried on
-        self._policy = policy_from(ctx.settings)  # the app's take checks apply to answers too
+        # the app's take checks apply to answers too, within the budget (0: off for this answer)
+        self._policy = policy_from(ctx.settings) if check_budget_ms > 0 else CheckPolicy()
+        self._budget_ms = check_budget_ms
+        self._budget = CheckBudget(check_budget_ms / 1e3) if check_budget_ms > 0 else None
         self._reference = None  # the voice's speaker embedding, for the voice check (made on the GPU worker)
         self._buffer = ClauseBuffer(rules)
         self._received = 0
         self._count = 0
         self._finished = False
         self._jobs: asyncio.Queue[tuple[int, str, float, Job] | None] = asyncio.Queue()
+        self._made_by: tuple[str, str, bool] | None = None  # the last clause's model: mode, backend, demo
 
     @property
     def seed(self) -> int:
         return self._config.seed
+
+    def checks(self) -> dict:
+        """How the clauses are checked, for the protocols to say when the answer starts: the mode ("off": the
+        app's checks are off, or the budget is 0), the budget in ms, and the checks that cannot run on this
+        computer, each with why (their models are not here: the other checks still run)."""
+        if self._policy.mode == CheckMode.OFF:
+            return {"mode": CheckMode.OFF.value}
+        off = {name: f"its model ({model.repo_id}) is not on this computer"
+               for name, model in self.ctx.checks.missing().items()}
+        return {"mode": self._policy.mode.value, "budget_ms": self._budget_ms, "off": off}
 
     def add(self, text: str) -> list[str]:
         """The next piece of the text; the clauses it completed, each queued on the GPU worker at once. Raises
@@ -108,8 +132,9 @@ class StreamedAnswer:
         return clauses
 
     async def clauses(self) -> AsyncIterator[SpokenClause]:
-        """Each clause's audio, in order, as soon as it is made; raises the engine's error of a clause."""
-        start = 0.0
+        """Each clause's audio, in order, as soon as it is made; raises the engine's error of a clause. After the
+        last one, the answer is stored in the History."""
+        start, spoken, first_job = 0.0, [], None
         while (queued := await self._jobs.get()) is not None:
             index, text, complete_at, job = queued
             result, verdict, began, made = await asyncio.to_thread(outcome, self.ctx.worker.result(job))
@@ -117,11 +142,32 @@ class StreamedAnswer:
                                   queue_s=began - complete_at, engine_s=made - began,
                                   checks=None if verdict is None else verdict.to_json())
             start += clause.duration_s
+            first_job = first_job or job
+            spoken.append(clause)
             yield clause
+        if spoken:
+            await asyncio.to_thread(self._store, spoken, first_job)
 
     def cancel(self) -> None:
         self._finished = True
         self.ctx.worker.cancel(self.owner)
+
+    def _store(self, spoken: list[SpokenClause], first_job: Job) -> None:
+        """The answer as one History entry (generation.record, as a speech request): its first audio and RTF are
+        the engine's, its clauses' GPU time summed (the waits for text between them left out)."""
+        mode, backend, demo = self._made_by
+        metrics = LiveMetrics(mode=generation.mode_label(mode), backend=backend, demo=demo, seed=self.seed)
+        engine_s = 0.0
+        for clause in spoken:
+            engine_s += clause.engine_s
+            metrics.add_chunk(engine_s, clause.duration_s)
+        request = generation.GenerationRequest(" ".join(c.text for c in spoken), self._chosen.voice,
+                                               self._chosen.instruct, self._language, self._config,
+                                               self._chosen.label, play_on_speakers=False, output_device=None)
+        checks = generation.checks_summary(self._policy, [c.checks for c in spoken]) \
+            if self._policy.mode != CheckMode.OFF else None
+        generation.record(self.ctx, request, first_job, metrics, np.concatenate([c.pcm for c in spoken]),
+                          source=self._lane, checks=checks)
 
     def _queue(self, clauses: list[str]) -> list[str]:
         now = time.perf_counter()
@@ -141,16 +187,18 @@ class StreamedAnswer:
         are skipped, and the verdict says so."""
         began = time.perf_counter()
         engine = self.ctx.host.engine  # the model of now: a mode switch mid-answer (a job before this) replaced it
+        self._made_by = (engine.mode.value, engine.backend, engine.is_demo)
         request = SpeechRequest(text=text, voice=self._voice, instruct=self._chosen.instruct,
                                 language=self._language, config=self._config.replace(seed=self._config.seed + index))
         checks = Checks(self._policy, self.ctx.checks.checker()) if self._policy.mode != CheckMode.OFF else None
         if checks is None:
             result, verdict = engine.render(request, cancel=cancel)[0], None
         else:
-            if self._reference is None and self._voice is not None:
-                self._reference = checks.checker.embed(engine.reference_audio(self._voice), SAMPLE_RATE)
+            if self._reference is None and self._voice is not None:  # once: None only without a speaker model
+                self._reference = checks.checker.embed_reference(lambda: engine.reference_audio(self._voice),
+                                                                 SAMPLE_RATE)
             result, verdict = checked_take(engine, request, cancel=cancel, checks=checks,
-                                           reference=self._reference)
+                                           reference=self._reference, budget=self._budget)
         if self._voice is None and self._chosen.instruct is None:
             self._voice = Voice.of_generated(result.tokens[0], text)
             self._reference = checks.checker.embed(result.audio, SAMPLE_RATE) if checks is not None else None

@@ -74,7 +74,7 @@ def submit(ctx: AppContext, request: GenerationRequest, owner: str, lane: str | 
     is called on the GPU's thread the moment a chunk is made, before the job's followers get it: the live
     listeners' way, one thread hop shorter (keep it short: the GPU waits for it)."""
     engine = ctx.host.engine
-    metrics = LiveMetrics(mode=_mode_label(engine.mode.value), backend=engine.backend, demo=engine.is_demo,
+    metrics = LiveMetrics(mode=mode_label(engine.mode.value), backend=engine.backend, demo=engine.is_demo,
                           seed=request.config.seed)
 
     checked = policy is not None and policy.mode != CheckMode.OFF
@@ -199,5 +199,5 @@ def _status(message: str, notices: list[str]) -> str:
     return "\n\n".join([message, *(f"ⓘ {n}" for n in notices)])
 
 
-def _mode_label(mode: str) -> str:
+def mode_label(mode: str) -> str:
     return {"hifi": "High fidelity", "realtime": "Realtime", "eager": "Reference (eager)"}.get(mode, mode)

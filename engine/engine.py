@@ -300,7 +300,8 @@ class Engine:
         pieces = stream_chunks(text)
         seed = self._seed(cfg)
         checking = checks is not None and checks.policy.mode != CheckMode.OFF
-        reference = checks.checker.embed(self.reference_audio(voice), SAMPLE_RATE) if checking and voice else None
+        reference = checks.checker.embed_reference(lambda: self.reference_audio(voice), SAMPLE_RATE) \
+            if checking and voice else None
         first_audio_s = None
         with self.member():  # other threads' batches wait for this stream's next group, to share it
             for group in ahead_groups(len(pieces), checking):

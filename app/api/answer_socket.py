@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
+from engine.checks.budget import DEFAULT_BUDGET_MS, MAX_BUDGET_MS
 from engine.config import SETTING_RANGES
 from engine.constants import SAMPLE_RATE
 from engine.errors import VoiceDeskError
@@ -57,6 +58,7 @@ class AnswerStart(BaseModel):
     guidance: float | None = Field(None, ge=RANGES["guidance"][0], le=RANGES["guidance"][1])
     normalize: bool | None = None
     remove_pauses: bool | None = None
+    check_budget_ms: int = Field(DEFAULT_BUDGET_MS, ge=0, le=MAX_BUDGET_MS)  # 0: no take checks for the answer
 
 
 def answer_routes(ctx: AppContext, access: ApiAccess) -> list[BaseRoute]:
@@ -78,7 +80,7 @@ class AnswerSocket:
             self.access.check(self.ctx.settings, self.ws.headers.get("authorization"))
             answer = self._answer(await self._message())
             await self.ws.send_json({"type": "started", "seed": answer.seed, "sample_rate": SAMPLE_RATE,
-                                     "format": "pcm_s16le"})
+                                     "format": "pcm_s16le", "checks": answer.checks()})
             speaking = asyncio.create_task(self._speak(answer))
             await self._read_text(answer, speaking)
             await self._until_spoken(speaking)
@@ -101,7 +103,8 @@ class AnswerSocket:
         instruct = canonical_instruct(chosen.instruct)  # attributes the model knows, or TextInputError
         config = generation_config(self.ctx.settings, start, start.seed)
         return StreamedAnswer(self.ctx, replace(chosen, instruct=instruct),
-                              language=resolve_language(start.language, strict=True), config=config, lane=LANE)
+                              language=resolve_language(start.language, strict=True), config=config, lane=LANE,
+                              check_budget_ms=start.check_budget_ms)
 
     async def _read_text(self, answer: StreamedAnswer, speaking: asyncio.Task) -> None:
         """Text messages until `end` (the answer's clauses go to the GPU as they complete); a failed answer ends

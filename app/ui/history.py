@@ -43,9 +43,12 @@ def _row(e: HistoryEntry) -> list:
             summary(e.meta.get("checks"))]
 
 
+VIA = {"api": " · via API", "wyoming": " · via Wyoming"}  # where a request came from, when not this page
+
+
 def _voice(meta: dict) -> str:
-    """The voice, and where the request came from when it was not this page (the API)."""
-    return meta.get("voice", "") + (" · via API" if meta.get("source") == "api" else "")
+    """The voice, and where the request came from when it was not this page (the API, a Wyoming assistant)."""
+    return meta.get("voice", "") + VIA.get(meta.get("source"), "")
 
 
 def build_history_tab(ctx: AppContext, history_version: gr.State, tabs: gr.Tabs, clone_text: gr.Textbox,

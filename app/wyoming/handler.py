@@ -19,6 +19,7 @@ from wyoming.info import Describe
 from wyoming.server import AsyncEventHandler
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
+from engine.checks.budget import DEFAULT_BUDGET_MS
 from engine.constants import SAMPLE_RATE
 from engine.errors import TextInputError, VoiceDeskError
 from engine.text.clean import require_text
@@ -41,6 +42,7 @@ class WyomingService:
     ctx: AppContext
     version: str
     seed: int | None  # every answer seeded from it (clause i: seed + i); None: a random seed per answer
+    check_budget_ms: int = DEFAULT_BUDGET_MS  # what take checks may add to a streamed clause (0: none)
 
 
 class Refused(Exception):
@@ -106,7 +108,8 @@ class AnswerHandler(AsyncEventHandler):
             voice = start.voice
             self._answer = StreamedAnswer(self.ctx, chosen_voice(self.ctx.library, voice and voice.name),
                                           language=language_hint(voice and voice.language),
-                                          config=self.ctx.settings.generation_config(self.service.seed), lane=LANE)
+                                          config=self.ctx.settings.generation_config(self.service.seed), lane=LANE,
+                                          check_budget_ms=self.service.check_budget_ms)
             self._speaking = asyncio.create_task(self._speak_stream(self._answer))
         elif SynthesizeChunk.is_type(event.type):
             self._streaming(event).add(SynthesizeChunk.from_event(event).text)
@@ -139,7 +142,9 @@ class AnswerHandler(AsyncEventHandler):
     async def _speak_stream(self, answer: StreamedAnswer) -> None:
         try:
             async for clause in answer.clauses():
-                await self._write_audio(clause.pcm.tobytes(), start=True, stop=True, timing=clause.timing())
+                await self._write_audio(clause.pcm.tobytes(), start=True, stop=True,
+                                        extra={"timing": clause.timing(), **({"checks": clause.checks}
+                                                                             if clause.checks else {})})
             await self.write_event(SynthesizeStopped().event())
         except Exception as err:
             await self._fail(err)
@@ -160,13 +165,13 @@ class AnswerHandler(AsyncEventHandler):
         finally:
             await pieces.aclose()
 
-    async def _write_audio(self, audio: bytes, *, start: bool, stop: bool, timing: dict | None = None) -> None:
-        """`timing` (a clause's queue and engine ms) rides in audio-start's data, which clients read by name."""
+    async def _write_audio(self, audio: bytes, *, start: bool, stop: bool, extra: dict | None = None) -> None:
+        """`extra` (a clause's timing: queue and engine ms; its take's checks) rides in audio-start's data, which
+        clients read by name."""
         fmt = {"rate": SAMPLE_RATE, "width": WIDTH, "channels": CHANNELS}
         if start:
             event = AudioStart(**fmt).event()
-            if timing is not None:
-                event.data["timing"] = timing
+            event.data.update(extra or {})
             await self.write_event(event)
         step = SAMPLES_PER_CHUNK * WIDTH * CHANNELS
         for offset in range(0, len(audio), step):

@@ -8,6 +8,7 @@ import logging
 import sys
 from functools import partial
 
+from engine.checks.budget import DEFAULT_BUDGET_MS, MAX_BUDGET_MS
 from engine.constants import DEMO_MODEL
 from engine.errors import StorageError
 
@@ -22,9 +23,13 @@ log = logging.getLogger(__name__)
 
 
 def serve_wyoming(model: str | None = None, mode: str | None = None, demo: bool = False, host: str = "127.0.0.1",
-                  port: int | None = None, seed: int | None = None) -> int:
+                  port: int | None = None, seed: int | None = None, check_budget_ms: int = DEFAULT_BUDGET_MS) -> int:
     """Run until interrupted; returns the exit status. `seed`: every answer seeded from it (the same text, the
-    same audio); None draws one per answer."""
+    same audio); None draws one per answer. `check_budget_ms`: what the app's take checks may add to a streamed
+    clause (0: no checks)."""
+    if not 0 <= check_budget_ms <= MAX_BUDGET_MS:
+        print(f"error: --check-budget-ms must be from 0 to {MAX_BUDGET_MS}", file=sys.stderr)
+        return 2
     configure_logging()
     port = DEFAULT_PORT if port is None else port
     try:
@@ -62,7 +67,7 @@ def serve_wyoming(model: str | None = None, mode: str | None = None, demo: bool 
     if host not in LOOPBACK_HOSTS:
         print(f"Listening on {host}: Wyoming has no keys, so anyone who can reach this port can use your GPU and "
               "speak in your saved voices. Listen only on an address your assistant's network has.", file=sys.stderr)
-    service = WyomingService(ctx, version=_version(), seed=seed)
+    service = WyomingService(ctx, version=_version(), seed=seed, check_budget_ms=check_budget_ms)
     try:
         asyncio.run(_serve(service, host, port))
     except KeyboardInterrupt:
@@ -83,9 +88,24 @@ async def _serve(service, host: str, port: int) -> None:
     state = await asyncio.to_thread(service.ctx.host.wait_ready, READY_WAIT_S)
     if state.ready:
         print(f"The model is ready: {state.message}", flush=True)
+        print(checks_line(service), flush=True)
     else:
         print(f"error: the model could not be loaded: {state.message}", file=sys.stderr, flush=True)
     await asyncio.Event().wait()  # serve until interrupted
+
+
+def checks_line(service) -> str:
+    """What the take checks of streamed answers are here: off, or their mode within the budget, and the checks
+    whose models are not on this computer."""
+    from ..checks import policy_from
+
+    mode = policy_from(service.ctx.settings).mode.value
+    if mode == "off" or not service.check_budget_ms:
+        return "Take checks of streamed answers: off" + ("" if mode == "off" else " (--check-budget-ms 0)")
+    off = ", ".join(f"{name} (its model {model.repo_id} is not on this computer)"
+                    for name, model in service.ctx.checks.missing().items())
+    return f"Take checks of streamed answers: {mode}, within {service.check_budget_ms} ms a clause" + \
+        (f"; off here: {off}" if off else "")
 
 
 def _version() -> str:

@@ -49,6 +49,11 @@ class Checker:
         with self._turn:
             return self.speaker.embed(wave, sample_rate) if self.speaker is not None else None
 
+    def embed_reference(self, wave: Callable[[], np.ndarray], sample_rate: int) -> torch.Tensor | None:
+        """`embed(wave())`, with the clip made (a voice's reference rendered by the codec) only when there is a
+        speaker model to embed it."""
+        return self.embed(wave(), sample_rate) if self.speaker is not None else None
+
     def check(self, wave: np.ndarray, sample_rate: int, text: str, thresholds: Thresholds, *,
               reference: torch.Tensor | None = None, language: str | None = None) -> Verdict:
         """Every check that can run on one take of `text`."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.checks.budget import CheckBudget
 from engine.checks.checker import Checker
 from engine.checks.policy import CheckPolicy, choose
 from engine.checks.verdict import Verdict
@@ -21,9 +22,9 @@ class Checks:
 
 
 def checked_take(engine, request: SpeechRequest, *, cancel: threading.Event | None, checks: Checks,
-                 reference: torch.Tensor | None):
+                 reference: torch.Tensor | None, budget: CheckBudget | None = None):
     """(SynthesisResult, Verdict) of the take the policy keeps for one line. request.config.seed is the
-    line's seed; takes use it, then the next seeds."""
+    line's seed; takes use it, then the next seeds. `budget`: how long checks and retakes may delay the line."""
 
     def render(offset: int, n: int):
         return engine.render(request.with_seed(request.config.seed + offset), n=n, cancel=cancel)
@@ -32,4 +33,4 @@ def checked_take(engine, request: SpeechRequest, *, cancel: threading.Event | No
         return [checks.checker.check(r.audio, r.sample_rate, request.text, checks.policy.thresholds,
                                       reference=reference, language=request.language) for r in results]
 
-    return choose(render, check, checks.policy)
+    return choose(render, check, checks.policy, budget)

@@ -45,6 +45,7 @@ class Verdict:
     checks: list[Check] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     attempts: int = 1  # takes rendered to get this one
+    over_budget: str = ""  # what a latency budget (engine/checks/budget.py) left out, in words; "" if nothing
 
     @property
     def passed(self) -> bool:
@@ -78,6 +79,7 @@ class Verdict:
         return "; ".join(f"{c.name}: {c.detail}" if c.detail else c.label() for c in self.failed)
 
     def to_json(self) -> dict:
+        """`over_budget` only when a budget left something out."""
         return {"passed": self.passed, "attempts": self.attempts, "badge": self.badge(), "problems": self.problems(),
                 "checks": {c.name: {k: v for k, v in asdict(c).items() if k != "name"} for c in self.checks},
-                "skipped": dict(self.skipped)}
+                "skipped": dict(self.skipped), **({"over_budget": self.over_budget} if self.over_budget else {})}

@@ -16,6 +16,8 @@ from engine.config import GenerationConfig
 class StandInEngine:
     """Renders a clause as a constant: its own level, so the audio says which model made it."""
 
+    mode, backend, is_demo = SimpleNamespace(value="hifi"), "stand-in", True
+
     def __init__(self, level: float):
         self.level, self.rendered = level, []
 
@@ -28,7 +30,8 @@ def test_a_mode_switch_mid_answer_moves_the_rest_to_the_new_model():
     worker = GpuWorker(name="test-answer")
     old, new = StandInEngine(0.25), StandInEngine(0.5)
     host = SimpleNamespace(engine=old)
-    ctx = SimpleNamespace(host=host, worker=worker, settings=Settings())
+    ctx = SimpleNamespace(host=host, worker=worker, settings=Settings(),
+                          history=SimpleNamespace(add=lambda *args, **meta: SimpleNamespace(id="stored")))
     chosen = ChosenVoice(voice=None, instruct="female", label="designed")  # attributes: no voice carried on
 
     async def speak():

@@ -68,7 +68,8 @@ def test_deltas_in_clauses_and_audio_out_as_each_completes(api, engine):
     with connect(url, additional_headers=AUTH, max_size=None) as ws:
         ws.send(start())
         started = json.loads(ws.recv(timeout=RECV_TIMEOUT_S))
-        assert started == {"type": "started", "seed": 5, "sample_rate": SAMPLE_RATE, "format": "pcm_s16le"}
+        assert started == {"type": "started", "seed": 5, "sample_rate": SAMPLE_RATE, "format": "pcm_s16le",
+                           "checks": {"mode": "off"}}
         for delta in ["The lights", " are", " off", ".", " Tomorrow"]:  # " Tomorrow" shows the sentence ended
             ws.send(text(delta))
         heard = [receive_clause(ws)]  # a policy that waited for the end would never send this
@@ -123,6 +124,8 @@ def refused(url: str, *messages, headers=AUTH) -> tuple[dict, int]:
     ([b"\x00\x01"], AUTH, 1003),
     ([start(voice="nobody-here")], AUTH, 4404),
     ([start(steps=1000)], AUTH, 4400),
+    ([start(check_budget_ms=10_001)], AUTH, 4400),
+    ([start(check_budget_ms=-1)], AUTH, 4400),
     ([start(language="Klingon")], AUTH, 4400),
     ([start(instructions="speak cheerfully")], AUTH, 4400),
     ([start(), json.dumps({"type": "shout"})], AUTH, 4400),
@@ -164,18 +167,29 @@ def test_a_client_that_leaves_mid_answer_frees_the_gpu(api):
 
 
 def test_with_the_take_checks_on_each_clause_says_what_was_checked(tmp_path_factory):
-    """Best of 2 in the app's settings, no check models on this computer (an empty hub cache): every clause
-    carries its verdict, which says the words and voice checks are off and why."""
+    """Best of 2 in the app's settings, no check models on this computer (an empty hub cache): `started` says the
+    words and voice checks are off here, and every clause carries its verdict, which says so too and why. A
+    budget of 0 turns the checks off for the answer."""
     settings = json.dumps({"check_mode": "best_of_n", "check_candidates": 2})
     with serving(tmp_path_factory.mktemp("checked_home"), ["--demo", "--api-key", KEY], ready=answers_speech,
                  voice=SAVED, settings=settings, env={"HF_HUB_CACHE": str(tmp_path_factory.mktemp("no_models"))}
                  ) as (port, _, _, _):
-        with connect(f"ws://127.0.0.1:{port}/v1/audio/answer", additional_headers=AUTH, max_size=None) as ws:
-            ws.send(start())
-            json.loads(ws.recv(timeout=RECV_TIMEOUT_S))
+        url = f"ws://127.0.0.1:{port}/v1/audio/answer"
+        with connect(url, additional_headers=AUTH, max_size=None) as ws:
+            ws.send(start(check_budget_ms=2000))
+            checks = json.loads(ws.recv(timeout=RECV_TIMEOUT_S))["checks"]
             ws.send(text("Checked one. And checked two."))
             ws.send(json.dumps({"type": "end"}))
             heard = [receive_clause(ws), receive_clause(ws)]
+        with connect(url, additional_headers=AUTH, max_size=None) as ws:
+            ws.send(start(check_budget_ms=0))
+            unchecked = json.loads(ws.recv(timeout=RECV_TIMEOUT_S))["checks"]
+            ws.send(text("Unchecked."))
+            ws.send(json.dumps({"type": "end"}))
+            event, _ = receive_clause(ws)
+    assert checks["mode"] == "best_of_n" and checks["budget_ms"] == 2000 and set(checks["off"]) == {"words", "voice"}
+    assert "not on this computer" in checks["off"]["words"]
+    assert unchecked == {"mode": "off"} and "checks" not in event
     for event, pcm in heard:
         checks = event["checks"]
         assert checks["attempts"] == 2 and {"words", "voice"} <= set(checks["skipped"]), checks

@@ -6,6 +6,7 @@ import json
 import socket
 import struct
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,8 +20,10 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 
 from app.library import VoiceLibrary
 from app.settings import Settings
+from app.wyoming.server import checks_line, serve_wyoming
 from engine import Engine
 from engine.audio.pcm import to_int16
+from engine.checks.budget import MAX_BUDGET_MS
 from engine.constants import DEMO_MODEL
 from engine.request import SpeechRequest
 from engine.text.limits import MAX_TEXT_CHARS
@@ -224,3 +227,20 @@ def test_a_client_that_leaves_mid_answer_frees_the_gpu_and_the_server_lives_on(s
     assert events[-1].type == "synthesize-stopped" and len(clauses_of(events)) == 1
     assert time.monotonic() - started < 120, "the abandoned answer kept the GPU"
     assert proc.poll() is None and "Traceback" not in log.read_text()
+
+
+@pytest.mark.parametrize("mode, budget, says", [
+    ("off", 250, "Take checks of streamed answers: off"),
+    ("best_of_n", 0, "Take checks of streamed answers: off (--check-budget-ms 0)"),
+    ("best_of_n", 250, "Take checks of streamed answers: best_of_n, within 250 ms a clause; off here: words (its "
+                       "model whisper-somewhere is not on this computer)"),
+])
+def test_the_server_says_how_streamed_answers_are_checked(mode, budget, says):
+    checks = SimpleNamespace(missing=lambda: {"words": SimpleNamespace(repo_id="whisper-somewhere")})
+    ctx = SimpleNamespace(settings=Settings(check_mode=mode), checks=checks)
+    assert checks_line(SimpleNamespace(ctx=ctx, check_budget_ms=budget)) == says
+
+
+def test_a_check_budget_out_of_range_is_refused_before_anything_starts(capsys):
+    assert serve_wyoming(check_budget_ms=MAX_BUDGET_MS + 1) == 2
+    assert "--check-budget-ms" in capsys.readouterr().err

@@ -1,0 +1,83 @@
+"""A streamed answer is kept in the History as one entry, as a speech request is: its clauses' text joined and
+exactly the audio sent, with the voice, mode, seed and where it came from; an answer stopped before its end is not
+kept. Stand-in engine on the real GPU worker and the real History."""
+import asyncio
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from app.answer import StreamedAnswer
+from app.api.voices import ChosenVoice
+from app.history import History
+from app.settings import Settings
+from app.ui.history import history_rows
+from app.worker import GpuWorker
+from engine.config import GenerationConfig
+from engine.constants import SAMPLE_RATE
+
+
+class StandInEngine:
+    """Clause i (in order of rendering) is 0.1 s of the constant (i + 1) / 10: the audio says which clause it is."""
+
+    mode, backend, is_demo = SimpleNamespace(value="hifi"), "stand-in", False
+
+    def __init__(self):
+        self.rendered = 0
+
+    def render(self, request, cancel=None):
+        self.rendered += 1
+        return [SimpleNamespace(audio=np.full(SAMPLE_RATE // 10, self.rendered / 10, np.float32), tokens=None)]
+
+
+def answer_in(tmp_path, pieces, finish=True):
+    """(History, the answer's spoken clauses) after `pieces` are sent, then `finish` (or the answer cancelled
+    after its first clause)."""
+    worker, history = GpuWorker(name="test-answer-history"), History(tmp_path)
+    ctx = SimpleNamespace(host=SimpleNamespace(engine=StandInEngine()), worker=worker, settings=Settings(),
+                          history=history)
+
+    async def speak():
+        answer = StreamedAnswer(ctx, ChosenVoice(voice=None, instruct="female", label="designed: female"),
+                                language="en", config=GenerationConfig(seed=7), lane="wyoming")
+        for piece in pieces:
+            answer.add(piece)
+        spoken = []
+        if finish:
+            answer.finish()
+            return [clause async for clause in answer.clauses()]
+        async for clause in answer.clauses():
+            spoken.append(clause)
+            answer.cancel()
+            break
+        return spoken
+
+    try:
+        return history, asyncio.run(speak())
+    finally:
+        worker.shutdown()
+
+
+def test_an_answer_is_one_history_entry_with_its_text_and_the_audio_sent(tmp_path):
+    history, spoken = answer_in(tmp_path, ["The lights are off", ". The door is", " locked. Good night"])
+    assert [c.text for c in spoken] == ["The lights are off.", "The door is locked.", "Good night"]
+    [entry] = history.entries()
+    assert entry.text == "The lights are off. The door is locked. Good night"
+    audio, rate = sf.read(entry.audio, dtype="int16")
+    assert rate == SAMPLE_RATE and np.array_equal(audio, np.concatenate([c.pcm for c in spoken]))
+    meta = entry.meta
+    assert meta["voice"] == "designed: female" and meta["seed"] == 7 and meta["language"] == "en"
+    assert meta["source"] == "wyoming" and meta["backend"] == "stand-in" and meta["audio_s"] == pytest.approx(0.3)
+    assert meta["first_audio_s"] == spoken[0].engine_s and meta["checks"] is None
+
+
+def test_an_answer_stopped_before_its_end_is_not_kept(tmp_path):
+    history, spoken = answer_in(tmp_path, ["One. Two. Three"], finish=False)
+    assert len(spoken) == 1 and history.entries() == []
+
+
+def test_the_history_table_says_an_answer_came_from_wyoming(tmp_path):
+    history, _ = answer_in(tmp_path, ["Hello there."])
+    rows, _ = history_rows(SimpleNamespace(history=history))
+    assert rows[0][2] == "designed: female · via Wyoming"
