@@ -469,12 +469,29 @@ class AudioCodec(nn.Module):
         outside a capture, codes out of range raise ValueError (a GPU gather would fault or read junk).
         """
         if not (codes.is_cuda and torch.cuda.is_current_stream_capturing()):
-            low, high = (int(v) for v in torch.aminmax(codes))  # one reduction, read once
-            if low < 0 or high >= self.codebook_size:
-                raise ValueError(f"codec input out of range: codes {low}..{high}, the codec has "
-                                 f"0..{self.codebook_size - 1}")
+            self._check_range(codes)
         acoustic = self.fc2(self.quantizer.decode(codes))  # (T, A)
         return self.acoustic_decoder(acoustic.t()[None])[0, 0]  # (T * hop,)
+
+    @torch.inference_mode()
+    def decode_many(self, pieces: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Token pieces of one length, each (num_codebooks, T), decoded in one batch: each waveform rounds as well
+        as `decode`'s of its piece (the kernels may sum in another order for another batch). Pieces of different
+        lengths raise ValueError: padded to the longest, the shorter ones' last frames would change (the decoder
+        hears the padding's values instead of zeros there).
+        """
+        if len({tuple(codes.shape) for codes in pieces}) != 1:
+            raise ValueError(f"pieces decoded together have one length, not {[p.shape[-1] for p in pieces]}")
+        for codes in pieces:
+            self._check_range(codes)
+        acoustic = torch.stack([self.fc2(self.quantizer.decode(codes)) for codes in pieces])  # (B, T, A)
+        return list(self.acoustic_decoder(acoustic.transpose(1, 2))[:, 0])  # B x (T * hop,)
+
+    def _check_range(self, codes: torch.Tensor) -> None:
+        low, high = (int(v) for v in torch.aminmax(codes))  # one reduction, read once
+        if low < 0 or high >= self.codebook_size:
+            raise ValueError(f"codec input out of range: codes {low}..{high}, the codec has "
+                             f"0..{self.codebook_size - 1}")
 
 
 def _read_config(path: Path) -> CodecConfig:

@@ -98,6 +98,7 @@ class _Planned:
 
 
 AHEAD_MAX = 16  # streamed pieces generated together at most (the runner cuts a group further to fit)
+DECODE_TOGETHER_FRAMES = 1000  # frames decoded in one batch at most (40 s of audio: a long lone piece's memory)
 
 
 def ahead_groups(count: int, checking: bool) -> list[range]:
@@ -122,6 +123,9 @@ class Engine:
         self.sample_rate = SAMPLE_RATE
         self._lock = threading.Lock()  # one generation at a time on one GPU
         self._gathering = Gathering(self._render_planned)  # render_many calls of several threads batched
+        # pieces of one length decoded in one batch: on a GPU within the codec's rounding of one by one and several
+        # times faster; on the CPU they stay one by one, bit-equal to lone renders
+        self.decode_together = device.type == "cuda"
 
     @property
     def is_demo(self) -> bool:
@@ -267,17 +271,19 @@ class Engine:
         token_sets = iter(self._generate_plans([p for c in calls for p in c.plans], calls[0].cfgs[0],
                                                [s for c in calls for s in c.seeds], cancel))
         generate_s = time.perf_counter() - t1
+        made = [[(request, cfg, seed, next(token_sets)) for request, cfg, seed in zip(c.requests, c.cfgs, c.seeds)]
+                for c in calls]
+        kept = [[] if c.cancel is not None and c.cancel.is_set() else m for c, m in zip(calls, made)]
+        t2 = time.perf_counter()
+        waves = iter(self._decode_pieces([piece for k in kept for *_, tokens in k for piece in tokens]))
+        decode_s = time.perf_counter() - t2
         outs = []
-        for call in calls:
+        for call, takes in zip(calls, kept):
             results = []
-            for request, cfg, seed in zip(call.requests, call.cfgs, call.seeds):
-                tokens = next(token_sets)
-                if call.cancel is not None and call.cancel.is_set():
-                    continue
-                t2 = time.perf_counter()
-                audio = self._decode(tokens, request.voice, cfg)
-                timings = Timings(t1 - call.t0, generate_s, decode_s=time.perf_counter() - t2,
-                                  total_s=time.perf_counter() - call.t0, audio_s=len(audio) / SAMPLE_RATE)
+            for request, cfg, seed, tokens in takes:
+                audio = self._finish([next(waves) for _ in tokens], request.voice, cfg)
+                timings = Timings(t1 - call.t0, generate_s, decode_s=decode_s, total_s=time.perf_counter() - call.t0,
+                                  audio_s=len(audio) / SAMPLE_RATE)
                 results.append(SynthesisResult(audio, SAMPLE_RATE, timings, seed, tokens))
             outs.append(results)
         return outs
@@ -377,9 +383,29 @@ class Engine:
             torch.cuda.synchronize(self.device)
         return outs
 
-    def _decode(self, tokens: list[torch.Tensor], voice: Voice | None, cfg: GenerationConfig) -> np.ndarray:
+    def _decode_pieces(self, pieces: list[torch.Tensor]) -> list[np.ndarray]:
+        """The waveforms of token pieces: with `decode_together`, pieces of one length in batches of up to
+        DECODE_TOGETHER_FRAMES (a GPU's: within the codec's rounding of one by one and several times faster,
+        BENCHMARKS.md), else one by one (the CPU's: bit-equal to a lone render's)."""
+        runs: dict[int, list[list[int]]] = {}  # by length: runs of piece numbers decoded together
+        for i, piece in enumerate(pieces):
+            length = piece.shape[-1] if self.decode_together else -1 - i
+            group = runs.setdefault(length, [[]])
+            if group[-1] and (len(group[-1]) + 1) * piece.shape[-1] > DECODE_TOGETHER_FRAMES:
+                group.append([])
+            group[-1].append(i)
+        waves: list[np.ndarray] = [np.empty(0, np.float32)] * len(pieces)
         with self._lock, torch.inference_mode():
-            chunks = [self.codec.decode(t.to(self.device)).float().cpu().numpy() for t in tokens]
+            for run in (run for group in runs.values() for run in group):
+                codes = [pieces[i].to(self.device) for i in run]
+                decoded = self.codec.decode_many(codes) if len(codes) > 1 else [self.codec.decode(codes[0])]
+                for i, wave in zip(run, decoded):
+                    waves[i] = wave.float().cpu().numpy()
+        return waves
+
+    @staticmethod
+    def _finish(chunks: list[np.ndarray], voice: Voice | None, cfg: GenerationConfig) -> np.ndarray:
+        """One request's decoded chunks as its audio: cross-faded, then post-processed as its config says."""
         wave = cross_fade_chunks(chunks)
         ref_rms = voice.rms if voice is not None else None
         return finish_output(wave, ref_rms, remove_pauses=cfg.postprocess_output, pad_s=cfg.pad_duration,

@@ -20,10 +20,12 @@ from tools.kernels.bench_decode import random_codes, timed_ms
 
 
 def decode_batch(codec: AudioCodec, pieces: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Waveforms of the token pieces (C, T_i), decoded in one batch, each piece's features padded with zeros to
-    the longest."""
+    """Waveforms of the token pieces (C, T_i), decoded in one batch (AudioCodec.decode_many for equal lengths),
+    each piece's features padded with zeros to the longest."""
     feats = [codec.fc2(codec.quantizer.decode(codes)) for codes in pieces]  # (T_i, A)
     longest = max(f.shape[0] for f in feats)
+    if all(f.shape[0] == longest for f in feats):
+        return codec.decode_many(pieces)
     x = torch.stack([F.pad(f.t(), (0, longest - f.shape[0])) for f in feats])  # (B, A, T)
     waves = codec.acoustic_decoder(x)[:, 0]  # (B, T * hop)
     return [w[: f.shape[0] * codec.hop_length] for w, f in zip(waves, feats)]

@@ -4,6 +4,7 @@ through the graph runner's static algorithm (no graphs on a CPU); the first piec
 import numpy as np
 import pytest
 
+import engine.engine as engine_module
 import engine.lm.batch as batch_module
 from engine.config import GenerationConfig
 from engine.engine import ahead_groups
@@ -73,3 +74,26 @@ def test_requests_with_other_settings_are_not_batched(engine, voice):
     b = SpeechRequest(text="Two.", voice=voice, config=CFG.replace(guidance_scale=1.0))
     with pytest.raises(ValueError, match="share their settings"):
         engine.render_many([a, b])
+
+
+def test_pieces_of_one_length_decode_together_where_the_engine_says_so(engine, voice, monkeypatch):
+    """With `decode_together` (a GPU's engine), the takes of one line (one length) are decoded in batches of at most
+    DECODE_TOGETHER_FRAMES, a line of another length by itself, and each request keeps its own audio. The codec's
+    decode_many stands in for itself here bit for bit (its rounding is tests/engine/test_codec.py's)."""
+    from engine.request import SpeechRequest
+
+    line, other = "One line, three takes.", "And another line, of another length than the first."
+    requests = [SpeechRequest(text=line, voice=voice, config=CFG.replace(seed=CFG.seed + j)) for j in range(3)]
+    requests.append(SpeechRequest(text=other, voice=voice, config=CFG))
+    alone = [engine.render_many([request])[0] for request in requests]  # one by one: the CPU's way
+    frames = alone[0].tokens[0].shape[-1]
+    assert alone[3].tokens[0].shape[-1] != frames
+    together = []
+    monkeypatch.setattr(engine.codec, "decode_many", lambda pieces: together.append(len(pieces)) or
+                        [engine.codec.decode(piece) for piece in pieces])
+    monkeypatch.setattr(engine_module, "DECODE_TOGETHER_FRAMES", 2 * frames)
+    monkeypatch.setattr(engine, "decode_together", True)
+    results = engine.render_many(requests)
+    assert together == [2]  # two takes of the line together, its third alone (the cap), the other line alone
+    for result, single in zip(results, alone):
+        np.testing.assert_array_equal(result.audio, single.audio)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from error_budget import assert_same_rounding, float64_codec
+from error_budget import assert_as_accurate, assert_same_rounding, float64_codec
 from safetensors.torch import load_file, save_file
 
 from engine.audio import process
@@ -206,3 +206,17 @@ def test_codes_out_of_range_are_refused(codec, bad):
     codes[3, 2] = bad
     with pytest.raises(ValueError, match=r"codec input out of range.*0\.\.1023"):
         codec.decode(codes)
+
+
+def test_pieces_of_one_length_decode_together_as_well_as_one_by_one(codec, codec64):
+    """Each piece of a batch rounds as well as its lone decode (the float64 codec is the exact value); pieces of
+    different lengths are refused (padding would change the shorter ones' ends), as are codes out of range."""
+    g = torch.Generator().manual_seed(5)
+    pieces = [torch.randint(0, codec.codebook_size, (codec.num_codebooks, 30), generator=g) for _ in range(3)]
+    together = codec.decode_many(pieces)
+    for n, (piece, wave) in enumerate(zip(pieces, together)):
+        assert_as_accurate(wave, codec.decode(piece), codec64.decode(piece), what=f"piece {n}")
+    with pytest.raises(ValueError, match="one length"):
+        codec.decode_many([pieces[0], pieces[1][:, :20]])
+    with pytest.raises(ValueError, match="out of range"):
+        codec.decode_many([pieces[0], pieces[1] + codec.codebook_size])
