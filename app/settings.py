@@ -7,6 +7,7 @@ from pathlib import Path
 
 from engine.checks.policy import CheckMode
 from engine.config import GenerationConfig
+from engine.errors import SettingError
 from engine.text.languages import language_ids
 from engine.text.normalize import normalize_available
 
@@ -81,10 +82,15 @@ class Settings:
         atomic_write_json(path, asdict(self))
 
     def updated(self, path: Path, **changes) -> Settings:
-        """Apply `changes`, save, return self (unknown names raise TypeError)."""
+        """Apply `changes`, save, return self (unknown names raise TypeError). A value that `check` would replace
+        (wrong type, out of range, not a choice) raises SettingError, and nothing is changed."""
         known = {f.name for f in fields(self)}
         if set(changes) - known:
             raise TypeError(f"unknown settings: {sorted(set(changes) - known)}")
+        defaults = Settings()
+        for name, value in changes.items():
+            if not _acceptable(name, value, getattr(defaults, name)):
+                raise SettingError(f"{name} = {value!r} is not valid: use {_expected(name, getattr(defaults, name))}.")
         for name, value in changes.items():
             setattr(self, name, value)
         self.save(path)

@@ -78,10 +78,9 @@ def register_checks_api(ctx: AppContext) -> None:
                    min_similarity: float = 0.75) -> dict:
         """Check every generated line from now on (mode: off, check, retake, best_of_n); returns the
         settings and which checks cannot run on this computer, with why."""
+        ctx.save_settings(check_mode=mode, check_candidates=int(candidates), check_retries=int(retries),
+                          check_max_wer=float(max_wer), check_min_similarity=float(min_similarity))  # checked there
         policy = CheckPolicy(mode, int(candidates), int(retries), Thresholds(float(max_wer), float(min_similarity)))
-        ctx.save_settings(check_mode=policy.mode.value, check_candidates=policy.candidates,
-                          check_retries=policy.retries, check_max_wer=policy.thresholds.max_wer,
-                          check_min_similarity=policy.thresholds.min_similarity)
         return {"mode": policy.mode.value, "candidates": policy.candidates, "retries": policy.retries,
                 "max_wer": policy.thresholds.max_wer, "min_similarity": policy.thresholds.min_similarity,
                 "unavailable": {name: f"{m.repo_id} is not on this computer"

@@ -1,4 +1,5 @@
 """The launched app through its HTTP API (gradio_client), on the tiny random checkpoint."""
+import re
 import subprocess
 import sys
 import threading
@@ -285,3 +286,16 @@ def test_best_of_n_scores_reach_api_clients_and_the_history(client, reference_wa
         client.predict("off", api_name="/set_checks")
     plain = clone(client, reference_wav, "Unchecked.").result()
     assert plain[CHECKS] is None and client.predict(api_name="/list_history")[0]["checks"] is None
+
+
+@pytest.mark.parametrize("args, said", [
+    (("best_of_n", 100, 2, 0.2, 0.75), "check_candidates = 100 is not valid: use a whole number from 2 to 8."),
+    (("bogus", 2, 2, 0.2, 0.75), "check_mode = 'bogus' is not valid: use one of off, check, retake, best_of_n."),
+])
+def test_set_checks_refuses_values_out_of_their_range(client, running_app, args, said):
+    """A hundred candidates per line (or a mode with no meaning) is said back to the client, not saved for every
+    later generation (it was, until the next start reset it)."""
+    before = (running_app.home / "config" / "settings.json").read_text()
+    with pytest.raises(AppError, match=re.escape(said)):
+        client.predict(*args, api_name="/set_checks")
+    assert (running_app.home / "config" / "settings.json").read_text() == before

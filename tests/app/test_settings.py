@@ -1,7 +1,10 @@
 import json
 import logging
 
+import pytest
+
 from app.settings import Settings
+from engine.errors import SettingError
 
 
 def test_round_trip(tmp_path):
@@ -38,6 +41,25 @@ def test_updated_saves_at_once(tmp_path):
     path = tmp_path / "settings.json"
     Settings().updated(path, language="de")
     assert Settings.load(path).language == "de"
+
+
+@pytest.mark.parametrize("changes, said", [
+    ({"check_candidates": 100}, "check_candidates = 100 is not valid: use a whole number from 2 to 8."),
+    ({"check_candidates": 9}, "check_candidates = 9 is not valid"),  # one past the edge
+    ({"check_max_wer": float("nan")}, "check_max_wer = nan is not valid: use a number from 0.0 to 1.0."),
+    ({"check_mode": "bogus"}, "check_mode = 'bogus' is not valid: use one of off, check, retake, best_of_n."),
+    ({"steps": 12, "api": "yes"}, "api = 'yes' is not valid: use true or false."),  # a good change with a bad one
+])
+def test_updated_refuses_what_check_would_replace_and_changes_nothing(tmp_path, changes, said):
+    """A value saved at run time (an API client's /set_checks) is held to the rules a start holds the file to: a
+    bad one is refused with what is expected, before anything is changed or written."""
+    path = tmp_path / "settings.json"
+    settings = Settings()
+    with pytest.raises(SettingError) as refused:
+        settings.updated(path, **changes)
+    assert str(refused.value).startswith(said) and settings == Settings() and not path.exists()
+    settings.updated(path, check_candidates=8, check_max_wer=1.0, steps=12)  # the edges themselves are fine
+    assert Settings.load(path) == settings
 
 
 def test_values_out_of_range_fall_back_to_defaults_and_are_reported(tmp_path, caplog):
