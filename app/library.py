@@ -73,14 +73,14 @@ class DamagedVoice:
     problem: str  # what is wrong, for the person
 
 
-def clean_name(name: str) -> str:
+def clean_name(name: str, *, what: str = "voice") -> str:
     """A display name without control characters, path parts ('/', '\\', '..') or runs of spaces; raises
-    LibraryError when nothing is left."""
+    LibraryError when nothing is left (asking to name the `what`)."""
     printable = "".join(ch for ch in str(name) if not unicodedata.category(ch).startswith("C"))
     words = [part for part in re.split(r"[/\\]", printable) if part.strip() not in ("", ".", "..")]
     cleaned = " ".join(" ".join(words).split())[:MAX_NAME_CHARS].strip()
     if not cleaned:
-        raise LibraryError("Give the voice a name.")
+        raise LibraryError(f"Give the {what} a name.")
     return cleaned
 
 

@@ -212,7 +212,7 @@ class Projects:
         return [(name, slug) for _updated, name, slug in sorted(found, reverse=True)]
 
     def create(self, name: str, script: str = "") -> Project:
-        name = clean_name(name)
+        name = clean_name(name, what="project")
         folder = free_folder(self.root, slugify(name))
         folder.mkdir(mode=0o700)
         project = Project(folder, {"name": name, "created": _now(), "script": script})
@@ -251,7 +251,7 @@ class Projects:
     def open_or_create(self, name: str) -> Project:
         """The project called `name` (the command line keeps one per script), made when missing."""
         for existing, slug in self.names():
-            if existing == clean_name(name):
+            if existing == clean_name(name, what="project"):
                 return self.open(slug)
         return self.create(name)
 

@@ -4,6 +4,7 @@ import json
 import numpy as np
 import pytest
 
+from app.library import LibraryError
 from app.studio.project import PROJECT_FILE, ProjectError, Projects, line_key
 
 RATE = 24000
@@ -68,6 +69,14 @@ def test_a_new_script_prunes_takes_of_lines_that_left(tmp_path):
     assert project.kept("gone") is None and project.kept("keep") == keep
     assert [p.stem for p in project.takes_dir.iterdir()] == [keep.id]
     assert gone.id not in json.loads((project.folder / PROJECT_FILE).read_text())
+
+
+@pytest.mark.parametrize("name", ["../..", " / ", "\x00"])
+def test_a_name_with_nothing_left_asks_to_name_the_project(tmp_path, name):
+    """Path parts and control characters go from a name (app/library.clean_name); when nothing is left, the message
+    speaks of the project (it asked to name a voice)."""
+    with pytest.raises(LibraryError, match="^Give the project a name.$"):
+        Projects(tmp_path).create(name)
 
 
 def test_settings_persist(tmp_path):
