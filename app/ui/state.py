@@ -83,13 +83,20 @@ class SettingsView:
         return (*(shown(self.ctx, name) for name, _ in self.bound), revision,
                 *(gr.Timer(active=True) for _ in self.wake))
 
+    def saved(self, seen: int, **changes):
+        """Save `changes` made on a page that shows revision `seen`; returns what that page's revision becomes.
+        The page now shows the revision its save made, unless another page saved something after what this page
+        last showed: then it keeps its revision, and the next sync shows it that change. A save that leaves the
+        page's revision behind makes its next sync push every setting back onto it, over a value the user may be
+        typing at that moment (lost if that value's save reads the pushed one): the widgets' saves and the quality
+        switch come here."""
+        revision = self.ctx.save_settings(**changes)
+        return revision if revision == seen + 1 else gr.skip()
+
     def _saver(self, name: str):
         store = _STORED[name]
 
         def save(value, seen: int):
-            """The page now shows the revision its save made, unless another page saved something after what
-            this page last showed: then it keeps its revision, and the next sync shows it that change."""
-            revision = self.ctx.save_settings(**{name: store(value)})
-            return revision if revision == seen + 1 else gr.skip()
+            return self.saved(seen, **{name: store(value)})
 
         return save

@@ -29,6 +29,7 @@ class Header:
     mode: gr.Radio
     realtime_check: gr.HTML
     timer: gr.Timer
+    view: SettingsView  # the mode is a setting: saved through it
 
 
 def status_html(state: HostState, demo: bool) -> str:
@@ -83,7 +84,7 @@ def build_header(ctx: AppContext, view: SettingsView) -> Header:
             realtime_check = gr.HTML(line, visible=bool(line), elem_id="vd-realtime-check")
     timer = gr.Timer(POLL_S, active=True)
     view.wake.append(timer)
-    return Header(status, mode, realtime_check, timer)
+    return Header(status, mode, realtime_check, timer, view)
 
 
 def wire_header(ctx: AppContext, header: Header, generate_buttons: list[tuple[gr.Button, gr.Textbox | None]]) -> None:
@@ -102,16 +103,17 @@ def wire_header(ctx: AppContext, header: Header, generate_buttons: list[tuple[gr
         return (status_html(state, ctx.demo), realtime_check_update(check), *usable(*values),
                 gr.Timer(active=keep_polling(state, check)))
 
-    def switch(mode):
+    def switch(mode, seen: int):
         reloading = ctx.host.start(mode)
+        revision = gr.skip()
         try:
-            ctx.save_settings(mode=mode)
+            revision = header.view.saved(seen, mode=mode)
         except StorageError as err:  # the switch still happens, only not remembered
             gr.Warning(f"This mode is used now but cannot be remembered for the next start: {err}")
         if not reloading:  # the same path runs: Generate stays as it is
-            return (gr.skip(),) * (len(buttons) + 3)
+            return (gr.skip(),) * (len(buttons) + 3) + (revision,)
         return (status_html(ctx.host.state(), ctx.demo), realtime_check_update(ctx.host.realtime_check.status()),
-                *[gr.Button(interactive=False) for _ in buttons], gr.Timer(active=True))
+                *[gr.Button(interactive=False) for _ in buttons], gr.Timer(active=True), revision)
 
     def model_status() -> dict:
         """The model's loading stage, progress and backend; `ready` is true once Generate works."""
@@ -125,5 +127,6 @@ def wire_header(ctx: AppContext, header: Header, generate_buttons: list[tuple[gr
     header.timer.tick(poll, texts, outputs, api_visibility="private", queue=False)
     for text in texts:
         text.change(usable, texts, buttons, api_visibility="private", queue=False)
-    header.mode.input(switch, header.mode, outputs, api_name="set_mode")
+    header.mode.input(switch, [header.mode, header.view.revision], [*outputs, header.view.revision],
+                      api_name="set_mode")
     gr.api(model_status, api_name="model_status")

@@ -85,3 +85,31 @@ def test_a_page_that_saves_is_still_shown_what_another_page_saved_first(settings
     guidance_shown, revision, *_ = view._sync(seen)
     assert guidance_shown == 2.0 and revision == ctx.settings_revision  # ...and the next sync shows the change
     assert save_steps(20, revision) == revision + 1  # up to date: its own save is all there is to see
+
+
+def test_a_pages_quality_switch_leaves_it_showing_the_revision_its_save_made(settings_ctx):
+    """The mode is saved by the switch's own handler: like every save a page makes it must move that page's
+    revision on, or the page's next sync pushes every setting back onto it, over a value being typed at that
+    moment (the clean-clone CI's lost Steps edit in test_browser_state)."""
+    from types import SimpleNamespace
+
+    import gradio as gr
+
+    from app.engine_host import HostState
+    from app.realtime_check import OFF, CheckStatus
+    from app.ui.state import SettingsView
+    from app.ui.status import build_header, wire_header
+
+    ctx = settings_ctx
+    ctx.host = SimpleNamespace(modes_differ=lambda: False, start=lambda mode: False,  # on the CPU: nothing reloads
+                               state=lambda: HostState("ready", 1.0, "FP32 eager (CPU)"),
+                               realtime_check=SimpleNamespace(status=lambda: CheckStatus(OFF)))
+    with gr.Blocks() as blocks:
+        view = SettingsView(ctx)
+        wire_header(ctx, build_header(ctx, view), [])
+    switch = next(fn for fn in blocks.fns.values() if fn.api_name == "set_mode")
+    assert switch.outputs[-1]._id == view.revision._id
+    seen = ctx.settings_revision
+    assert switch.fn("realtime", seen)[-1] == seen + 1 and ctx.settings.mode == "realtime"
+    ctx.save_settings(steps=12)  # another page
+    assert gr.utils.is_prop_update(switch.fn("hifi", seen + 1)[-1])  # this page has that change still to see
