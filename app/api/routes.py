@@ -77,9 +77,23 @@ def api_routes(ctx: AppContext, access: ApiAccess) -> list[BaseRoute]:
         return JSONResponse({"object": "list", "data": [{"id": m, "object": "model", "created": 0,
                                                          "owned_by": "voicedesk"} for m in MODELS]})
 
-    router.add_api_route("/v1/audio/speech", checked(speech), methods=["POST"], include_in_schema=False)
-    router.add_api_route("/v1/audio/voices", checked(voices), methods=["GET"], include_in_schema=False)
-    router.add_api_route("/v1/models", checked(models), methods=["GET"], include_in_schema=False)
+    endpoints = {"/v1/audio/speech": ("POST", speech), "/v1/audio/voices": ("GET", voices),
+                 "/v1/models": ("GET", models)}
+
+    async def elsewhere(request: Request) -> Response:
+        """Any other method or path under /v1 is refused in OpenAI's shape too (FastAPI's own is {"detail"})."""
+        path = request.url.path
+        if path in endpoints:
+            method = endpoints[path][0]
+            raise ApiError(405, f"{path} takes {method}, not {request.method}.", code="method_not_allowed",
+                           headers={"Allow": method})
+        offered = ", ".join(f"{method} {known}" for known, (method, _) in endpoints.items())
+        raise ApiError(404, f"There is no {request.method} {path}: the API offers {offered}.", code="not_found")
+
+    for path, (method, handler) in endpoints.items():
+        router.add_api_route(path, checked(handler), methods=[method], include_in_schema=False)
+    router.add_api_route("/v1/{rest:path}", checked(elsewhere), include_in_schema=False,
+                         methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])  # after the others
     return router.routes
 
 

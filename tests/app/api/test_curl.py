@@ -104,3 +104,23 @@ def test_a_burst_of_api_requests_lets_the_app_user_go_next(running_app):
         assert proc.wait(600) == 0
     order = [t for t in reversed(history_texts(running_app.url)) if t in texts or t == page_text]  # oldest first
     assert order[0] == page_text and sorted(order[1:]) == texts, order
+
+
+@pytest.mark.parametrize("method, path, status, code", [
+    ("GET", "/v1/audio/speech", 405, "method_not_allowed"),
+    ("POST", "/v1/audio/voices", 405, "method_not_allowed"),
+    ("GET", "/v1/models/tts-1", 404, "not_found"),
+    ("DELETE", "/v1/audio/transcriptions", 404, "not_found"),
+])
+def test_other_methods_and_paths_under_v1_get_openai_error_shapes(running_app, method, path, status, code):
+    """OpenAI's clients read error.message: FastAPI's own {"detail": ...} for these left them nothing to show."""
+    import httpx
+
+    response = httpx.request(method, f"{running_app.url}{path}", timeout=60)
+    error = response.json()["error"]
+    assert response.status_code == status and error["code"] == code and error["type"] == "invalid_request_error"
+    if status == 405:
+        assert response.headers["allow"] == ("POST" if path.endswith("speech") else "GET")
+        assert error["message"] == f"{path} takes {response.headers['allow']}, not {method}."
+    else:
+        assert error["message"].startswith(f"There is no {method} ") and "POST /v1/audio/speech" in error["message"]
