@@ -18,6 +18,7 @@ protocol). An answer stopped before its end (the client went away) is not stored
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 import threading
 import time
@@ -45,6 +46,11 @@ from .checks import policy_from
 from .context import AppContext
 from .metrics import LiveMetrics
 from .worker import Job, outcome
+
+log = logging.getLogger(__name__)
+
+# logged with the lane once an answer's jobs are stopped before its end (its client went away, or was refused)
+CLOSED_EARLY = "a %s answer was closed before its end: its generation was stopped"
 
 
 class AnswerTooLong(TextInputError):
@@ -148,9 +154,10 @@ class StreamedAnswer:
         if spoken:
             await asyncio.to_thread(self._store, spoken, first_job)
 
-    def cancel(self) -> None:
+    def cancel(self) -> int:
+        """How many of its jobs were stopped (0: none was left, waiting or running)."""
         self._finished = True
-        self.ctx.worker.cancel(self.owner)
+        return self.ctx.worker.cancel(self.owner)
 
     def _store(self, spoken: list[SpokenClause], first_job: Job) -> None:
         """The answer as one History entry (generation.record, as a speech request): its first audio and RTF are
@@ -209,7 +216,7 @@ async def speak_whole(ctx: AppContext, chosen: ChosenVoice, text: str, *, langua
                       config: GenerationConfig, lane: str) -> AsyncIterator[np.ndarray]:
     """A whole text through the engine's own streamed path (Engine.stream: a short first piece, then sentences
     generated ahead in batches), as the API's speech: its int16 pieces as they are made. Closed early (the
-    client went away), the generation stops at its next step."""
+    client went away), the generation stops at its next step and CLOSED_EARLY is logged."""
     owner = f"answer-{secrets.token_hex(4)}"
     request = generation.GenerationRequest(text, chosen.voice, chosen.instruct, language, config, chosen.label,
                                            play_on_speakers=False, output_device=None)
@@ -220,5 +227,7 @@ async def speak_whole(ctx: AppContext, chosen: ChosenVoice, text: str, *, langua
             kind, value = event
             if kind == "item":
                 yield to_int16(value[1].audio)
-    finally:
-        ctx.worker.cancel(owner)
+    except (GeneratorExit, asyncio.CancelledError):  # closed before its end (its job's own end raises others)
+        if ctx.worker.cancel(owner):
+            log.info(CLOSED_EARLY, lane)
+        raise

@@ -5,7 +5,6 @@ import asyncio
 import json
 import socket
 import struct
-import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -18,8 +17,10 @@ from wyoming.event import async_read_event
 from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
+from app.answer import CLOSED_EARLY
 from app.library import VoiceLibrary
 from app.settings import Settings
+from app.wyoming.handler import LANE
 from app.wyoming.server import checks_line, serve_wyoming
 from engine import Engine
 from engine.audio.pcm import to_int16
@@ -202,11 +203,13 @@ def test_malformed_events_get_error_events(server, raw):
 
 @pytest.mark.parametrize("leave", ["close", "reset"])
 def test_a_client_that_leaves_mid_answer_frees_the_gpu_and_the_server_lives_on(server, leave):
-    """A text of the longest length, left after its first audio (closed, or reset as a crashed client's
-    connection is): had it gone on, the next request would wait behind minutes of work; it is answered at once
-    instead, and the server logs no traceback."""
+    """A long text (about 70 pieces), left after its first audio (closed, or reset as a crashed client's
+    connection is): its generation is stopped, as the server's log says (the worker found its job still to stop),
+    the next request is answered (had it gone on, it would wait behind all of it), and no traceback is logged.
+    Nothing here is timed: the text's length only makes it certain the job still runs when the client leaves
+    (normalizing the text before its first audio costs seconds, the longest text's minutes on a loaded CPU)."""
     port, _, proc, log = server
-    long_text = ("This sentence keeps the engine busy for a while, and then some more. " * 800)[:MAX_TEXT_CHARS]
+    long_text = ("This sentence keeps the engine busy for a while, and then some more. " * 800)[:MAX_TEXT_CHARS // 5]
 
     async def leave_then_ask():
         async with AsyncTcpClient("127.0.0.1", port) as client:
@@ -222,10 +225,11 @@ def test_a_client_that_leaves_mid_answer_frees_the_gpu_and_the_server_lives_on(s
             await client.write_event(SynthesizeStop().event())
             return await read_until(client, "synthesize-stopped")
 
-    started = time.monotonic()
+    earlier = len(log.read_text())
     events = run(leave_then_ask())
     assert events[-1].type == "synthesize-stopped" and len(clauses_of(events)) == 1
-    assert time.monotonic() - started < 120, "the abandoned answer kept the GPU"
+    logged = log.read_text()[earlier:]  # written before the next answer could start (the loop's one thread)
+    assert CLOSED_EARLY % LANE in logged, logged
     assert proc.poll() is None and "Traceback" not in log.read_text()
 
 
