@@ -50,7 +50,7 @@ from .worker import Job, outcome
 log = logging.getLogger(__name__)
 
 # logged with the lane once an answer's jobs are stopped before its end (its client went away, or was refused)
-CLOSED_EARLY = "a %s answer was closed before its end: its generation was stopped"
+CLOSED_EARLY = "an answer (%s) was closed before its end: its generation was stopped"
 
 
 class AnswerTooLong(TextInputError):
