@@ -125,6 +125,17 @@ def test_the_next_line_of_a_budget_checks_its_first_take_though_a_check_took_lon
     assert takes.checked == [0, 0]
 
 
+def test_a_check_is_expected_to_take_what_the_last_one_took_not_the_first():
+    """A slow first check (e.g. a recogniser's first call) does not keep the later lines' takes unchecked: line 1's
+    check takes the whole 0.25 s budget, line 2's take 0.0625 s each, so all three of line 2's fit."""
+    takes = TimedTakes([verdict(0.3, 0.9), verdict(0.1, 0.9), verdict(0.0, 0.9)], render_s=0.5, check_s=0.25)
+    budget = CheckBudget(0.25, clock=takes.clock)
+    choose(takes.render, takes.check, CheckPolicy(CheckMode.BEST_OF_N, candidates=3), budget)
+    takes.check_s = 0.0625
+    kept, v = choose(takes.render, takes.check, CheckPolicy(CheckMode.BEST_OF_N, candidates=3), budget)
+    assert takes.checked == [0, 0, 1, 2] and kept == 2 and v.over_budget == ""
+
+
 def test_within_budget_nothing_is_left_out_and_the_verdict_says_nothing():
     takes = TimedTakes([verdict(0.3, 0.9), verdict(0.1, 0.9)], render_s=0.5, check_s=0.125)
     kept, v = choose(takes.render, takes.check, CheckPolicy(CheckMode.BEST_OF_N, candidates=2),
