@@ -61,6 +61,7 @@ def test_a_full_stop_inside_a_number_or_after_an_abbreviation_is_no_end():
     (["It costs 12", ".", "50 dollars."], ["It costs 12.50 dollars."]),
     (["Bring fruit, e.", "g. apples."], ["Bring fruit, e.g. apples."]),  # a dotted abbreviation being written
     (["Bring fruit, e.g", ". apples."], ["Bring fruit, e.g. apples."]),
+    (["The sign says 'p.", "m.' Go."], ["The sign says 'p.m.'", "Go."]),  # a letter after a quote's opener
     (["We open at 9 a.", "m. Sharp."], ["We open at 9 a.m.", "Sharp."]),
     (["It is in the U.", "S. Yes."], ["It is in the U.S.", "Yes."]),  # "U." may become "U.S." (a space: an end)
     (["Made in the U.S", ".", "A. Yes."], ["Made in the U.S.A.", "Yes."]),
