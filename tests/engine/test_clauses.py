@@ -62,6 +62,8 @@ def test_a_full_stop_inside_a_number_or_after_an_abbreviation_is_no_end():
     (["Bring fruit, e.", "g. apples."], ["Bring fruit, e.g. apples."]),  # a dotted abbreviation being written
     (["Bring fruit, e.g", ". apples."], ["Bring fruit, e.g. apples."]),
     (["The sign says 'p.", "m.' Go."], ["The sign says 'p.m.'", "Go."]),  # a letter after a quote's opener
+    (["Bring fruit—e.", "g. apples."], ["Bring fruit—e.g.", "apples."]),  # a letter after a dash, an ellipsis
+    (["It is in the…U.", "S. Yes."], ["It is in the…U.S.", "Yes."]),
     (["We open at 9 a.", "m. Sharp."], ["We open at 9 a.m.", "Sharp."]),
     (["It is in the U.", "S. Yes."], ["It is in the U.S.", "Yes."]),  # "U." may become "U.S." (a space: an end)
     (["Made in the U.S", ".", "A. Yes."], ["Made in the U.S.A.", "Yes."]),
@@ -71,6 +73,13 @@ def test_a_full_stop_that_may_go_on_waits_for_what_follows(pieces, clauses):
     steps, rest = feed(pieces)
     assert [done for _, done in steps][:-1] == [[]] * (len(pieces) - 1)
     assert [c for _, done in steps for c in done] + rest == clauses
+
+
+@pytest.mark.parametrize("text", ["I don't.", "यह मेरी किताब.", "Up 3%.", "It was—yes."])
+def test_a_full_stop_after_a_whole_word_ends_at_once(text):
+    """A word is what precedes the mark back to a space, dash, ...: with its apostrophes and combining marks
+    ("किताब", not its last letter "ब"), so it is no single letter that may become an abbreviation."""
+    assert ClauseBuffer().add(text) == [text]
 
 
 @pytest.mark.parametrize("pieces", [
