@@ -44,6 +44,7 @@ class AppContext:
     live: dict = field(default_factory=dict)  # session -> LiveMetrics of the generation its page runs last
     live_audio: LiveStreams = field(default_factory=LiveStreams)  # where the pages hear their generations
     settings_revision: int = 0  # counts saves, so open pages can tell they show old settings
+    settings_changed: dict[str, int] = field(default_factory=dict)  # setting -> the revision that last saved it
     checks: CheckService = field(init=False)  # the take checks (docs/checks.md)
     _voices: OrderedDict = field(default_factory=OrderedDict)
     _voices_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -68,6 +69,7 @@ class AppContext:
         with self._settings_lock:
             self.settings.updated(self.dirs.settings_file, **changes)
             self.settings_revision += 1
+            self.settings_changed.update(dict.fromkeys(changes, self.settings_revision))
             return self.settings_revision
 
     def voice_from_clip(self, path: str, transcript: str | None, preprocess: bool, owner: str | None,

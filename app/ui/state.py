@@ -77,11 +77,14 @@ class SettingsView:
         blocks.load(self._sync, self.revision, outputs, api_visibility="private", queue=False)
 
     def _sync(self, seen: int):
+        """Only the settings saved since revision `seen` are pushed: a push of the others could land on a widget
+        the user is changing at that moment and be saved in place of their value."""
         revision = self.ctx.settings_revision
         if seen == revision:
             return (gr.skip(),) * (len(self.bound) + 1 + len(self.wake))
-        return (*(shown(self.ctx, name) for name, _ in self.bound), revision,
-                *(gr.Timer(active=True) for _ in self.wake))
+        changed = self.ctx.settings_changed
+        return (*(shown(self.ctx, name) if changed.get(name, 0) > seen else gr.skip() for name, _ in self.bound),
+                revision, *(gr.Timer(active=True) for _ in self.wake))
 
     def saved(self, seen: int, **changes):
         """Save `changes` made on a page that shows revision `seen`; returns what that page's revision becomes.

@@ -113,3 +113,23 @@ def test_a_pages_quality_switch_leaves_it_showing_the_revision_its_save_made(set
     assert switch.fn("realtime", seen)[-1] == seen + 1 and ctx.settings.mode == "realtime"
     ctx.save_settings(steps=12)  # another page
     assert gr.utils.is_prop_update(switch.fn("hifi", seen + 1)[-1])  # this page has that change still to see
+
+
+def test_a_sync_pushes_only_the_settings_saved_since_the_page_last_synced(settings_ctx):
+    """Another page switched the quality mode: this page is sent the mode and nothing else, so a Steps value being
+    typed here is not overwritten by (and then saved as) the old one; a page that loads is sent everything."""
+    from gradio.utils import is_prop_update
+
+    from app.ui.state import SettingsView
+
+    ctx, view = settings_ctx, SettingsView(settings_ctx)
+    for name in ("mode", "steps", "guidance"):
+        view.bind(name, object(), save=False)
+    seen = ctx.settings_revision
+    ctx.save_settings(mode="realtime")  # another page
+    mode, steps, guidance, revision = view._sync(seen)
+    assert mode == "realtime" and is_prop_update(steps) and is_prop_update(guidance) and revision == seen + 1
+    ctx.save_settings(steps=12, guidance=1.5)  # another page again, two settings in one save
+    mode, steps, guidance, _ = view._sync(revision)
+    assert is_prop_update(mode) and (steps, guidance) == (12, 1.5)
+    assert view._sync(-1)[:3] == ("realtime", 12, 1.5)  # a page that loads
