@@ -74,7 +74,10 @@ class SettingsView:
         """Fill the widgets when a page loads and keep them in step with other pages."""
         outputs = [*(w for _, w in self.bound), self.revision, *self.wake]
         gr.Timer(SYNC_S).tick(self._sync, self.revision, outputs, api_visibility="private", queue=False)
-        blocks.load(self._sync, self.revision, outputs, api_visibility="private", queue=False)
+        # The page shows the settings the app started with until this answers; data-vd-settings="shown" on
+        # <html> then says it shows the saved ones (a setting changed before that may be overwritten by them).
+        blocks.load(self._sync, self.revision, outputs, api_visibility="private", queue=False).then(
+            None, js="() => { document.documentElement.dataset.vdSettings = 'shown'; }", queue=False)
 
     def _sync(self, seen: int):
         """Only the settings saved since revision `seen` are pushed: a push of the others could land on a widget

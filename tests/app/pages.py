@@ -10,10 +10,12 @@ needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(),
 
 
 def open_page(context, url: str):
-    """A new page in `context` showing the app, once the model is ready."""
+    """A new page in `context` showing the app, once the model is ready and the page shows the saved settings
+    (app/ui/state.py: a setting changed before then may be overwritten by the saved one)."""
     page = context.new_page()
     page.goto(url)
     page.wait_for_selector("#vd-model-status[data-stage=ready]", timeout=120_000)
+    page.wait_for_selector("html[data-vd-settings=shown]", state="attached", timeout=120_000)
     return page
 
 
