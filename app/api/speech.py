@@ -5,6 +5,7 @@ codecs in a thread), and the finished result is stored in the history, marked as
 from __future__ import annotations
 
 import contextlib
+import logging
 import secrets
 import threading
 import time
@@ -25,6 +26,7 @@ from engine.text.limits import MAX_INSTRUCT_CHARS, MAX_TEXT_CHARS, check_length
 from engine.text.tokens import encode_text
 
 from .. import generation
+from ..answer import CLOSED_EARLY
 from ..checks import policy_from
 from ..context import AppContext
 from ..encoder import EncodeError, open_encoder
@@ -33,6 +35,8 @@ from ..settings import Settings
 from .errors import ApiError
 from .schemas import MAX_SEED, SpeechRequest
 from .voices import choose_voice
+
+log = logging.getLogger(__name__)
 
 LANE = "api"  # all API requests share one lane of the GPU worker: they take turns with the app's users
 
@@ -115,8 +119,10 @@ class SpeechStream:
         return generation.checks_summary(self.policy, self.verdicts) if self.policy.mode != CheckMode.OFF else None
 
     def cancel(self) -> None:
-        """Stop the generation: at its next step if it runs, at once if it still waits (its place is freed)."""
-        self.ctx.worker.cancel(self.owner)
+        """Stop the generation (its client went away): at its next step if it runs, at once if it still waits (its
+        place is freed); logged (CLOSED_EARLY) when it had not ended."""
+        if self.ctx.worker.cancel(self.owner):
+            log.info(CLOSED_EARLY, LANE)
 
     def usage(self) -> dict:
         """OpenAI's usage object: input = text tokens, output = audio frames (25 per second)."""

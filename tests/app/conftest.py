@@ -28,6 +28,16 @@ class RunningApp:
     log: Path
     proc: subprocess.Popen
 
+    def logs(self, line: str, *, since: int, timeout_s: float = 240) -> bool:
+        """Whether the app logs `line` after the log's first `since` characters, waiting up to `timeout_s` for it
+        (generous: a condition, not a time bound)."""
+        deadline = time.monotonic() + timeout_s
+        while line not in self.log.read_text()[since:]:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.5)
+        return True
+
 
 def free_port() -> int:
     with socket.socket() as s:
