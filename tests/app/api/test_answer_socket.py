@@ -151,12 +151,12 @@ def test_a_client_that_leaves_mid_answer_frees_the_gpu(api):
     next answer is spoken. Nothing here is timed."""
     url, _, proc, log = api
     sentences = ("Here is one more sentence of a very long answer. " * 1000)[:MAX_TEXT_CHARS - 10]
+    earlier = len(log.read_text())
     with connect(url, additional_headers=AUTH, max_size=None) as ws:
         ws.send(start())
         ws.recv(timeout=RECV_TIMEOUT_S)  # started
         ws.send(text(sentences))
         receive_clause(ws)
-    earlier = len(log.read_text())
     with connect(url, additional_headers=AUTH, max_size=None) as ws:
         ws.send(start())
         ws.recv(timeout=RECV_TIMEOUT_S)
