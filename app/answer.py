@@ -98,6 +98,7 @@ class StreamedAnswer:
         self._received = 0
         self._count = 0
         self._finished = False
+        self._ended = False  # every clause spoken: no job of the answer is left to stop
         self._jobs: asyncio.Queue[tuple[int, str, float, Job] | None] = asyncio.Queue()
         self._made_by: tuple[str, str, bool] | None = None  # the last clause's model: mode, backend, demo
 
@@ -151,13 +152,16 @@ class StreamedAnswer:
             first_job = first_job or job
             spoken.append(clause)
             yield clause
+        self._ended = True
         if spoken:
             await asyncio.to_thread(self._store, spoken, first_job)
 
     def cancel(self) -> int:
-        """How many of its jobs were stopped (0: none was left, waiting or running)."""
+        """Stop its jobs, waiting or running, if it was closed before its end (`stop_early`: logged): how many were
+        stopped (0: none was left). Once every clause was spoken there is nothing to stop (its last job may not
+        have left the worker yet, and is not counted)."""
         self._finished = True
-        return self.ctx.worker.cancel(self.owner)
+        return 0 if self._ended else stop_early(self.ctx, owner=self.owner, lane=self._lane)
 
     def _store(self, spoken: list[SpokenClause], first_job: Job) -> None:
         """The answer as one History entry (generation.record, as a speech request): its first audio and RTF are
@@ -228,6 +232,14 @@ async def speak_whole(ctx: AppContext, chosen: ChosenVoice, text: str, *, langua
             if kind == "item":
                 yield to_int16(value[1].audio)
     except (GeneratorExit, asyncio.CancelledError):  # closed before its end (its job's own end raises others)
-        if ctx.worker.cancel(owner):
-            log.info(CLOSED_EARLY, lane)
+        stop_early(ctx, owner=owner, lane=lane)
         raise
+
+
+def stop_early(ctx: AppContext, *, owner: str, lane: str) -> int:
+    """Stop every job of `owner`, waiting or running (the GPU goes to the next one): how many were stopped.
+    CLOSED_EARLY is logged with `lane` when any was, so an answer closed before its end shows in the log."""
+    stopped = ctx.worker.cancel(owner)
+    if stopped:
+        log.info(CLOSED_EARLY, lane)
+    return stopped

@@ -26,7 +26,7 @@ from engine.errors import VoiceDeskError
 from engine.text.instruct import canonical_instruct
 from engine.text.languages import resolve_language
 
-from ..answer import CLOSED_EARLY, AnswerTooLong, StreamedAnswer
+from ..answer import AnswerTooLong, StreamedAnswer
 from ..context import AppContext
 from ..settings import RANGES
 from .access import ApiAccess
@@ -76,7 +76,6 @@ class AnswerSocket:
         await self.ws.accept()
         answer: StreamedAnswer | None = None
         speaking: asyncio.Task | None = None
-        gone = False  # the client went away
         try:
             self.access.check(self.ctx.settings, self.ws.headers.get("authorization"))
             answer = self._answer(await self._message())
@@ -86,13 +85,13 @@ class AnswerSocket:
             await self._read_text(answer, speaking)
             await self._until_spoken(speaking)
         except WebSocketDisconnect:
-            gone = True
+            pass  # the client went away
         except Exception as err:  # never a traceback to the client: a bug's goes to the log
             await self._refuse(err)
         finally:
             # nothing left to make, or nobody left to hear it: free the GPU
-            if answer is not None and answer.cancel() and gone:
-                log.info(CLOSED_EARLY, LANE)
+            if answer is not None:
+                answer.cancel()
             if speaking is not None and not speaking.done():
                 speaking.cancel()
                 await asyncio.gather(speaking, return_exceptions=True)

@@ -26,7 +26,7 @@ from engine.text.limits import MAX_INSTRUCT_CHARS, MAX_TEXT_CHARS, check_length
 from engine.text.tokens import encode_text
 
 from .. import generation
-from ..answer import CLOSED_EARLY
+from ..answer import stop_early
 from ..checks import policy_from
 from ..context import AppContext
 from ..encoder import EncodeError, open_encoder
@@ -121,8 +121,7 @@ class SpeechStream:
     def cancel(self) -> None:
         """Stop the generation (its client went away): at its next step if it runs, at once if it still waits (its
         place is freed); logged (CLOSED_EARLY) when it had not ended."""
-        if self.ctx.worker.cancel(self.owner):
-            log.info(CLOSED_EARLY, LANE)
+        stop_early(self.ctx, owner=self.owner, lane=LANE)
 
     def usage(self) -> dict:
         """OpenAI's usage object: input = text tokens, output = audio frames (25 per second)."""

@@ -25,7 +25,7 @@ from engine.errors import TextInputError, VoiceDeskError
 from engine.text.clean import require_text
 from engine.text.limits import MAX_TEXT_CHARS, check_length
 
-from ..answer import CLOSED_EARLY, StreamedAnswer, speak_whole
+from ..answer import StreamedAnswer, speak_whole
 from ..context import AppContext
 from .framing import MalformedEvent, read_event
 from .voices import UnknownVoice, chosen_voice, describe, language_hint
@@ -76,8 +76,8 @@ class AnswerHandler(AsyncEventHandler):
 
     async def disconnect(self) -> None:
         """The client went away or was refused: the answer's GPU jobs stop, waiting or running."""
-        if self._answer is not None and self._answer.cancel():
-            log.info(CLOSED_EARLY, LANE)
+        if self._answer is not None:
+            self._answer.cancel()
         if self._speaking is not None and not self._speaking.done():
             self._speaking.cancel()
             await asyncio.gather(self._speaking, return_exceptions=True)
