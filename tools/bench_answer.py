@@ -26,7 +26,8 @@ from pathlib import Path
 
 import httpx
 
-from tools.bench_server import Server, add_model_options, model_options
+from tools.bench_server import Server
+from tools.model_options import add_model_options, model_options
 
 TOKEN_S = 1 / 30  # a language model writing 30 tokens a second
 SENTENCES = ["The kitchen lights are off now.", "Tomorrow will be sunny and warm.",

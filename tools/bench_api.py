@@ -24,7 +24,8 @@ from pathlib import Path
 
 import httpx
 
-from tools.bench_server import Server, add_model_options, model_options
+from tools.bench_server import Server
+from tools.model_options import add_model_options, model_options
 
 WORKLOADS = {
     "short": "The quick brown fox jumps over the lazy dog.",

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import httpx
 
-from tools.bench_server import Server, add_model_options, model_options
+from tools.bench_server import Server
+from tools.model_options import add_model_options, model_options
 
 SAMPLE_RATE = 24_000  # the PCM the API streams: int16 mono at the engine's rate
 PARAGRAPH = " ".join(["Streaming lets a listener hear the first sentence while the rest is still being made.",

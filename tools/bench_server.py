@@ -1,8 +1,7 @@
-"""The server the API benches measure: their --model/--demo/--mode options and `launcher.py serve` started in a
-throwaway data folder (tools/bench_api.py, bench_clients.py, bench_answer.py)."""
+"""The server the API benches measure (tools/bench_api.py, bench_clients.py, bench_answer.py): `launcher.py serve`
+started in a throwaway data folder, with the checkpoint and mode of their options (tools/model_options.py)."""
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 import subprocess
@@ -20,19 +19,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def add_model_options(parser: argparse.ArgumentParser) -> None:
-    """--model, --demo and --mode: which checkpoint the server loads, in which quality mode."""
-    parser.add_argument("--model", help="checkpoint folder (default: the app's default)")
-    parser.add_argument("--demo", action="store_true", help="the tiny random checkpoint")
-    parser.add_argument("--mode", default="hifi", choices=("eager", "hifi", "realtime"))
-
-
-def model_options(args: argparse.Namespace) -> list[str]:
-    """`launcher.py serve`'s options for the checkpoint and mode of `add_model_options`."""
-    model = ["--demo"] if args.demo else (["--model", args.model] if args.model else [])
-    return ["--mode", args.mode, *model]
 
 
 class Server:

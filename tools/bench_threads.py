@@ -18,6 +18,7 @@ import torch
 
 from engine.config import GenerationConfig
 from engine.engine import Engine
+from tools.model_options import add_model_options, load_engine
 
 TEXT = "The quick brown fox jumps over the lazy dog."
 OTHER = "A sentence of another length, which no thread has decoded before this moment."
@@ -61,14 +62,10 @@ def thread_rows(engine: Engine, repeats: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", help="checkpoint folder (default: the app's default)")
-    parser.add_argument("--demo", action="store_true", help="the tiny random checkpoint")
-    parser.add_argument("--mode", default="hifi", choices=("eager", "hifi", "realtime"))
+    add_model_options(parser)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
-    from engine.constants import DEMO_MODEL
-
-    engine = Engine.load(DEMO_MODEL if args.demo else args.model, mode=args.mode)
+    engine = load_engine(args)
     print(json.dumps({"backend": engine.backend, **thread_rows(engine, args.repeats)}))
     return 0
 

@@ -20,6 +20,7 @@ from engine.engine import Engine
 from engine.lm.plan import plan_request
 from engine.lm.runner import packed_rows
 from engine.request import SpeechRequest
+from tools.model_options import add_model_options, load_engine
 from tools.trace import profile_call
 from tools.workloads import LANGUAGES, SAMPLE_RATE, select
 
@@ -68,17 +69,13 @@ def profile_rows(engine: Engine, workload: str, takes: list[int], peak_tflops: f
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", help="checkpoint folder (default: the app's default)")
-    parser.add_argument("--demo", action="store_true", help="the tiny random checkpoint")
-    parser.add_argument("--mode", default="hifi", choices=("eager", "hifi", "realtime"))
+    add_model_options(parser)
     parser.add_argument("--takes", default="1,8")
     parser.add_argument("--workload", default="baseline")
     parser.add_argument("--peak-tflops", type=float, default=H200_DENSE_FP16_TFLOPS)
     parser.add_argument("--json", help="also write the rows here")
     args = parser.parse_args(argv)
-    from engine.constants import DEMO_MODEL
-
-    engine = Engine.load(DEMO_MODEL if args.demo else args.model, mode=args.mode)
+    engine = load_engine(args)
     rows = profile_rows(engine, args.workload, [int(x) for x in args.takes.split(",")], args.peak_tflops)
     if args.json:
         with open(args.json, "w") as f:
