@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from types import MappingProxyType
 
 from engine.checks.policy import CheckMode
 from engine.config import GenerationConfig
@@ -68,7 +69,7 @@ class Settings:
         for f in fields(cls):
             if f.name not in stored:
                 continue
-            value, default = stored[f.name], getattr(settings, f.name)
+            value, default = stored[f.name], DEFAULTS[f.name]
             if _acceptable(f.name, value, default):
                 setattr(settings, f.name, float(value) if isinstance(default, float) else value)
             else:
@@ -87,16 +88,17 @@ class Settings:
         known = {f.name for f in fields(self)}
         if set(changes) - known:
             raise TypeError(f"unknown settings: {sorted(set(changes) - known)}")
-        defaults = Settings()
         for name, value in changes.items():
-            if not _acceptable(name, value, getattr(defaults, name)):
-                raise SettingError(f"{name} = {value!r} is not valid: use {_expected(name, getattr(defaults, name))}.")
+            if not _acceptable(name, value, DEFAULTS[name]):
+                raise SettingError(f"{name} = {value!r} is not valid: use {_expected(name, DEFAULTS[name])}.")
         for name, value in changes.items():
             setattr(self, name, value)
         self.save(path)
         return self
 
 
+# Each setting's default (the class's own), read-only: a changed value must be of its kind
+DEFAULTS = MappingProxyType({f.name: f.default for f in fields(Settings)})
 # What a value may be beyond its type, the one home of these bounds: the widgets that show a setting
 # (app/ui/advanced.py, app/ui/checks.py) and the API's fields (app/api/schemas.py) read them from here.
 CHOICES = {"mode": ("hifi", "realtime", "eager"), "check_mode": tuple(m.value for m in CheckMode)}

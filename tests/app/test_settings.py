@@ -1,9 +1,10 @@
 import json
 import logging
+from dataclasses import asdict
 
 import pytest
 
-from app.settings import Settings
+from app.settings import DEFAULTS, Settings
 from engine.errors import SettingError
 
 
@@ -35,6 +36,13 @@ def test_corrupt_file_gives_defaults(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="app"):
         assert Settings.load(path) == Settings()
     assert "skipping" in caplog.text
+
+
+def test_the_defaults_are_the_classs_own_and_cannot_be_changed():
+    """What `updated` and `check` hold a value's kind to: one shared mapping, so it must stay as the class has it."""
+    assert dict(DEFAULTS) == asdict(Settings())
+    with pytest.raises(TypeError):
+        DEFAULTS["steps"] = 8
 
 
 def test_updated_saves_at_once(tmp_path):
