@@ -126,7 +126,7 @@ def cut_points(text: str) -> tuple[list[int], list[int]]:
             kind = PARAGRAPH if newlines > 1 else SENTENCE if newlines else WORD_GAP
             offset = m.start()
         else:
-            if m.group() == "." and _ends_with_abbreviation(text, 0, m.end()):
+            if m.group() == "." and last_word(text, m.end()) in ABBREVIATIONS:
                 continue
             kind = SENTENCE if m.lastgroup == "sentence" else CLAUSE
             offset = m.end()
@@ -136,6 +136,17 @@ def cut_points(text: str) -> tuple[list[int], list[int]]:
             offsets.append(offset)
             kinds.append(kind)
     return offsets, kinds
+
+
+def last_word(text: str, end: int) -> str:
+    """The word text[:end] ends with: its letters (with their combining marks), digits, dots and apostrophes back
+    to anything else (a space, a quote or bracket, a dash, an ellipsis: "e.g." of "fruit (e.g."), without leading
+    quotes."""
+    start = end
+    while start and (text[start - 1].isalnum() or text[start - 1] in ".'’"
+                     or unicodedata.category(text[start - 1])[0] == "M"):
+        start -= 1
+    return text[start:end].lstrip("'’")
 
 
 def _safe_hard_cut(text: str, start: int, cut: int) -> int:

@@ -19,10 +19,9 @@ every end counts. A piece without a letter ("1." of a list) is not a clause of i
 """
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 
-from engine.text.chunk import CLAUSE, CLOSERS, FINAL_MARKS, SENTENCE, cut_points, first_cut
+from engine.text.chunk import CLAUSE, CLOSERS, FINAL_MARKS, SENTENCE, cut_points, first_cut, last_word
 from engine.text.duration import text_weight, weight_per_second
 
 
@@ -109,7 +108,7 @@ def _may_go_on(text: str) -> bool:
     body = text.rstrip(CLOSERS)
     if not body.endswith("."):
         return False
-    word = _last_word(body[:-1])
+    word = last_word(body, len(body) - 1)
     return word[-1:].isdigit() or len(word) == 1 or "." in word
 
 
@@ -121,13 +120,3 @@ def _without_glued_marks(text: str, final: bool) -> tuple[str, bool]:
     if glued == len(text):
         return ("", False) if final else (text, True)
     return (text[glued:], False) if glued and text[glued].isspace() else (text, False)
-
-
-def _last_word(text: str) -> str:
-    """The word `text` ends with: its letters (with their combining marks), digits, dots and apostrophes back to
-    anything else (a space, a quote or bracket, a dash, an ellipsis: "e" of "fruit—e"), without leading quotes."""
-    start = len(text)
-    while start and (text[start - 1].isalnum() or text[start - 1] in ".'’"
-                     or unicodedata.category(text[start - 1])[0] == "M"):
-        start -= 1
-    return text[start:].lstrip("'’")

@@ -62,7 +62,8 @@ def test_a_full_stop_inside_a_number_or_after_an_abbreviation_is_no_end():
     (["Bring fruit, e.", "g. apples."], ["Bring fruit, e.g. apples."]),  # a dotted abbreviation being written
     (["Bring fruit, e.g", ". apples."], ["Bring fruit, e.g. apples."]),
     (["The sign says 'p.", "m.' Go."], ["The sign says 'p.m.'", "Go."]),  # a letter after a quote's opener
-    (["Bring fruit—e.", "g. apples."], ["Bring fruit—e.g.", "apples."]),  # a letter after a dash, an ellipsis
+    (["Bring fruit—e.", "g. apples."], ["Bring fruit—e.g. apples."]),  # a letter after a dash, an ellipsis
+    (["Bring fruit (e.", "g. apples)."], ["Bring fruit (e.g. apples)."]),
     (["It is in the…U.", "S. Yes."], ["It is in the…U.S.", "Yes."]),
     (["We open at 9 a.", "m. Sharp."], ["We open at 9 a.m.", "Sharp."]),
     (["It is in the U.", "S. Yes."], ["It is in the U.S.", "Yes."]),  # "U." may become "U.S." (a space: an end)

@@ -9,8 +9,10 @@ import pytest
 from engine.errors import TextInputError
 from engine.text.chunk import (
     ABBREVIATIONS,
+    SENTENCE,
     chunk_text,
     chunk_text_for_duration,
+    cut_points,
     stream_chunks,
 )
 from engine.text.clean import add_punctuation, clean_text, combine_text
@@ -182,6 +184,20 @@ def test_abbreviations_decimals_and_times_are_not_cut():
     text = "Dr. Smith paid 3.50 dollars at 10:30 today, e.g. for coffee. " * 30
     chunks = stream_chunks(text, first_max_seconds=2, max_seconds=4, min_seconds=0.1)
     assert not any(chunk.endswith(("Dr.", "3.", "10:", "e.g.")) for chunk in chunks)
+
+
+@pytest.mark.parametrize("text", ["Some fruit (e.g. apples) is sweet.", "Some fruit—e.g. apples—is sweet.",
+                                  "I met (Dr. Smith) today.", "He is an ex-Gov. of the state.", "Ask 'Mr. Jones' now."])
+def test_an_abbreviation_after_a_bracket_quote_or_dash_ends_no_sentence(text):
+    """Our splitter's word is what precedes the full stop back to anything but letters, digits, dots and
+    apostrophes (engine/text/clauses.py's word): "(e.g." is "e.g.". Upstream's chunk_text splits at whitespace
+    only and cuts after "(e.g.": kept, it is upstream's."""
+    offsets, kinds = cut_points(text)
+    assert [offset for offset, kind in zip(offsets, kinds) if kind >= SENTENCE] == [len(text)]
+
+
+def test_upstream_chunks_still_cut_after_an_abbreviation_glued_to_a_bracket():
+    assert chunk_text("Some fruit (e.g. apples) is sweet.", 10) == ["Some fruit (e.g.", "apples) is sweet."]
 
 
 def test_a_blank_line_ends_a_chunk():
