@@ -12,8 +12,9 @@ budget.py: what checks and retakes may add to a clause after its first take(s));
 the answer. The voice check's reference embedding is made once per answer.
 
 A whole answer, once every clause is spoken, is stored in the History as one entry, as a speech request is: its
-text (the clauses joined), exactly the audio sent, the voice, mode, seed and checks; `source` is its lane (the
-protocol). An answer stopped before its end (the client went away) is not stored, as a speech request is not.
+text as it was written (its pieces joined, so no space comes between the clauses of a script written without
+them), exactly the audio sent, the voice, mode, seed and checks; `source` is its lane (the protocol). An answer
+stopped before its end (the client went away) is not stored, as a speech request is not.
 """
 from __future__ import annotations
 
@@ -96,6 +97,7 @@ class StreamedAnswer:
         self._reference = None  # the voice's speaker embedding, for the voice check (made on the GPU worker)
         self._buffer = ClauseBuffer(rules)
         self._received = 0
+        self._pieces: list[str] = []  # the text as it arrived, for the History
         self._count = 0
         self._finished = False
         self._ended = False  # every clause spoken: no job of the answer is left to stop
@@ -124,6 +126,7 @@ class StreamedAnswer:
         if self._finished:
             raise TextInputError("The answer has ended: start a new one.")
         self._received += len(text)
+        self._pieces.append(text)
         if self._received > MAX_TEXT_CHARS:
             raise AnswerTooLong(f"The answer is over {MAX_TEXT_CHARS:,} characters long, the limit of one text: "
                                  "split it into several answers.")
@@ -172,7 +175,7 @@ class StreamedAnswer:
         for clause in spoken:
             engine_s += clause.engine_s
             metrics.add_chunk(engine_s, clause.duration_s)
-        request = generation.GenerationRequest(" ".join(c.text for c in spoken), self._chosen.voice,
+        request = generation.GenerationRequest("".join(self._pieces).strip(), self._chosen.voice,
                                                self._chosen.instruct, self._language, self._config,
                                                self._chosen.label, play_on_speakers=False, output_device=None)
         checks = generation.checks_summary(self._policy, [c.checks for c in spoken]) \

@@ -72,6 +72,15 @@ def test_an_answer_is_one_history_entry_with_its_text_and_the_audio_sent(tmp_pat
     assert meta["first_audio_s"] == spoken[0].engine_s and meta["checks"] is None
 
 
+@pytest.mark.parametrize("pieces, text", [
+    (["你好。", "今天天气", "很好。"], "你好。今天天气很好。"),  # written without spaces: none put between its clauses
+    (["\n  First line.\n", "Second", " line."], "First line.\nSecond line."),  # as written, but for its ends
+])
+def test_an_answer_is_kept_with_its_text_as_it_was_written(tmp_path, pieces, text):
+    history, spoken = answer_in(tmp_path, pieces)
+    assert len(spoken) == 2 and [entry.text for entry in history.entries()] == [text]
+
+
 def test_an_answer_stopped_before_its_end_is_not_kept(tmp_path):
     history, spoken = answer_in(tmp_path, ["One. Two. Three"], finish=False)
     assert len(spoken) == 1 and history.entries() == []
