@@ -6,6 +6,15 @@ import pytest
 from app.worker import GpuWorker, outcome
 from engine.errors import Cancelled
 
+WAIT_S = 30  # generous: nothing is timed, only a broken test waits this long
+
+
+def until(condition) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.01)
+
 
 @pytest.fixture
 def worker():
@@ -191,3 +200,28 @@ def test_a_later_stop_keeps_a_job_abandoned(worker):
     assert job.abandoned
     list(job.follow(worker))
     assert job.abandoned  # still, once it has ended
+
+
+@pytest.mark.parametrize("freed", [("b", "c"), ("c", "b")])
+def test_with_the_first_thread_busy_a_job_runs_on_the_idle_thread_freed_last(worker, freed):
+    """CUDA keeps state per thread: while the first thread (the warm-up's) runs a job, the next job side by side
+    goes to the idle thread freed last, the one that ran work most recently, not to one idle for longer (the first
+    thread's own case is tests/app/test_engine_host.py's)."""
+    threads, releases = {}, {name: threading.Event() for name in "abcd"}
+
+    def job(name):
+        def fn(cancel):
+            threads[name] = threading.get_ident()
+            releases[name].wait(WAIT_S)
+        return fn
+
+    jobs = {name: worker.submit(job(name), owner=name, batch="same") for name in "abc"}  # three threads side by side
+    until(lambda: len(threads) == 3)
+    for name in freed:
+        releases[name].set()
+        outcome(worker.result(jobs[name]))
+        until(lambda name=name: worker.cancel(name) == 0)  # it left the worker: its thread is idle
+    releases["d"].set()
+    outcome(worker.result(worker.submit(job("d"), owner="d", batch="same")))
+    releases["a"].set()
+    assert len(set(threads.values())) == 3 and threads["d"] == threads[freed[-1]]
