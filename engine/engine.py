@@ -52,6 +52,11 @@ class LoadProgress:
 
 @dataclass
 class Timings:
+    """Wall-clock seconds of one result's way through the engine, from its call. Results made together (takes,
+    a stream's group, other threads' calls in one batch) share their batch's `generate_s` and `decode_s`: the
+    time this result waited for them, not its own part of the work (summed over results, a batch counts more
+    than once). `prepare_s`: the call until its batch began (planning, waiting for the batch before)."""
+
     prepare_s: float = 0.0
     generate_s: float = 0.0
     decode_s: float = 0.0

@@ -91,6 +91,15 @@ def test_synthesize_is_seeded_and_timed(engine, voice):
     assert a.tokens[0].shape[0] == 8 and (a.tokens[0] < 1024).all()
 
 
+def test_takes_made_together_share_their_batchs_generate_and_decode_times(engine, voice):
+    """Timings are wall-clock spans of each result's way: takes generated and decoded in one batch each report the
+    batch's generate_s and decode_s, which their total_s holds (so the CLI's one result shows its own)."""
+    takes = engine.takes(TEXT, voice, language="English", config=GenerationConfig(seed=3, num_step=4), n=2)
+    first, second = (take.timings for take in takes)
+    assert (first.generate_s, first.decode_s) == (second.generate_s, second.decode_s)
+    assert all(t.total_s >= t.prepare_s + t.generate_s + t.decode_s for t in (first, second))
+
+
 def test_fixed_duration_sets_the_length(engine, voice):
     r = engine.synthesize(TEXT, voice=voice, config=GenerationConfig(seed=1, num_step=4, duration=2.0,
                                                                      postprocess_output=False))
