@@ -88,12 +88,16 @@ def rendered(engine, library, tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("render")
     project, script, cues = new_project(tmp_path, library)
     recorder = Recorder(engine)
+    events = list(render_lines(recorder, project, cues, library.find_voice))
+    return tmp_path, project, script, cues, recorder, events, progress_of(cues, events)
+
+
+def progress_of(cues, events) -> Progress:
+    """The Studio's Progress of rendering `cues` after `events`."""
     progress = Progress.of(cues)
-    events = []
-    for event in render_lines(recorder, project, cues, library.find_voice):
+    for event in events:
         progress.add(event)
-        events.append(event)
-    return tmp_path, project, script, cues, recorder, events, progress
+    return progress
 
 
 def test_every_line_renders_in_order_with_its_voice(rendered):
@@ -356,15 +360,12 @@ def test_a_full_disk_stops_the_render_at_the_first_line_it_cannot_save(engine, l
 
     monkeypatch.setattr(project, "add_take", full_after_the_first)
     recorder = Recorder(engine)
-    progress = Progress.of(cues)
-    events = []
-    for event in render_lines(recorder, project, cues, library.find_voice):
-        progress.add(event)
-        events.append(event)
+    events = list(render_lines(recorder, project, cues, library.find_voice))
     assert [(e.kind, e.cue.line.number) for e in events] == [("start", 1), ("done", 1), ("start", 2), ("start", 3),
                                                              ("stopped", 2)]
     assert len(recorder.calls) == 3  # line 3 was generated with line 2 in one batch; nothing after them
     assert events[-1].error.startswith("The disk is full") and "stopped at line 2" in events[-1].error
+    progress = progress_of(cues, events)
     assert (progress.done, progress.failed) == (1, 0)
     monkeypatch.setattr(project, "add_take", store)  # space freed: rendering again goes on from line 2
     assert [e.cue for e in render_lines(engine, project, pending(project, cues), library.find_voice)
