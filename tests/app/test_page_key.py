@@ -1,14 +1,13 @@
 """Off loopback the page asks for the key the API asks for: the page, Gradio's endpoints (generate, save,
 import and delete voices, history), uploads and files; on the bare middleware and on the launched app."""
 import os
-import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
+from conftest import ROOT, free_port
 from gradio_client import Client
 from pages import CHROMIUM, needs_chromium
 from starlette.applications import Starlette
@@ -18,7 +17,6 @@ from starlette.testclient import TestClient
 
 from app.page_key import COOKIE, KEY_PAGE, PageKeyGuard, cookie_value
 
-ROOT = Path(__file__).resolve().parents[2]
 KEY = "a-key-for-the-whole-app"
 
 
@@ -75,12 +73,6 @@ def test_scripts_send_the_key_as_a_bearer_token(guarded):
 def test_the_openai_api_answers_its_own_401(guarded):
     assert guarded.get("/v1/models").text == "the app"  # app/api/access.py checks it, in OpenAI's shape
     assert guarded.get("/v1x").status_code == 401
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

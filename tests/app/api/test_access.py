@@ -2,7 +2,6 @@
 headless), no requests from other websites (a real browser), and a full queue answered 429."""
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -13,6 +12,7 @@ import httpx
 import openai
 import pytest
 from busy_worker import BusyWorker
+from conftest import ROOT, free_port
 from gradio_client import Client
 from pages import CHROMIUM, needs_chromium
 
@@ -20,7 +20,6 @@ from app.api.access import ApiAccess
 from app.api.errors import ApiError
 from app.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[3]
 KEY = "sk-test-key-for-voicedesk"
 BODY = {"model": "tts-1", "voice": "alloy", "input": "A keyed request.", "response_format": "wav", "steps": 4}
 
@@ -28,12 +27,6 @@ BODY = {"model": "tts-1", "voice": "alloy", "input": "A keyed request.", "respon
 def speech_args() -> dict:
     """BODY as the openai client takes it: VoiceDesk's own fields go in extra_body."""
     return {**{k: v for k, v in BODY.items() if k != "steps"}, "extra_body": {"steps": BODY["steps"]}}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(home: Path, *args: str) -> subprocess.Popen:
