@@ -7,8 +7,6 @@ WebSocket in docs/latency.md. `GET /live/worklet.js` is the page's player (app/a
 """
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -18,7 +16,7 @@ from engine.errors import VoiceDeskError
 
 from . import ASSETS
 from .api.errors import ApiError
-from .api.routes import as_api_error, unless_disconnected
+from .api.routes import as_api_error, rest_of, unless_disconnected
 from .library import LibraryError
 from .live import LiveError, LiveStreams
 
@@ -39,7 +37,7 @@ def live_routes(streams: LiveStreams) -> list[Route]:
             first = b""
         except Exception as err:
             return _error(err).response()
-        return StreamingResponse(_rest(first, pieces), media_type="audio/pcm",
+        return StreamingResponse(rest_of(first, pieces), media_type="audio/pcm",
                                  headers={**NO_STORE, "X-Sample-Rate": str(SAMPLE_RATE)})
 
     def worklet(request: Request) -> Response:
@@ -58,13 +56,3 @@ def _error(err: Exception) -> ApiError:
     if isinstance(err, (ApiError, VoiceDeskError)):
         return as_api_error(err)
     return ApiError(500, f"The generation failed ({type(err).__name__}); the app's log has the details.")
-
-
-async def _rest(first: bytes, pieces: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    try:
-        if first:
-            yield first
-        async for piece in pieces:
-            yield piece
-    finally:
-        await pieces.aclose()  # a client gone mid-stream: the generation stops

@@ -122,7 +122,9 @@ async def unless_disconnected(request: Request, awaitable):
     raise outcome["error"]
 
 
-async def _rest(first: bytes, pieces: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def rest_of(first: bytes, pieces: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """A response's body: `first` (awaited before the response started), then the other pieces; empty ones are
+    passed over. Closed early, it closes `pieces`."""
     try:
         if first:
             yield first
@@ -135,7 +137,7 @@ async def _rest(first: bytes, pieces: AsyncIterator[bytes]) -> AsyncIterator[byt
 
 async def _audio(first: bytes, pieces: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     try:
-        async for piece in _rest(first, pieces):
+        async for piece in rest_of(first, pieces):
             yield piece
     except Exception as err:  # the status is sent: end the body unfinished, so the client sees it broke
         log.warning("API speech stream failed after it started: %s", as_api_error(err).message)
@@ -144,7 +146,7 @@ async def _audio(first: bytes, pieces: AsyncIterator[bytes]) -> AsyncIterator[by
 
 async def _sse(stream: SpeechStream, first: bytes, pieces: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     try:
-        async for piece in _rest(first, pieces):
+        async for piece in rest_of(first, pieces):
             yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(piece).decode()})
     except Exception as err:
         yield _event({"type": "error", **as_api_error(err).body()})

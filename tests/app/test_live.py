@@ -9,6 +9,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
+from app.api.routes import rest_of
 from app.live import LiveError, LiveStreams
 from app.live_route import live_routes
 from engine.errors import TextInputError
@@ -100,6 +101,24 @@ def test_a_listener_that_leaves_stops_the_generation_even_before_it_began():
     with streams.publishing(other) as stream:
         stream.attach(stop=lambda: stopped.append("before"))  # the listener has gone: stopped at once
     assert stopped == ["mid-stream", "before"]
+
+
+def test_the_routes_body_closed_mid_stream_stops_the_generation():
+    """The route's body (app/api/routes.rest_of, the API's too) closed after its first piece, as when the page
+    goes away: the listener's pieces are closed with it, which stops the generation at once."""
+    streams, stopped = LiveStreams(), []
+
+    async def leave_after_first_piece():
+        pieces = streams.listen(ID).pieces()
+        body = rest_of(await anext(pieces), pieces)
+        assert await anext(body)
+        await body.aclose()
+        return list(stopped)  # before asyncio.run closes what is left open
+
+    with streams.publishing(ID) as stream:
+        stream.attach(stop=lambda: stopped.append("mid-stream"))
+        stream.put(samples(10))
+        assert asyncio.run(leave_after_first_piece()) == ["mid-stream"]
 
 
 def test_a_finished_listener_stops_nothing():
