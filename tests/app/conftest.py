@@ -17,6 +17,8 @@ import soundfile as sf
 from pages import CHROMIUM
 from sounds import buzz
 
+from app.worker import GpuWorker
+
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 300
 
@@ -43,6 +45,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture
+def worker():
+    """A GPU worker of the test's own, shut down after it."""
+    w = GpuWorker()
+    yield w
+    w.shutdown()
 
 
 @pytest.fixture

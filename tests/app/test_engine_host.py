@@ -5,19 +5,11 @@ import threading
 import time
 from types import SimpleNamespace
 
-import pytest
 import torch
 
 from app.engine_host import EngineHost
-from app.worker import GpuWorker, outcome
+from app.worker import outcome
 from engine.config import Mode
-
-
-@pytest.fixture
-def worker():
-    w = GpuWorker()
-    yield w
-    w.shutdown()
 
 
 def test_an_unknown_mode_fails_visibly(worker, caplog):

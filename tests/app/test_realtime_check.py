@@ -17,20 +17,12 @@ import torch
 from app.engine_host import EngineHost, HostState
 from app.realtime_check import DONE, FAILED, OFF, RUNNING, CheckKey, CheckStatus, RealtimeChecks, gate, why_not_checked
 from app.ui.status import keep_polling, realtime_check_html
-from app.worker import GpuWorker
 from engine.config import Mode
 from engine.constants import DEMO_MODEL
 from engine.engine import Engine
 from tools.realtime_drift_scan import perturb
 
 TIMEOUT_S = 300
-
-
-@pytest.fixture
-def worker():
-    w = GpuWorker()
-    yield w
-    w.shutdown()
 
 
 @pytest.fixture

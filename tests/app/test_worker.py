@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from app.worker import GpuWorker, outcome
+from app.worker import outcome
 from engine.errors import Cancelled
 
 WAIT_S = 30  # generous: nothing is timed, only a broken test waits this long
@@ -14,13 +14,6 @@ def until(condition) -> None:
     while not condition():
         assert time.monotonic() < deadline, "the condition never held"
         time.sleep(0.01)
-
-
-@pytest.fixture
-def worker():
-    w = GpuWorker()
-    yield w
-    w.shutdown()
 
 
 def test_jobs_run_one_at_a_time_in_order(worker):

@@ -15,7 +15,6 @@ import pytest
 import engine.gather as gather
 import engine.lm.batch as batch_module
 from app import generation
-from app.worker import GpuWorker
 from engine.checks.checker import Checker
 from engine.checks.policy import CheckMode, CheckPolicy
 from engine.checks.takes import Checks
@@ -36,13 +35,6 @@ L, M = LONG.split("\n\n"), MEDIUM.split("\n\n")
 def solo(engine, voice):
     """Each text's chunks streamed alone, before any test batches anything."""
     return {text: [c.audio for c in engine.stream(text, voice, config=CFG)] for text in (LONG, MEDIUM, SHORT, OTHER)}
-
-
-@pytest.fixture
-def worker():
-    w = GpuWorker()
-    yield w
-    w.shutdown()
 
 
 class Batches:
