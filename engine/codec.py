@@ -37,6 +37,7 @@ from transformers.models.hubert.modeling_hubert import HubertModel
 
 from engine.audio.resample import resample
 from engine.constants import SAMPLE_RATE
+from engine.conv import CudnnChoice, convolve
 from engine.errors import AudioInputError, CheckpointError
 from kernels import triton_available
 from kernels.snake import SNAKE_DTYPES, snake, snake_input_ref, snake_ref
@@ -148,16 +149,12 @@ class PendingSum(NamedTuple):
     residual: torch.Tensor | None = None
 
 
-def conv_pending(conv: nn.Conv1d | nn.ConvTranspose1d, x: torch.Tensor) -> PendingSum:
-    """conv(x), its bias left to the fused Snake that follows where that kernel runs."""
+def conv_pending(conv: nn.Conv1d | nn.ConvTranspose1d, x: torch.Tensor, *, cudnn: bool = True) -> PendingSum:
+    """conv(x), its bias left to the fused Snake that follows where that kernel runs; on CUDA with cuDNN only
+    where `cudnn` is True (engine/conv.py)."""
     if not use_triton(x):
-        return PendingSum(conv(x))
-    if isinstance(conv, nn.ConvTranspose1d):
-        y = F.conv_transpose1d(x, conv.weight, None, conv.stride, conv.padding, conv.output_padding,
-                               conv.groups, conv.dilation)
-    else:
-        y = F.conv1d(x, conv.weight, None, conv.stride, conv.padding, conv.dilation, conv.groups)
-    return PendingSum(y, conv.bias)
+        return PendingSum(convolve(conv, x, bias=conv.bias, cudnn=cudnn))
+    return PendingSum(convolve(conv, x, bias=None, cudnn=cudnn), conv.bias)
 
 
 class Snake(nn.Module):
@@ -191,11 +188,11 @@ class DacResidualUnit(nn.Module):
         self.snake2 = Snake(channels)
         self.conv2 = nn.Conv1d(channels, channels, kernel_size=1)
 
-    def forward(self, x: PendingSum) -> PendingSum:
+    def forward(self, x: PendingSum, *, cudnn: bool = True) -> PendingSum:
         """h (the sum x stands for) -> h + conv2(snake2(conv1(snake1(h)))), that addition left pending."""
         y, h = self.snake1.with_input(x)
-        y = self.snake2(conv_pending(self.conv1, y))
-        return conv_pending(self.conv2, y)._replace(residual=h)
+        y = self.snake2(conv_pending(self.conv1, y, cudnn=cudnn))
+        return conv_pending(self.conv2, y, cudnn=cudnn)._replace(residual=h)
 
 
 def _residual_units(channels: int) -> list[DacResidualUnit]:
@@ -247,12 +244,16 @@ class DacDecoderBlock(nn.Module):
                                           padding=math.ceil(stride / 2), output_padding=stride % 2)
         self.res_unit1, self.res_unit2, self.res_unit3 = _residual_units(channels // 2)
 
-    def forward(self, x: PendingSum) -> PendingSum:
-        return self.res_unit3(self.res_unit2(self.res_unit1(conv_pending(self.conv_t1, self.snake1(x)))))
+    def forward(self, x: PendingSum, *, cudnn: bool) -> PendingSum:
+        x = conv_pending(self.conv_t1, self.snake1(x), cudnn=cudnn)
+        for unit in (self.res_unit1, self.res_unit2, self.res_unit3):
+            x = unit(x, cudnn=cudnn)
+        return x
 
 
 class DacDecoder(nn.Module):
-    """(B, acoustic_hidden, T) -> (B, 1, T * hop); unbounded output (no tanh)."""
+    """(B, acoustic_hidden, T) -> (B, 1, T * hop); unbounded output (no tanh). On CUDA its convolutions run with
+    cuDNN where `cudnn` is True, else with ATen's own kernels (engine/conv.py)."""
 
     def __init__(self, cfg: CodecConfig):
         super().__init__()
@@ -263,11 +264,11 @@ class DacDecoder(nn.Module):
         self.snake1 = Snake(width)
         self.conv2 = nn.Conv1d(width, 1, kernel_size=7, padding=3)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        pending = conv_pending(self.conv1, x)
+    def forward(self, x: torch.Tensor, *, cudnn: bool = True) -> torch.Tensor:
+        pending = conv_pending(self.conv1, x, cudnn=cudnn)
         for block in self.block:
-            pending = block(pending)
-        return self.conv2(self.snake1(pending))
+            pending = block(pending, cudnn=cudnn)
+        return convolve(self.conv2, self.snake1(pending), bias=self.conv2.bias, cudnn=cudnn)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -406,6 +407,7 @@ class AudioCodec(nn.Module):
         self.fc = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.fc2 = nn.Linear(cfg.hidden_size, cfg.acoustic_hidden_size)
         self.quantizer = ResidualVectorQuantizer(cfg)
+        self.cudnn_choice = CudnnChoice()  # which decodes' convolutions use cuDNN on CUDA (engine/conv.py)
 
     @classmethod
     def load(cls, folder: str | Path, device: torch.device | str = "cpu",
@@ -471,7 +473,8 @@ class AudioCodec(nn.Module):
         if not (codes.is_cuda and torch.cuda.is_current_stream_capturing()):
             self._check_range(codes)
         acoustic = self.fc2(self.quantizer.decode(codes))  # (T, A)
-        return self.acoustic_decoder(acoustic.t()[None])[0, 0]  # (T * hop,)
+        cudnn = self.cudnn_choice(pieces=1, frames=codes.shape[-1])
+        return self.acoustic_decoder(acoustic.t()[None], cudnn=cudnn)[0, 0]  # (T * hop,)
 
     @torch.inference_mode()
     def decode_many(self, pieces: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -485,7 +488,8 @@ class AudioCodec(nn.Module):
         for codes in pieces:
             self._check_range(codes)
         acoustic = torch.stack([self.fc2(self.quantizer.decode(codes)) for codes in pieces])  # (B, T, A)
-        return list(self.acoustic_decoder(acoustic.transpose(1, 2))[:, 0])  # B x (T * hop,)
+        cudnn = self.cudnn_choice(pieces=len(pieces), frames=pieces[0].shape[-1])
+        return list(self.acoustic_decoder(acoustic.transpose(1, 2), cudnn=cudnn)[:, 0])  # B x (T * hop,)
 
     def _check_range(self, codes: torch.Tensor) -> None:
         low, high = (int(v) for v in torch.aminmax(codes))  # one reduction, read once

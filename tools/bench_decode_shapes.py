@@ -1,96 +1,184 @@
-"""The codec's decode on a GPU: what a length costs the first time it is decoded (cuDNN makes its convolution plans
-per shape, and PyTorch keeps them per thread), with cuDNN and without; and several pieces decoded in one batch
-against one by one, for equal lengths and for lengths padded with zeros to the longest, each against a reference
-without TF32 (the decode's own rounding is TF32's where cuDNN may use it).
+"""The codec's decode on a GPU, the decoder's convolutions with cuDNN and without (engine/conv.py): what a shape
+(pieces x frames) costs the first time a thread decodes it and warm, for a stream's first pieces (20-200 frames),
+its later ones (200-1500) and batches of equal pieces; whether plans made on one thread serve another; and what
+cuDNN's own settings do to a new shape's cost (in fresh processes where they are read at start).
 
-    python -m tools.bench_decode_shapes --model PATH [--lengths 37,53,71,89,113,131] [--pieces 100,100,100,100]
+    python -m tools.bench_decode_shapes --model PATH [--short 23,37,...] [--long 233,...] [--batched 2x97,...]
+        [--runs 7] [--settings]
 
-Prints one JSON line per part. tools/kernels/bench_decode.py times the fused decode against plain PyTorch."""
+PATH holds audio_tokenizer/ (`python -m tools.make_checkpoint --codec-only PATH` writes one at the released sizes).
+Everything runs on one thread made for it, as the app's GPU worker decodes on its job threads. Prints one JSON line
+per measurement."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
 from pathlib import Path
+from unittest import mock
 
 import torch
-import torch.nn.functional as F
 
 from engine.codec import AudioCodec
 from tools.kernels.bench_decode import random_codes, timed_ms
 
-
-def decode_batch(codec: AudioCodec, pieces: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Waveforms of the token pieces (C, T_i), decoded in one batch (AudioCodec.decode_many for equal lengths),
-    each piece's features padded with zeros to the longest."""
-    feats = [codec.fc2(codec.quantizer.decode(codes)) for codes in pieces]  # (T_i, A)
-    longest = max(f.shape[0] for f in feats)
-    if all(f.shape[0] == longest for f in feats):
-        return codec.decode_many(pieces)
-    x = torch.stack([F.pad(f.t(), (0, longest - f.shape[0])) for f in feats])  # (B, A, T)
-    waves = codec.acoustic_decoder(x)[:, 0]  # (B, T * hop)
-    return [w[: f.shape[0] * codec.hop_length] for w, f in zip(waves, feats)]
+PATHS = {"native": False, "cudnn": True}  # the decoder's convolutions without cuDNN, with it
+SETTINGS = {  # read by PyTorch or CUDA once per process: each in a fresh one
+    "default": {},
+    "heuristic mode B": {"TORCH_CUDNN_USE_HEURISTIC_MODE_B": "1"},
+    "eager module loading": {"CUDA_MODULE_LOADING": "EAGER"},
+}
 
 
-def new_lengths(codec: AudioCodec, lengths: list[int], cudnn: bool) -> dict:
-    """ms of the first decode at each new length and of the second, median over the lengths."""
-    firsts, agains = [], []
-    with torch.inference_mode(), torch.backends.cudnn.flags(enabled=cudnn):
-        for frames in lengths:
-            c = random_codes(codec, frames)
-            firsts.append(timed_ms(lambda: codec.decode(c)))
-            agains.append(timed_ms(lambda: codec.decode(c)))
-    firsts.sort()
-    agains.sort()
-    return {"part": "new lengths", "cudnn": cudnn, "lengths": lengths, "first_ms_median": firsts[len(firsts) // 2],
-            "again_ms_median": agains[len(agains) // 2], "first_ms": firsts, "again_ms": agains}
+def forced(codec: AudioCodec, path: str):
+    """Every decode in the block takes `path`, whatever the codec's CudnnChoice would choose."""
+    return mock.patch.object(codec, "cudnn_choice", lambda *, pieces, frames: PATHS[path])
 
 
-def batched(codec: AudioCodec, frames: list[int]) -> dict:
-    """Batched against one by one: max |difference|, each way's max error against the no-TF32 reference, times."""
-    pieces = [random_codes(codec, n) for n in frames]
+def decode(codec: AudioCodec, pieces: list[torch.Tensor]) -> list[torch.Tensor]:
+    return codec.decode_many(pieces) if len(pieces) > 1 else [codec.decode(pieces[0])]
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
+
+
+def shape_costs(codec: AudioCodec, batch: int, frames: int, runs: int) -> dict:
+    """A shape new to this thread: each path's first decode (native first, so that cuDNN's finds the allocator as
+    warm as native's did), then warm decodes alternating between the paths; their outputs' largest difference."""
+    pieces = [random_codes(codec, frames) for _ in range(batch)]
+    out = {"part": "shape", "batch": batch, "frames": frames}
+    for path in PATHS:
+        with forced(codec, path):
+            out[f"{path}_first_ms"] = timed_ms(lambda: decode(codec, pieces))
+    warm: dict[str, list[float]] = {path: [] for path in PATHS}
+    for _ in range(runs):
+        for path in PATHS:
+            with forced(codec, path):
+                warm[path].append(timed_ms(lambda: decode(codec, pieces)))
+    for path, times in warm.items():
+        out[f"{path}_warm_ms"] = statistics.median(times)
+        out[f"{path}_warm_min_ms"] = min(times)
+    waves = {}
+    for path in PATHS:
+        with forced(codec, path):
+            waves[path] = torch.cat(decode(codec, pieces))
+    out["max_abs_diff"] = float((waves["native"] - waves["cudnn"]).abs().max())
+    out["peak_abs"] = float(waves["cudnn"].abs().max())
+    return out
+
+
+def across_threads(codec: AudioCodec, frames: int) -> dict:
+    """cuDNN's plans for one shape made on this thread, then the same shape on a new thread."""
+    codes = [random_codes(codec, frames)]
+    out = {"part": "threads", "frames": frames}
+    with forced(codec, "cudnn"):
+        out["this_thread_first_ms"] = timed_ms(lambda: decode(codec, codes))
+        out["this_thread_again_ms"] = timed_ms(lambda: decode(codec, codes))
+
+        def other() -> None:
+            out["new_thread_first_ms"] = timed_ms(lambda: decode(codec, codes))
+            out["new_thread_again_ms"] = timed_ms(lambda: decode(codec, codes))
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+    return out
+
+
+def cudnn_firsts(codec: AudioCodec, lengths: list[int], label: str) -> dict:
+    """cuDNN's first decode at each length (new to this thread), and the host memory its plans took."""
+    before = rss_mib()
+    with forced(codec, "cudnn"):
+        firsts = [timed_ms(lambda: decode(codec, [random_codes(codec, n)])) for n in lengths]
+    return {"part": "cudnn firsts", "setting": label, "lengths": lengths, "first_ms": firsts,
+            "first_ms_median": statistics.median(firsts), "rss_mib_per_shape": (rss_mib() - before) / len(lengths)}
+
+
+def with_flags(codec: AudioCodec, lengths: list[int]) -> list[dict]:
+    """cuDNN's first decodes under torch.backends.cudnn flags (process-wide: only here, never in the app)."""
+    out = []
+    for label, flags in (("deterministic", {"deterministic": True}), ("no tf32", {"allow_tf32": False})):
+        with torch.backends.cudnn.flags(enabled=True, benchmark=False, **{"deterministic": False,
+                                                                             "allow_tf32": True, **flags}):
+            out.append(cudnn_firsts(codec, [n + len(out) + 1 for n in lengths], label))
+    return out
+
+
+def load(model: Path) -> AudioCodec:
+    codec = AudioCodec.load(model / "audio_tokenizer", "cuda")
     with torch.inference_mode():
-        alone = [codec.decode(c) for c in pieces]
-        together = decode_batch(codec, pieces)
-        ms_alone = timed_ms(lambda: [codec.decode(c) for c in pieces])
-        ms_together = timed_ms(lambda: decode_batch(codec, pieces))
-        with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
-            matmul = torch.backends.cuda.matmul.allow_tf32
-            torch.backends.cuda.matmul.allow_tf32 = False
-            exact = [codec.decode(c) for c in pieces]
-            torch.backends.cuda.matmul.allow_tf32 = matmul
-    alone_err = [float((a - e).abs().max()) for a, e in zip(alone, exact)]
-    return {"part": "batched", "frames": frames,
-            "max_diff": max(float((a - b).abs().max()) for a, b in zip(alone, together)),
-            "alone_err": max(alone_err),
-            "batched_err": max(float((b - e).abs().max()) for b, e in zip(together, exact)),
-            # per piece: its last frames where batched and alone differ by more than twice alone's own rounding
-            "frames_apart_at_end": [frames_apart(a, b, 2 * err, codec.hop_length)
-                                    for a, b, err in zip(alone, together, alone_err)],
-            "peak_abs": max(float(e.abs().max()) for e in exact), "alone_ms": ms_alone, "batched_ms": ms_together}
+        for path in PATHS:
+            with forced(codec, path):
+                decode(codec, [random_codes(codec, 20)])  # the handles and the kernels' first loading
+    return codec
 
 
-def frames_apart(a: torch.Tensor, b: torch.Tensor, rounding: float, hop: int) -> int:
-    """How many frames at the end of `a` hold samples further than `rounding` from `b`'s (0: none)."""
-    apart = ((a - b).abs() > rounding).nonzero()
-    return 0 if apart.numel() == 0 else -(-(a.numel() - int(apart.min())) // hop)
+def in_fresh_processes(model: Path, lengths: list[int]) -> list[dict]:
+    out = []
+    for label, env in SETTINGS.items():
+        run = subprocess.run([sys.executable, "-m", "tools.bench_decode_shapes", "--model", str(model),
+                              "--firsts-only", ",".join(map(str, lengths)), "--label", label],
+                             env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+        lines = run.stdout.strip().splitlines()
+        out.append(json.loads(lines[-1]) if run.returncode == 0 and lines
+                   else {"part": "cudnn firsts", "setting": label, "error": run.stderr[-2000:]})
+    return out
+
+
+def ints(text: str) -> list[int]:
+    return [int(n) for n in text.split(",") if n]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="checkpoint folder (its audio_tokenizer/ is read)")
-    parser.add_argument("--lengths", default="37,53,71,89,113,131,157")
-    parser.add_argument("--pieces", default="100,100,100,100;100,80,60,40")
+    parser.add_argument("--model", required=True, type=Path, help="folder holding audio_tokenizer/")
+    parser.add_argument("--short", default="23,37,53,71,89,113,131,157,179,199", help="a stream's first pieces")
+    parser.add_argument("--long", default="233,311,409,521,677,809,1013,1249,1499", help="its later pieces")
+    parser.add_argument("--batched", default="2x97,4x97,2x251,4x251,8x113", help="PIECESxFRAMES decoded together")
+    parser.add_argument("--runs", type=int, default=7, help="warm decodes of each path per shape")
+    parser.add_argument("--settings", action="store_true", help="also cuDNN's first decodes under other settings")
+    parser.add_argument("--firsts-only", type=ints, help=argparse.SUPPRESS)  # one fresh process's part
+    parser.add_argument("--label", default="default", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    codec = AudioCodec.load(Path(args.model) / "audio_tokenizer", "cuda")
-    with torch.inference_mode():
-        codec.decode(random_codes(codec, 20))  # the handles and this thread's first plans
-    lengths = [int(n) for n in args.lengths.split(",")]
-    print(json.dumps(new_lengths(codec, lengths, cudnn=True)), flush=True)
-    print(json.dumps(new_lengths(codec, [n + 1 for n in lengths], cudnn=False)), flush=True)
-    for group in args.pieces.split(";"):
-        print(json.dumps(batched(codec, [int(n) for n in group.split(",")])), flush=True)
-    return 0
+
+    def body() -> None:
+        with torch.inference_mode():
+            codec = load(args.model)
+            if args.firsts_only:
+                print(json.dumps(cudnn_firsts(codec, args.firsts_only, args.label)), flush=True)
+                return
+            shapes = [(1, n) for n in ints(args.short) + ints(args.long)]
+            shapes += [tuple(int(v) for v in s.split("x")) for s in args.batched.split(",") if s]
+            for batch, frames in shapes:
+                print(json.dumps(shape_costs(codec, batch, frames, args.runs)), flush=True)
+            print(json.dumps(across_threads(codec, 61)), flush=True)
+            if args.settings:
+                for line in with_flags(codec, [n + 2 for n in ints(args.short)]):
+                    print(json.dumps(line), flush=True)
+        if args.settings:
+            for line in in_fresh_processes(args.model, [n + 5 for n in ints(args.short)]):
+                print(json.dumps(line), flush=True)
+
+    failed = []
+
+    def guarded() -> None:
+        try:
+            body()
+        except BaseException as err:  # reported by the exit status; the traceback is printed here
+            failed.append(err)
+            raise
+
+    thread = threading.Thread(target=guarded, name="decoder")  # the app decodes on its worker's job threads
+    thread.start()
+    thread.join()
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

@@ -12,6 +12,7 @@ installed with `pip install --no-deps`; pydub/soundfile are not needed):
 
     python -m tools.make_checkpoint                # tiny -> engine/data/demo_model (committed)
     python -m tools.make_checkpoint --full OUTDIR  # released sizes, random weights (GPU benchmarks)
+    python -m tools.make_checkpoint --codec-only OUTDIR  # its codec alone (codec benchmarks; no omnivoice)
 
 Both are seeded and deterministic on CPU. Weights are float32. Instead of transformers' default
 init (std 0.02 everywhere, zero codebooks, unit norms) every tensor is drawn so that activations
@@ -302,6 +303,20 @@ def write_checkpoint(out: Path, s: Sizes, demo: bool) -> None:
           f"vocab {len(text_tokenizer)}")
 
 
+def write_codec(out: Path, s: Sizes) -> None:
+    """The codec alone at sizes `s` in `out/audio_tokenizer` (for codec benchmarks: no omnivoice needed); drawn
+    as `build_models` draws it, from a generator of its own, so its numbers are not the whole checkpoint's."""
+    from transformers import HiggsAudioV2TokenizerModel
+
+    gen = torch.Generator().manual_seed(SEED)
+    torch.manual_seed(SEED)
+    codec = HiggsAudioV2TokenizerModel(build_codec_config(s)).eval()
+    randomize_(codec, gen)
+    calibrate_decoder_(codec, gen)
+    codec.save_pretrained(out / "audio_tokenizer")
+    print(f"wrote {out / 'audio_tokenizer'}: codec {sum(p.numel() for p in codec.parameters()) / 1e6:.3f} M params")
+
+
 def check_roundtrip(out: Path, model, codec) -> None:
     """Reload every part with upstream's loaders and demand identical tensors. (The LM is loaded
     with `train=True`, which skips attaching the codec: upstream attaches it with a device_map,
@@ -332,9 +347,13 @@ def main() -> None:
     parser.add_argument("--full", metavar="OUTDIR", type=Path,
                         help="released sizes with random weights, written to OUTDIR")
     parser.add_argument("--out", type=Path, default=TINY_DIR, help="output folder for --tiny")
+    parser.add_argument("--codec-only", metavar="OUTDIR", type=Path,
+                        help="the codec alone at the released sizes, random weights, written to OUTDIR/audio_tokenizer")
     args = parser.parse_args()
     torch.use_deterministic_algorithms(True)
-    if args.full is not None:
+    if args.codec_only is not None:
+        write_codec(args.codec_only, FULL)
+    elif args.full is not None:
         write_checkpoint(args.full, FULL, demo=False)
     else:
         write_checkpoint(args.out, TINY, demo=True)

@@ -1,0 +1,179 @@
+"""engine.conv: the codec decoder's convolutions go to ATen's own CUDA convolution with cuDNN off where the codec's
+CudnnChoice says so, per call; which decodes take cuDNN (per thread, by shape); the encoder's keep cuDNN; a CPU
+computes exactly what the modules do."""
+import copy
+import threading
+
+import pytest
+import torch
+from error_budget import assert_as_accurate, float64_codec
+from torch import nn
+
+import engine.codec
+import engine.conv
+from engine.codec import AudioCodec
+from engine.constants import DEMO_MODEL
+from engine.conv import NATIVE_UP_TO_FRAMES, CudnnChoice, aten_convolution, convolve
+
+ON_GPU = torch.cuda.is_available()
+
+
+class LooksCuda(torch.Tensor):
+    """A CPU tensor that says it is on CUDA: steers convolve to its CUDA branch on any machine."""
+
+    @property
+    def is_cuda(self) -> bool:
+        return True
+
+
+def conv_modules():
+    """The decoder's kinds of convolution (dilated, pointwise, transposed with output padding), with and without
+    a bias."""
+    torch.manual_seed(0)
+    return [kind(bias=bias) for bias in (True, False) for kind in (
+        lambda bias: nn.Conv1d(6, 6, kernel_size=7, dilation=3, padding=9, bias=bias),
+        lambda bias: nn.Conv1d(6, 4, kernel_size=1, bias=bias),
+        lambda bias: nn.ConvTranspose1d(6, 3, kernel_size=10, stride=5, padding=3, output_padding=1, bias=bias))]
+
+
+@pytest.mark.parametrize("conv", conv_modules(), ids=[f"{kind}-{bias}" for bias in ("bias", "no bias")
+                                                      for kind in ("dilated", "pointwise", "transposed")])
+def test_the_cuda_call_computes_what_the_module_does(monkeypatch, conv):
+    """The CUDA branch's call to ATen, with its arguments, run on this machine's tensors: the module's own output
+    bit for bit (on a CPU cuDNN's flag changes nothing), so stride, padding, dilation, output padding and bias
+    are passed as the module has them; and it is asked without cuDNN."""
+    calls = []
+
+    def recorded(*args, **kwargs):
+        calls.append(kwargs)
+        return aten_convolution(*args, **kwargs)
+
+    monkeypatch.setattr(engine.conv, "aten_convolution", recorded)
+    x = torch.randn(2, 6, 23, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        got = convolve(conv, x.as_subclass(LooksCuda), bias=conv.bias, cudnn=False)
+        assert torch.equal(got.as_subclass(torch.Tensor), conv(x))
+    assert [call["cudnn_enabled"] for call in calls] == [False]
+
+
+def test_cudnn_stays_with_pytorchs_own_choice_where_asked_and_off_cuda(monkeypatch):
+    """cudnn=True on CUDA and any call on a CPU take the functional call, as before (cuDNN as the process says)."""
+    monkeypatch.setattr(engine.conv, "aten_convolution", lambda *a, **k: pytest.fail("ATen asked directly"))
+    conv = conv_modules()[2]
+    x = torch.randn(1, 6, 9)
+    with torch.no_grad():
+        assert torch.equal(convolve(conv, x.as_subclass(LooksCuda), bias=conv.bias, cudnn=True)
+                           .as_subclass(torch.Tensor), conv(x))
+        assert torch.equal(convolve(conv, x, bias=conv.bias, cudnn=False), conv(x))
+
+
+# -- which decodes take cuDNN ------------------------------------------------------------------------------------
+
+def asked(choice: CudnnChoice, shapes: list[tuple[int, int]]) -> list[bool]:
+    return [choice(pieces=pieces, frames=frames) for pieces, frames in shapes]
+
+
+def test_decodes_up_to_the_limit_never_take_cudnn_however_often():
+    """A stream's first piece (and any decode of up to 256 frames in all) never waits for plans, even its tenth
+    time: cuDNN's warm gain there is about 1 ms. The limit counts every piece of a batch."""
+    choice = CudnnChoice()
+    assert NATIVE_UP_TO_FRAMES == 256
+    for shape in [(1, 20), (1, 256), (2, 128), (4, 64), (8, 32)]:
+        assert asked(choice, [shape] * 10) == [False] * 10, shape
+
+
+@pytest.mark.parametrize("shape", [(1, 257), (1, 1500), (2, 129), (4, 250)])
+def test_a_longer_shape_goes_without_cudnn_the_first_time_and_with_it_after(shape):
+    choice = CudnnChoice()
+    assert asked(choice, [shape] * 4) == [False, True, True, True]
+
+
+def test_each_shape_is_new_once_pieces_and_frames_alike():
+    """Shapes differ by their number of pieces as by their length (cuDNN's plans are per shape): one seen
+    before makes no other one cuDNN's, not even one of the same frames in all."""
+    choice = CudnnChoice()
+    assert asked(choice, [(1, 600), (2, 300), (1, 601), (3, 200), (1, 600), (2, 300), (1, 601), (3, 200)]) \
+        == [False] * 4 + [True] * 4
+
+
+def test_a_shape_is_new_to_each_thread():
+    """PyTorch keeps cuDNN's plans per thread: another thread's first decode of a shape this one has repeated
+    goes without cuDNN too, and its record leaves this thread's as it was."""
+    choice = CudnnChoice()
+    assert asked(choice, [(1, 400)] * 2) == [False, True]
+    seen = []
+    thread = threading.Thread(target=lambda: seen.extend(asked(choice, [(1, 400), (1, 400), (1, 500)])))
+    thread.start()
+    thread.join()
+    assert seen == [False, True, False]
+    assert asked(choice, [(1, 400), (1, 500)]) == [True, False]
+
+
+def test_a_copy_remembers_no_shape():
+    """float64_codec deep-copies a codec: the copy's decodes are new to every thread, and copying works at all
+    (a thread-local record cannot be pickled)."""
+    choice = CudnnChoice(native_up_to=10)
+    asked(choice, [(1, 400)])
+    twin = copy.deepcopy(choice)
+    assert twin.native_up_to == 10
+    assert asked(twin, [(1, 400), (1, 400)]) == [False, True]
+
+
+# -- the codec asks it once per decode, and every decoder convolution follows ---------------------------------
+
+@pytest.fixture(scope="module")
+def codec():
+    return AudioCodec.load(DEMO_MODEL / "audio_tokenizer", "cuda" if ON_GPU else "cpu")
+
+
+@pytest.fixture
+def convolutions(monkeypatch, codec):
+    """{conv module: [cudnn asked, per call]} for every call of engine.codec's convolve."""
+    calls = {}
+
+    def spy(conv, x, *, bias, cudnn):
+        calls.setdefault(conv, []).append(cudnn)
+        return convolve(conv, x, bias=bias, cudnn=cudnn)
+
+    monkeypatch.setattr(engine.codec, "convolve", spy)
+    return calls
+
+
+def decoder_convs(codec):
+    return [m for m in codec.acoustic_decoder.modules() if isinstance(m, (nn.Conv1d, nn.ConvTranspose1d))]
+
+
+@pytest.mark.parametrize("answer", [False, True])
+def test_every_decoder_conv_follows_the_choice_asked_once_per_decode(monkeypatch, codec, convolutions, answer):
+    shapes = []
+    monkeypatch.setattr(codec, "cudnn_choice", lambda *, pieces, frames: shapes.append((pieces, frames)) or answer)
+    codes = [torch.randint(0, codec.codebook_size, (codec.num_codebooks, 3), device=codec.device) for _ in range(2)]
+    codec.decode(codes[0])
+    assert shapes == [(1, 3)]
+    assert convolutions == {conv: [answer] for conv in decoder_convs(codec)}
+    convolutions.clear()
+    codec.decode_many(codes)
+    assert shapes == [(1, 3), (2, 3)]
+    assert convolutions == {conv: [answer] for conv in decoder_convs(codec)}
+
+
+def test_the_encoder_keeps_cudnn(monkeypatch, codec, convolutions):
+    monkeypatch.setattr(codec, "cudnn_choice", lambda **shape: pytest.fail("the encoder asked"))
+    codec.encode(torch.randn(2 * codec.hop_length, generator=torch.Generator().manual_seed(2)))
+    encoder = [m for m in codec.acoustic_encoder.modules() if isinstance(m, (nn.Conv1d, nn.ConvTranspose1d))]
+    # all but the last, which the encoder calls as a module, as upstream
+    assert convolutions == {conv: [True] for conv in encoder[:-1]}
+
+
+@pytest.mark.skipif(not ON_GPU, reason="needs CUDA")
+def test_decode_without_cudnn_is_as_accurate_as_with_it_without_tf32(monkeypatch, codec):
+    """The GPU's decode without cuDNN (cuBLAS's float32 GEMMs) against the float64 codec: as accurate as a decode
+    with cuDNN and TF32 off, within the codec's rule for two float32 paths (error_budget)."""
+    codes = torch.randint(0, codec.codebook_size, (codec.num_codebooks, 40), device="cuda",
+                          generator=torch.Generator("cuda").manual_seed(3))
+    monkeypatch.setattr(codec, "cudnn_choice", lambda **shape: False)
+    ours = codec.decode(codes)
+    monkeypatch.setattr(codec, "cudnn_choice", lambda **shape: True)
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        with_cudnn = codec.decode(codes)
+    assert_as_accurate(ours, with_cudnn, float64_codec(codec).decode(codes), factor=2)
