@@ -74,11 +74,18 @@ def api_routes(ctx: AppContext, access: ApiAccess) -> list[BaseRoute]:
         return JSONResponse({"object": "list", "data": await anyio.to_thread.run_sync(list_voices, ctx.library)})
 
     async def models(request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [{"id": m, "object": "model", "created": 0,
-                                                         "owned_by": "voicedesk"} for m in MODELS]})
+        return JSONResponse({"object": "list", "data": [_model_object(m) for m in MODELS]})
+
+    async def model(request: Request) -> Response:
+        """OpenAI's "retrieve model" (the openai client's models.retrieve)."""
+        name = request.path_params["model"]
+        if name not in MODELS:
+            raise ApiError(404, f"The model '{name}' does not exist: use one of {', '.join(MODELS)}.", "model",
+                           code="model_not_found")
+        return JSONResponse(_model_object(name))
 
     endpoints = {"/v1/audio/speech": ("POST", speech), "/v1/audio/voices": ("GET", voices),
-                 "/v1/models": ("GET", models)}
+                 "/v1/models": ("GET", models), "/v1/models/{model}": ("GET", model)}
 
     async def elsewhere(request: Request) -> Response:
         """Any other method or path under /v1 is refused in OpenAI's shape too (FastAPI's own is {"detail"})."""
@@ -95,6 +102,10 @@ def api_routes(ctx: AppContext, access: ApiAccess) -> list[BaseRoute]:
     router.add_api_route("/v1/{rest:path}", checked(elsewhere), include_in_schema=False,
                          methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])  # after the others
     return router.routes
+
+
+def _model_object(name: str) -> dict:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "voicedesk"}
 
 
 async def unless_disconnected(request: Request, awaitable):

@@ -113,7 +113,7 @@ def test_a_burst_of_api_requests_lets_the_app_user_go_next(running_app):
 @pytest.mark.parametrize("method, path, status, code", [
     ("GET", "/v1/audio/speech", 405, "method_not_allowed"),
     ("POST", "/v1/audio/voices", 405, "method_not_allowed"),
-    ("GET", "/v1/models/tts-1", 404, "not_found"),
+    ("GET", "/v1/files", 404, "not_found"),
     ("DELETE", "/v1/audio/transcriptions", 404, "not_found"),
 ])
 def test_other_methods_and_paths_under_v1_get_openai_error_shapes(running_app, method, path, status, code):

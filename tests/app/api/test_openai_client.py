@@ -91,6 +91,15 @@ def test_server_sent_events_in_openai_shapes(client, app_client, decode_audio):
     assert samples <= len(decode_audio(audio, "mp3")) <= samples + SLACK["mp3"]
 
 
+def test_a_model_is_retrieved_by_its_id(client):
+    """The openai client's models.retrieve (GET /v1/models/{model}): a listed model's object, else OpenAI's 404."""
+    listed = {m.id: m for m in client.models.list()}
+    assert client.models.retrieve("tts-1") == listed["tts-1"]
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.models.retrieve("whisper-1")
+    assert missing.value.body["code"] == "model_not_found" and "tts-1" in missing.value.body["message"]
+
+
 def test_models_and_voices(client, running_app, reference_wav, app_client):
     assert {m.id for m in client.models.list()} >= {"tts-1", "tts-1-hd", "gpt-4o-mini-tts", "omnivoice"}
     app_client.predict(name="Api Voice", reference=handle_file(str(reference_wav)),
