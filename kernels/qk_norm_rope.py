@@ -27,6 +27,23 @@ def _round_add(a, b):
 
 
 @triton.jit
+def norm_rope_halves(x1, x2, w1, w2, cos1, cos2, sin1, sin2, eps, HALF: tl.constexpr):
+    """RMSNorm then NeoX RoPE of heads given as halves: x1, x2 [heads or rows, >= HALF] in the model
+    dtype (columns past HALF zero), one head per row; the rest broadcast against them. Returns the
+    rotated halves, rounded where transformers rounds."""
+    x1_32, x2_32 = x1.to(tl.float32), x2.to(tl.float32)
+    mean_square = (tl.sum(x1_32 * x1_32, axis=1) + tl.sum(x2_32 * x2_32, axis=1)) * (1.0 / (2 * HALF))
+    inv_rms = rsqrt_f32(mean_square + eps)[:, None]
+    # RMSNorm: normalised value rounded to the model dtype, then scaled (a second rounding)
+    n1 = _round_mul((x1_32 * inv_rms).to(x1.dtype), w1)
+    n2 = _round_mul((x2_32 * inv_rms).to(x2.dtype), w2)
+    # x * cos + rotate_half(x) * sin, where rotate_half(x) = [-x2, x1]
+    out1 = _round_add(_round_mul(n1, cos1), _round_mul(-n2, sin1))
+    out2 = _round_add(_round_mul(n2, cos2), _round_mul(n1, sin2))
+    return out1, out2
+
+
+@triton.jit
 def _norm_rope_heads(
     src,  # first element of n_heads heads of 2 * HALF elements each, back to back
     dst,  # first element of the output heads
@@ -47,21 +64,13 @@ def _norm_rope_heads(
     lo = src + heads * (2 * HALF) + cols
     x1 = tl.load(lo, mask=mask, other=0.0)  # [BLOCK_H, BLOCK_HALF] first halves
     x2 = tl.load(lo + HALF, mask=mask, other=0.0)  # second halves
-    x1_32, x2_32 = x1.to(tl.float32), x2.to(tl.float32)
-    mean_square = (tl.sum(x1_32 * x1_32, axis=1) + tl.sum(x2_32 * x2_32, axis=1)) * (1.0 / (2 * HALF))  # [BLOCK_H]
-    inv_rms = rsqrt_f32(mean_square + eps)[:, None]
     w1 = tl.load(weight_ptr + cols, mask=in_half, other=0.0)
     w2 = tl.load(weight_ptr + HALF + cols, mask=in_half, other=0.0)
-    # RMSNorm: normalised value rounded to the model dtype, then scaled (a second rounding)
-    n1 = _round_mul((x1_32 * inv_rms).to(x1.dtype), w1)
-    n2 = _round_mul((x2_32 * inv_rms).to(x2.dtype), w2)
     cos1 = tl.load(cos_ptr + cols, mask=in_half, other=0.0)
     cos2 = tl.load(cos_ptr + HALF + cols, mask=in_half, other=0.0)
     sin1 = tl.load(sin_ptr + cols, mask=in_half, other=0.0)
     sin2 = tl.load(sin_ptr + HALF + cols, mask=in_half, other=0.0)
-    # x * cos + rotate_half(x) * sin, where rotate_half(x) = [-x2, x1]
-    out1 = _round_add(_round_mul(n1, cos1), _round_mul(-n2, sin1))
-    out2 = _round_add(_round_mul(n2, cos2), _round_mul(n1, sin2))
+    out1, out2 = norm_rope_halves(x1, x2, w1, w2, cos1, cos2, sin1, sin2, eps, HALF)
     out_lo = dst + heads * stride_dst_head + cols
     tl.store(out_lo, out1, mask=mask)
     tl.store(out_lo + HALF, out2, mask=mask)

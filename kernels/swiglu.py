@@ -13,6 +13,14 @@ _MAX_BLOCK = 1024
 
 
 @triton.jit
+def silu_mul(gate, up):
+    """silu(gate) * up in fp32, from gate and up in the model dtype, rounded where PyTorch rounds."""
+    g = gate.to(tl.float32)
+    silu = tl.math.div_rn(g, 1.0 + exp_f32(-g)).to(gate.dtype)  # F.silu returns the input dtype
+    return silu.to(tl.float32) * up.to(tl.float32)
+
+
+@triton.jit
 def _swiglu_kernel(
     gate_up_ptr,  # [rows, 2 * n_cols]: gate, then up
     out_ptr,  # [rows, n_cols]
@@ -26,10 +34,7 @@ def _swiglu_kernel(
     mask = cols < n_cols
     gate = tl.load(gate_up_ptr + row * stride_gate_up + cols, mask=mask, other=0.0)
     up = tl.load(gate_up_ptr + row * stride_gate_up + n_cols + cols, mask=mask, other=0.0)
-    g = gate.to(tl.float32)
-    silu = tl.math.div_rn(g, 1.0 + exp_f32(-g)).to(gate.dtype)  # F.silu returns the input dtype
-    y = silu.to(tl.float32) * up.to(tl.float32)
-    tl.store(out_ptr + row * stride_out + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(out_ptr + row * stride_out + cols, silu_mul(gate, up).to(out_ptr.dtype.element_ty), mask=mask)
 
 
 def swiglu(gate_up: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:

@@ -1,6 +1,7 @@
-"""Compile the realtime-mode Triton kernels, or the ragged attention kernel, for a GPU architecture
-without a GPU, and report what the compiler made of them:
-`python -m tools.kernels.aot [realtime|attention] [arch ...]` (default realtime, sm_90 and sm_89).
+"""Compile the realtime-mode Triton kernels, the ragged attention kernel or the Hopper GEMM candidates
+(tools/kernels/fused_gemm.py: sm_90 only) for a GPU architecture without a GPU, and report what the
+compiler made of them: `python -m tools.kernels.aot [realtime|attention|gemm] [arch ...]` (default
+realtime, sm_90 and sm_89).
 
 Uses Triton's own compiler and bundled ptxas, so it runs on any machine with Triton installed (not in
 the interpreter: run it in a process without TRITON_INTERPRET). Specializations are those of a real
@@ -84,7 +85,26 @@ def attention_builds() -> list[Build]:
                   defaults["num_warps"], defaults["num_stages"])]
 
 
-GROUPS = {"realtime": realtime_builds, "attention": attention_builds}
+def fused_gemm_builds() -> list[Build]:
+    """The Hopper GEMMs of tools.kernels.fused_gemm with each epilogue, at the default tiles (sm_90 only: TMA)."""
+    from tools.kernels import fused_gemm as fg
+
+    def build(name: str, epilogue: int) -> Build:
+        bm, bh, bk, warps, stages, _, ws = fg.DEFAULT_TILES[epilogue]
+        signature = _signature(
+            f"a_desc:tensordesc<fp16[{bm},{bk}]> w_desc:tensordesc<fp16[{bh},{bk}]> out_ptr:*fp16 stride_out:i32 "
+            "q_weight_ptr:*fp16 k_weight_ptr:*fp16 cos_ptr:*fp16 sin_ptr:*fp16 stride_cos:i32 stride_sin:i32 "
+            "n_positions:i32 eps:fp32 M:i32 K:i32 n_tiles_n:i32 up_row:i32 "
+            "N_Q_HEADS N_KV_HEADS EPILOGUE BM BH BK GROUP_M WARP_SPECIALIZE")
+        constants = {"N_Q_HEADS": 16, "N_KV_HEADS": 8, "EPILOGUE": epilogue, "BM": bm, "BH": bh, "BK": bk,
+                     "GROUP_M": 8, "WARP_SPECIALIZE": ws}
+        return Build(name, fg._fused_gemm_kernel, signature, constants, warps, stages, enable_fp_fusion=False)
+
+    return [build("gemm plain", fg.PLAIN), build("gemm + swiglu", fg.SWIGLU),
+            build("gemm + qk norm rope", fg.QK_NORM_ROPE)]
+
+
+GROUPS = {"realtime": realtime_builds, "attention": attention_builds, "gemm": fused_gemm_builds}
 
 
 def compile_build(build: Build, arch: int):
