@@ -8,7 +8,7 @@ Per M (packed rows: 896 the baseline bucket, 256 a 3 s output, 7168 eight takes)
 for each tile configuration of TILES (failed compiles noted). Every variant is first checked against an
 fp32 reference of the whole op: its error at most twice the cuBLAS path's plus an ulp of the largest
 output (`kernels.numerics.fp16_rounding_ratio` <= 1), and the fused ones equal to this GEMM followed by
-the separate kernel (bit for bit; for qkv, last-bit flips in at most 1 % of the elements: each head's RMS
+the separate kernel (bit for bit; for qkv, but in at most 1 % of the elements: each head's RMS
 is summed in another order). Times are us per call replayed from a CUDA graph with 8 weight sets in
 turn (`check_realtime_gpu.graph_us`), the pair of separate kernels captured together (their gap included).
 """
