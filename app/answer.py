@@ -100,7 +100,6 @@ class StreamedAnswer:
         self._pieces: list[str] = []  # the text as it arrived, for the History
         self._count = 0
         self._finished = False
-        self._ended = False  # every clause spoken: no job of the answer is left to stop
         self._jobs: asyncio.Queue[tuple[int, str, float, Job] | None] = asyncio.Queue()
         self._made_by: tuple[str, str, bool] | None = None  # the last clause's model: mode, backend, demo
 
@@ -155,16 +154,14 @@ class StreamedAnswer:
             first_job = first_job or job
             spoken.append(clause)
             yield clause
-        self._ended = True
         if spoken:
             await asyncio.to_thread(self._store, spoken, first_job)
 
     def cancel(self) -> int:
         """Stop its jobs, waiting or running, if it was closed before its end (`stop_early`: logged): how many were
-        stopped (0: none was left). Once every clause was spoken there is nothing to stop (its last job may not
-        have left the worker yet, and is not counted)."""
+        stopped (0: none was left; once every clause was spoken, a job's result goes out after it left the worker)."""
         self._finished = True
-        return 0 if self._ended else stop_early(self.ctx, owner=self.owner, lane=self._lane)
+        return stop_early(self.ctx, owner=self.owner, lane=self._lane)
 
     def _store(self, spoken: list[SpokenClause], first_job: Job) -> None:
         """The answer as one History entry (generation.record, as a speech request): its first audio and RTF are

@@ -229,15 +229,15 @@ class GpuWorker:
             self._run(job, number)
 
     def _run(self, job: Job, number: int) -> None:
-        try:
-            self._execute(job)
-        finally:
-            with self._wake:
-                self._running.discard(job)
-                self._idle.append(number)
-                if job.owner in self._holding:
-                    self._kept = job.owner
-                self._wake.notify_all()
+        ending = self._execute(job)
+        with self._wake:
+            self._running.discard(job)
+            self._idle.append(number)
+            if job.owner in self._holding:
+                self._kept = job.owner
+            self._wake.notify_all()
+        # only now: whoever has the job's end finds it gone (a Stop or a leave after it counts no stopped job)
+        job._events.put(ending)
 
     def _next_job(self) -> Job | None:
         """The job to start now, or None: nothing waits, a kept turn waits for its owner's next job, or the
@@ -264,7 +264,8 @@ class GpuWorker:
         return order
 
     @staticmethod
-    def _execute(job: Job) -> None:
+    def _execute(job: Job) -> tuple[str, Any]:
+        """Run `job`, streaming its items; its ending, ("result", value) or ("error", exception). Never raises."""
         try:
             if job.cancel.is_set():
                 raise Cancelled("Stopped before it started.")
@@ -280,6 +281,6 @@ class GpuWorker:
                     if close is not None:
                         close()  # a generator's cleanup (freeing GPU buffers) runs here, not later
                 value = None
-            job._events.put(("result", value))
+            return "result", value
         except BaseException as err:  # everything goes back to the handler, the worker lives on
-            job._events.put(("error", err))
+            return "error", err

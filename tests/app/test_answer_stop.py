@@ -1,9 +1,9 @@
 """An answer closed before its end stops its jobs left, waiting or running, and the log says so (CLOSED_EARLY with
 its lane: the leave tests of the WebSocket, the speech API and Wyoming read it); an answer spoken to its end has
-nothing left to stop, and logs nothing, even while its last job has not yet left the worker."""
+nothing left to stop, and logs nothing (the worker hands out a job's result once the job has left it:
+tests/app/test_worker.py)."""
 import asyncio
 import logging
-import threading
 from types import SimpleNamespace
 
 from test_answer_history import StandInEngine
@@ -26,19 +26,6 @@ class StopsLaterClauses(StandInEngine):
             cancel.wait(WAIT_S)
             raise Cancelled("Stopped.")
         return super().render(request, cancel)
-
-
-class LingeringWorker(GpuWorker):
-    """A job stays among the running ones after its result is out, until `leave` is set (as a loaded machine may
-    keep it for a moment)."""
-
-    def __init__(self):
-        super().__init__(name="test-answer-stop")
-        self.leave = threading.Event()
-
-    def _execute(self, job):
-        super()._execute(job)
-        self.leave.wait(WAIT_S)
 
 
 def an_answer(worker) -> StreamedAnswer:
@@ -68,20 +55,19 @@ def test_an_answer_closed_mid_way_stops_its_running_clause_and_logs_it(caplog):
 
 
 def test_an_answer_spoken_to_its_end_has_nothing_to_stop(caplog):
-    worker = LingeringWorker()
+    worker = GpuWorker(name="test-answer-stop")
 
     async def speak_then_close():
         answer = an_answer(worker)
         answer.add("Only one clause.")
         answer.finish()
         spoken = [clause async for clause in answer.clauses()]
-        return spoken, answer.cancel()  # its one job's result is out, the job still counted as running
+        return spoken, answer.cancel()
 
     try:
         with caplog.at_level(logging.INFO, logger="app.answer"):
             spoken, stopped = asyncio.run(speak_then_close())
     finally:
-        worker.leave.set()
         worker.shutdown()
     assert [c.text for c in spoken] == ["Only one clause."]
     assert stopped == 0 and CLOSED_EARLY % "test-lane" not in caplog.text

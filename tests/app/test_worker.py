@@ -1,3 +1,5 @@
+import contextlib
+import queue
 import threading
 import time
 
@@ -82,6 +84,40 @@ def test_a_failing_job_does_not_stop_the_worker(worker):
     with pytest.raises(RuntimeError, match="out of memory"):
         worker.call(boom)
     assert worker.call(lambda cancel: 42) == 42
+
+
+class StopAtTheEnd(queue.Queue):
+    """A job's events, with a Stop of its owner made at the moment its ending is handed out: what a page's Stop
+    or leave right after the result does, without the race."""
+
+    def __init__(self, worker, owner):
+        super().__init__()
+        self.worker, self.owner, self.stopped = worker, owner, []
+
+    def put(self, event, *args, **kwargs):
+        if event[0] in ("result", "error"):
+            self.stopped.append(self.worker.cancel(self.owner))
+        super().put(event, *args, **kwargs)
+
+
+@pytest.mark.parametrize("ending", ["result", "error"])
+def test_a_stop_once_a_job_has_ended_stops_nothing(worker, ending):
+    """A job's end goes out after the job left the running set: a Stop then counts no job (no "Stopping…" for a
+    finished generation, no CLOSED_EARLY for a finished answer)."""
+    go = threading.Event()
+
+    def fn(cancel):
+        go.wait(WAIT_S)
+        if ending == "error":
+            raise RuntimeError("boom")
+        return "done"
+
+    job = worker.submit(fn, owner="page")
+    job._events = events = StopAtTheEnd(worker, "page")
+    go.set()
+    with contextlib.suppress(RuntimeError):
+        list(job.follow(worker))
+    assert events.stopped == [0]
 
 
 def test_lanes_take_turns(worker):
