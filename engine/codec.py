@@ -51,6 +51,10 @@ UNUSED_TENSORS = re.compile(
     r"|quantizer\.quantizers\.\d+\.codebook\.(cluster_size|embed_avg|inited)$)"
 )
 HUBERT_PAD = 160  # samples of 16 kHz zero padding on each side before HuBERT, as upstream
+# Piece lengths whose decodes launch the fused Snake in every variant Triton compiles for a decode of 2 frames or
+# more (kernels.snake.variant; tests/engine/test_codec_warm_up.py checks 2-1500 frames at the released sizes): at 16
+# every Snake's length is a multiple of 16, at 17 the first ones' are not; short tiles and long ones in both.
+WARM_UP_FRAMES = (16, 17)
 
 
 @dataclass(frozen=True)
@@ -490,6 +494,18 @@ class AudioCodec(nn.Module):
         acoustic = torch.stack([self.fc2(self.quantizer.decode(codes)) for codes in pieces])  # (B, T, A)
         cudnn = self.cudnn_choice(pieces=len(pieces), frames=pieces[0].shape[-1])
         return list(self.acoustic_decoder(acoustic.transpose(1, 2), cudnn=cudnn)[:, 0])  # B x (T * hop,)
+
+    @torch.inference_mode()
+    def warm_up(self) -> None:
+        """Where the fused Snake runs: decode one piece of each length of WARM_UP_FRAMES (without cuDNN: no plans
+        kept for them), so that Triton compiles, or reads from its cache, every variant of the kernel a decode of
+        2 frames or more can need (kernels.snake.variant). Else the first piece of another kind of length pays it:
+        2.2 s once on an H200, in a first audio (BENCHMARKS.md, issue 23)."""
+        if not use_triton(self.fc2.weight):
+            return
+        for frames in WARM_UP_FRAMES:
+            codes = torch.zeros((self.num_codebooks, frames), dtype=torch.long, device=self.device)
+            self.acoustic_decoder(self.fc2(self.quantizer.decode(codes)).t()[None], cudnn=False)
 
     def _check_range(self, codes: torch.Tensor) -> None:
         low, high = (int(v) for v in torch.aminmax(codes))  # one reduction, read once

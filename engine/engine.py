@@ -163,6 +163,7 @@ class Engine:
         tokenizer = load_text_tokenizer(folder)
         report(LoadProgress("codec", 0.0, "Loading the audio codec"))
         codec = AudioCodec.load(folder / "audio_tokenizer", dev)
+        codec.warm_up()
         from engine.lm.modes import prepare_mode  # the fast paths live there
 
         runner, backend = prepare_mode(lm, mode, dev, folder, lambda stage, f, m: report(LoadProgress(stage, f, m)),

@@ -75,6 +75,20 @@ def _snake_kernel(
     tl.store(y_ptr + offsets, (h + t).to(dtype), mask=mask)
 
 
+def _tile(length: int) -> int:
+    """Elements of a row one program takes: two tile shapes only, since every variant compiles on first use, which
+    a person waiting for audio sees."""
+    return _BLOCK if length > _SHORT_BLOCK * 4 else _SHORT_BLOCK
+
+
+def variant(shape: tuple[int, int, int]) -> tuple:
+    """What of an input's [B, C, L] shape makes Triton compile `snake` anew (besides the dtype and which of bias,
+    residual and input_out are given): the tile, and whether rows, channels and length are 1 or multiples of 16,
+    on which Triton specialises integer arguments."""
+    batch, channels, length = shape
+    return (_tile(length), *(1 if n == 1 else n % 16 == 0 for n in (batch * channels, channels, length)))
+
+
 def _check_contiguous(name: str, t: torch.Tensor) -> None:
     if not t.is_contiguous():
         raise ValueError(f"{name}: expected a contiguous tensor, got strides {t.stride()}")
@@ -131,8 +145,7 @@ def snake(x: torch.Tensor, alpha: torch.Tensor, *, bias: torch.Tensor | None = N
     if x.numel() == 0:
         return out
     n_rows = batch * channels
-    # two tile shapes only: every variant compiles on first use, which a person waiting for audio sees
-    block = _BLOCK if length > _SHORT_BLOCK * 4 else _SHORT_BLOCK
+    block = _tile(length)
     rows = _BLOCK // block
     column_blocks = triton.cdiv(length, block)
     if column_blocks > _MAX_GRID_Y:

@@ -1,0 +1,93 @@
+"""AudioCodec.warm_up: after it, a decode of any length (2 frames or more, one piece or several) launches the fused
+Snake only in variants Triton has compiled already. Watched on any machine, on the meta device (shapes only) at the
+released codec's sizes, whose channels decide which variants there are: the fused path is forced and each launch is
+recorded by what Triton compiles per (kernels.snake.variant)."""
+import pytest
+import torch
+
+import engine.codec
+from engine.codec import AudioCodec, CodecConfig
+from engine.constants import DEMO_MODEL
+from engine.conv import convolve
+from kernels.snake import snake_input_ref, snake_ref, variant
+
+# the released codec's decoder: 1024 channels halved by each of 5 upsampling blocks, hop 960
+RELEASED = CodecConfig(decoder_hidden_size=1024, acoustic_hidden_size=256, upsampling_ratios=(8, 5, 4, 2, 3),
+                       downsampling_ratios=(8, 5, 4, 2, 3))
+# every length past the tile and parity boundaries of all sites, then spot checks up to a minute of audio
+LENGTHS = [*range(2, 300), 511, 512, 513, 1000, 1001, 1500]
+
+
+@pytest.fixture(scope="module")
+def codec():
+    with torch.device("meta"):
+        codec = AudioCodec(RELEASED)
+    codec.quantizer.tabulate()
+    return codec.eval()
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """The set of (variant, bias, residual, input_out) of every fused Snake launched (computed as the plain path
+    does, on whatever device the input is)."""
+    seen = set()
+
+    def recorded(x, alpha, *, bias=None, residual=None, input_out=None):
+        seen.add((variant(tuple(x.shape)), bias is None, residual is None, input_out is None))
+        h = snake_input_ref(x, bias=bias, residual=residual)
+        if input_out is not None:
+            input_out.copy_(h)
+        return snake_ref(h, alpha)
+
+    monkeypatch.setattr(engine.codec, "use_triton", lambda x: True)
+    monkeypatch.setattr(engine.codec, "snake", recorded)
+    return seen
+
+
+def decoded(codec: AudioCodec, pieces: int, frames: int) -> None:
+    """The decoder's work for `pieces` pieces of `frames` frames (decode's own range check reads values, which the
+    meta device has not)."""
+    with torch.inference_mode():
+        codec.acoustic_decoder(torch.empty(pieces, RELEASED.acoustic_hidden_size, frames, device="meta"),
+                               cudnn=False)
+
+
+def test_warm_up_compiles_every_variant_a_decode_of_any_length_needs(codec, launches):
+    codec.warm_up()
+    warmed = set(launches)
+    assert len(warmed) > 1
+    for pieces in (1, 2, 3):
+        for frames in LENGTHS:
+            launches.clear()
+            decoded(codec, pieces, frames)
+            assert launches <= warmed, (pieces, frames, launches - warmed)
+
+
+def test_warm_up_keeps_no_cudnn_plans_and_no_shape(monkeypatch, codec, launches):
+    """Its decodes go without cuDNN and leave the codec's CudnnChoice as it was: a user's first piece of a
+    warm-up length is new to the thread like any other."""
+    asked = []
+
+    def spy(conv, x, *, bias, cudnn):
+        asked.append(cudnn)
+        return convolve(conv, x, bias=bias, cudnn=cudnn)
+
+    monkeypatch.setattr(engine.codec, "convolve", spy)
+    monkeypatch.setattr(codec, "cudnn_choice", lambda **shape: pytest.fail("the warm-up asked"))
+    codec.warm_up()
+    assert asked and not any(asked)
+
+
+def test_warm_up_does_nothing_where_the_plain_path_runs(monkeypatch):
+    codec = AudioCodec.load(DEMO_MODEL / "audio_tokenizer")  # on the CPU
+    monkeypatch.setattr(engine.codec, "convolve", lambda *a, **k: pytest.fail("decoded on the plain path"))
+    codec.warm_up()
+
+
+def test_the_engine_warms_its_codec_up_when_it_loads(monkeypatch):
+    from engine.engine import Engine
+
+    warmed = []
+    monkeypatch.setattr(AudioCodec, "warm_up", lambda codec: warmed.append(codec))
+    engine = Engine.load(DEMO_MODEL, device="cpu", mode="eager")
+    assert warmed == [engine.codec]
