@@ -7,6 +7,7 @@ import bisect
 import itertools
 import re
 import unicodedata
+from collections.abc import Iterable, Iterator
 
 from engine.text.clean import require_text
 from engine.text.duration import FRAME_RATE, char_weight, text_weight, weight_per_second
@@ -118,24 +119,54 @@ _GLUING = frozenset("\u200c\u200d")  # zero-width (non-)joiners bind their neigh
 
 def cut_points(text: str) -> tuple[list[int], list[int]]:
     """Offsets where a chunk may end, ascending, and how good each one is."""
-    offsets: list[int] = []
-    kinds: list[int] = []
-    for m in _BOUNDARY.finditer(text):
+    cuts = _CutPoints()
+    cuts.scan(text, complete=True)
+    return cuts.offsets, cuts.kinds
+
+
+class _CutPoints:
+    """The cut points of a text that may still grow at its end (`scan` after each addition). A boundary read to
+    the text's end may change with more text (a mark then a letter is no sentence end; a longer run of
+    whitespace may hold a blank line): it is read again by the next scan, and nothing from `settled` on is sure."""
+
+    def __init__(self):
+        self.offsets: list[int] = []
+        self.kinds: list[int] = []
+        self.settled = 0  # no boundary that more text could change or add begins before this offset
+        self._kept = 0  # entries that more text cannot change
+        self._kept_kind = WORD_GAP  # the last kept entry's kind, before a boundary still open at its offset raised it
+        self._resume = 0  # where reading goes on: the end of the last boundary that more text cannot change
+
+    def scan(self, text: str, complete: bool) -> None:
+        del self.offsets[self._kept:], self.kinds[self._kept:]
+        if self._kept:
+            self.kinds[-1] = self._kept_kind
+        self.settled = len(text)
+        for m in _BOUNDARY.finditer(text, self._resume):
+            self._add(text, m)
+            # a match is read up to the character after it (what stops it, or its lookahead), so one that ends
+            # before the text does is what any longer text gives too; a failed attempt never reaches the end
+            if complete or m.end() < len(text):
+                self._kept, self._resume = len(self.offsets), m.end()
+                self._kept_kind = self.kinds[-1] if self.kinds else WORD_GAP
+            else:
+                self.settled = m.start()
+
+    def _add(self, text: str, m: re.Match) -> None:
         if m.lastgroup == "space":
             newlines = m.group().count("\n")
             kind = PARAGRAPH if newlines > 1 else SENTENCE if newlines else WORD_GAP
             offset = m.start()
         else:
             if m.group() == "." and last_word(text, m.end()) in ABBREVIATIONS:
-                continue
+                return
             kind = SENTENCE if m.lastgroup == "sentence" else CLAUSE
             offset = m.end()
-        if offsets and offsets[-1] == offset:
-            kinds[-1] = max(kinds[-1], kind)  # a mark and the whitespace after it
+        if self.offsets and self.offsets[-1] == offset:
+            self.kinds[-1] = max(self.kinds[-1], kind)  # a mark and the whitespace after it
         else:
-            offsets.append(offset)
-            kinds.append(kind)
-    return offsets, kinds
+            self.offsets.append(offset)
+            self.kinds.append(kind)
 
 
 def last_word(text: str, end: int) -> str:
@@ -160,39 +191,55 @@ def _safe_hard_cut(text: str, start: int, cut: int) -> int:
 
 
 class _Splitter:
-    """Chooses chunk ends over precomputed cut points and prefix weights."""
+    """Chooses chunk ends over cut points and prefix weights of a text that may still grow at its end (`extend`)."""
 
-    def __init__(self, text: str, min_weight: float):
-        self.text = text
+    def __init__(self, min_weight: float):
+        self.text = ""
+        self.complete = False
         self.min_weight = min_weight
-        self.prefix = list(itertools.accumulate(map(char_weight, text), initial=0.0))
-        self.offsets, self.kinds = cut_points(text)
+        self.prefix = [0.0]
+        self.cuts = _CutPoints()
+
+    @classmethod
+    def of(cls, text: str, min_weight: float) -> _Splitter:
+        splitter = cls(min_weight)
+        splitter.extend(text, complete=True)
+        return splitter
+
+    def extend(self, more: str, complete: bool) -> None:
+        self.text += more
+        self.prefix += itertools.islice(itertools.accumulate(map(char_weight, more), initial=self.prefix[-1]), 1, None)
+        self.complete = complete
+        self.cuts.scan(self.text, complete)
 
     def weight(self, start: int, end: int) -> float:
         return self.prefix[end] - self.prefix[start]
 
-    def next_end(self, start: int, max_weight: float, first: bool) -> int:
-        """End of the chunk starting at `start`: at most `max_weight` heavy where possible."""
-        text = self.text
+    def next_end(self, start: int, max_weight: float, first: bool) -> int | None:
+        """End of the chunk starting at `start`: at most `max_weight` heavy where possible. None while more text
+        could change it (the window, or a hard cut one character past it, reaches what is not settled)."""
+        text, offsets, kinds = self.text, self.cuts.offsets, self.cuts.kinds
         limit = bisect.bisect_right(self.prefix, self.prefix[start] + max_weight) - 1
-        lo = bisect.bisect_right(self.offsets, start)
-        hi = bisect.bisect_right(self.offsets, limit)
+        if not self.complete and limit + 1 >= self.cuts.settled:
+            return None
+        lo = bisect.bisect_right(offsets, start)
+        hi = bisect.bisect_right(offsets, limit)
         window = range(lo, hi)
-        paragraph = next((i for i in window if self.kinds[i] == PARAGRAPH), None)
+        paragraph = next((i for i in window if kinds[i] == PARAGRAPH), None)
         if paragraph is not None:
-            return self.offsets[paragraph]
+            return offsets[paragraph]
         if limit >= len(text):
             return len(text)
-        long_enough = [i for i in window if self.weight(start, self.offsets[i]) >= self.min_weight]
+        long_enough = [i for i in window if self.weight(start, offsets[i]) >= self.min_weight]
         if first:
             # The shortest clause gets audio out soonest; failing one, as many words as fit.
-            clause = next((i for i in long_enough if self.kinds[i] >= CLAUSE), None)
+            clause = next((i for i in long_enough if kinds[i] >= CLAUSE), None)
             if clause is not None:
-                return self.offsets[clause]
+                return offsets[clause]
         candidates = long_enough or list(window)
         if candidates:
-            best = max(candidates, key=lambda i: (self.kinds[i], i))
-            return self.offsets[best]
+            best = max(candidates, key=lambda i: (kinds[i], i))
+            return offsets[best]
         return _safe_hard_cut(text, start, max(limit, start + 1))
 
 
@@ -219,31 +266,80 @@ def stream_chunks(
     TextInputError
         If the text is not a string or holds nothing but whitespace.
     """
-    text = require_text(text)
+    return [chunk for chunk, _ in stream_pieces([require_text(text)], first_max_seconds, max_seconds, min_seconds)]
+
+
+def stream_pieces(
+    parts: Iterable[str],
+    first_max_seconds: float = 3.0,
+    max_seconds: float = 12.0,
+    min_seconds: float = 1.0,
+) -> Iterator[tuple[str, bool]]:
+    """`stream_chunks` of a text that arrives in parts (as normalisation makes it, `normalize.normalized_parts`):
+    each chunk with whether it is the last, given as soon as no later part can change it, having read only as
+    many parts as that needs. The chunks are those of `stream_chunks("".join(parts))`.
+
+    Raises
+    ------
+    TextInputError
+        If the whole text holds nothing but whitespace (once it is all read).
+    """
     rate = weight_per_second()
-    return _split(text, max_seconds * rate, min_seconds * rate, first_max_weight=first_max_seconds * rate)
+    return _chunks(parts, max_seconds * rate, min_seconds * rate, first_max_weight=first_max_seconds * rate)
 
 
 def first_cut(text: str, max_weight: float, min_weight: float) -> int:
-    """Where the first chunk of `text` ends under the one cutting rule of `_split` (no short first chunk):
+    """Where the first chunk of `text` ends under the one cutting rule of `_chunks` (no short first chunk):
     for text still arriving that has waited too long without a sentence end (engine/text/clauses.py)."""
-    return _Splitter(text, min_weight).next_end(0, max_weight, first=False)
+    return _Splitter.of(text, min_weight).next_end(0, max_weight, first=False)
 
 
-def _split(text: str, max_weight: float, min_weight: float, first_max_weight: float | None = None) -> list[str]:
+def _split(text: str, max_weight: float, min_weight: float) -> list[str]:
+    return [chunk for chunk, _ in _chunks([text], max_weight, min_weight)]
+
+
+def _chunks(parts: Iterable[str], max_weight: float, min_weight: float,
+            first_max_weight: float | None = None) -> Iterator[tuple[str, bool]]:
     """The one cutting rule: chunks of at most `max_weight`, cut at a blank line, else the best of
     sentence end, clause mark, word gap, character (in that order) that leaves at least
     `min_weight`; a short last chunk joins the one before. With `first_max_weight`, the first chunk
-    is short and ends at the earliest clause that fits."""
-    splitter = _Splitter(text, min_weight)
-    ends: list[int] = []
-    start = len(text) - len(text.lstrip())  # leading whitespace joins the first chunk
-    while start < len(text):
-        first = first_max_weight is not None and not ends
-        end = splitter.next_end(start, first_max_weight if first else max_weight, first=first)
-        ends.append(end)
-        start = end
-    if len(ends) > 1 and splitter.weight(ends[-2], ends[-1]) < splitter.min_weight:
+    is short and ends at the earliest clause that fits. The text arrives in `parts`: a chunk is given
+    once its end is settled and at least `min_weight` of text follows it, so that a short last chunk
+    cannot join it. It is not the last: a settled end lies before the text's last boundary (a trailing
+    run of whitespace is one, still open), so something other than whitespace follows it."""
+    splitter = _Splitter(min_weight)
+    parts = iter(parts)
+
+    def read_more() -> None:
+        part = next(parts, None)
+        splitter.extend(part or "", complete=part is None)
+
+    while not splitter.complete and not splitter.text.strip():
+        read_more()
+    start = len(splitter.text) - len(splitter.text.lstrip())  # leading whitespace joins the first chunk
+    ends: list[int] = []  # settled ends of the chunks not given yet
+    given, decided, gave_any = 0, 0, False  # where the next chunk to give starts; how many ends were settled
+    while True:
+        while start < len(splitter.text):
+            first = first_max_weight is not None and not decided
+            end = splitter.next_end(start, first_max_weight if first else max_weight, first=first)
+            if end is None:
+                break
+            ends.append(end)
+            start, decided = end, decided + 1
+        if splitter.complete:
+            break
+        text = splitter.text
+        while ends and splitter.weight(ends[0], len(text)) >= min_weight:
+            if chunk := text[given:ends[0]].strip():
+                gave_any = True
+                yield chunk, False
+            given = ends.pop(0)
+        read_more()
+    text = splitter.text
+    if len(ends) > 1 and splitter.weight(ends[-2], ends[-1]) < min_weight:
         del ends[-2]
-    starts = [0] + ends[:-1]
-    return [chunk for start, end in zip(starts, ends) if (chunk := text[start:end].strip())]
+    chunks = [chunk for begin, end in zip([given, *ends], ends) if (chunk := text[begin:end].strip())]
+    if not gave_any and not chunks:
+        require_text(text)
+    yield from ((chunk, i == len(chunks) - 1) for i, chunk in enumerate(chunks))
