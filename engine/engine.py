@@ -6,10 +6,11 @@ chunk (a short first clause, then sentences) so that playback starts early. Gene
 upstream OmniVoice's `generate()` step for step (see engine/lm/plan.py)."""
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,11 +34,11 @@ from engine.lm.modes import pick_device
 from engine.lm.plan import Plan, plan_request
 from engine.lm.prompt import PromptItem, build_prompt
 from engine.request import SpeechRequest
-from engine.text.chunk import stream_chunks
-from engine.text.clean import add_punctuation, clean_text
+from engine.text.chunk import stream_pieces
+from engine.text.clean import add_punctuation, clean_text, require_text
 from engine.text.languages import resolve_language
 from engine.text.limits import MAX_TRANSCRIPT_CHARS, check_length, check_request
-from engine.text.normalize import normalize_text
+from engine.text.normalize import normalize_text, normalized_parts
 from engine.voice import Voice
 
 log = logging.getLogger(__name__)
@@ -106,16 +107,15 @@ AHEAD_MAX = 16  # streamed pieces generated together at most (the runner cuts a 
 DECODE_TOGETHER_FRAMES = 1000  # frames decoded in one batch at most (40 s of audio: a long lone piece's memory)
 
 
-def ahead_groups(count: int, checking: bool) -> list[range]:
+def ahead_groups(pieces: Iterable, checking: bool) -> Iterator[list]:
     """The streamed pieces generated together: the first alone (its audio comes as early as when pieces
     ran one by one), then groups doubling in size, each generated while the audio before it plays.
-    Checked pieces go one by one (their candidates are the batch)."""
-    groups, start, size = [], 0, 1
-    while start < count:
-        groups.append(range(start, min(start + size, count)))
-        start += size
+    Checked pieces go one by one (their candidates are the batch). `pieces` is read only as far as the
+    group given out needs (a stream's text is normalised as its pieces are read)."""
+    pieces, size = iter(pieces), 1
+    while group := list(itertools.islice(pieces, size)):
+        yield group
         size = 1 if checking else min(2 * size, AHEAD_MAX)
-    return groups
 
 
 class Engine:
@@ -302,42 +302,47 @@ class Engine:
         as upstream does for long text. After the first, pieces are generated in growing groups
         (`ahead_groups`), one batched forward per step; each equals its lone render. With `checks`, each
         chunk's take is checked (and retaken or picked from several) by its policy; the chunk carries
-        the verdict."""
+        the verdict. With `normalize_text`, the text is normalised as far as the pieces read it
+        (`normalize.normalized_parts`, exactly as the whole text at once): the first piece waits for its own
+        text only, and `cancel` stops the normalisation too."""
         cfg = (config or GenerationConfig()).check()
         t0 = time.perf_counter()
         check_request(text, voice.transcript if voice is not None else None, instruct)  # before any work
-        if cfg.normalize_text:  # the whole text at once, so that no number is split between two pieces
+        if cfg.normalize_text and cfg.duration is None:  # as far as the pieces read: the first piece's text first
+            parts = normalized_parts(clean_text(text), resolve_language(language), cancel)
+        elif cfg.normalize_text:  # a fixed duration is shared out by the whole spoken text's length
             text = normalize_text(clean_text(text), resolve_language(language))
-            cfg = cfg.replace(normalize_text=False)
-        pieces = stream_chunks(text)
+            parts = [text]
+        else:
+            parts = [require_text(text)]
+        cfg = cfg.replace(normalize_text=False)
         seed = self._seed(cfg)
         checking = checks is not None and checks.policy.mode != CheckMode.OFF
         reference = checks.checker.embed_reference(lambda: self.reference_audio(voice), SAMPLE_RATE) \
             if checking and voice else None
         first_audio_s = None
         with self.member():  # other threads' batches wait for this stream's next group, to share it
-            for group in ahead_groups(len(pieces), checking):
+            for group in ahead_groups(enumerate(stream_pieces(parts)), checking):
                 requests = []
-                for index in group:
-                    share = len(pieces[index]) / len(text)  # a fixed duration is shared out by length
+                for index, (piece, _) in group:
+                    share = len(piece) / len(text)  # a fixed duration is shared out by length
                     piece_cfg = cfg.replace(seed=seed + index,
                                             duration=None if cfg.duration is None else cfg.duration * share)
-                    requests.append(SpeechRequest(text=pieces[index], voice=voice, instruct=instruct, language=language,
+                    requests.append(SpeechRequest(text=piece, voice=voice, instruct=instruct, language=language,
                                                   config=piece_cfg))
                 if checking:
                     outcomes = [checked_take(self, requests[0], cancel=cancel, checks=checks, reference=reference)]
                 else:
                     outcomes = [(result, None) for result in self.render_many(requests, cancel)]
-                for index, (result, verdict) in zip(group, outcomes):
+                for (index, (piece, is_last)), (result, verdict) in zip(group, outcomes):
                     if first_audio_s is None:
                         first_audio_s = time.perf_counter() - t0
-                    if voice is None and instruct is None and index == 0 and len(pieces) > 1:
-                        voice = Voice.of_generated(result.tokens[0], pieces[0])
+                    if voice is None and instruct is None and index == 0 and not is_last:
+                        voice = Voice.of_generated(result.tokens[0], piece)
                         reference = checks.checker.embed(result.audio, SAMPLE_RATE) if checking else None
                     timings = result.timings
                     timings.first_audio_s = first_audio_s
-                    yield AudioChunk(result.audio, SAMPLE_RATE, index, pieces[index], index == len(pieces) - 1, timings,
-                                     result.seed, verdict)
+                    yield AudioChunk(result.audio, SAMPLE_RATE, index, piece, is_last, timings, result.seed, verdict)
 
     def reference_audio(self, voice: Voice) -> np.ndarray:
         """The voice's reference as the codec renders it: its tokens decoded (float32, SAMPLE_RATE)."""

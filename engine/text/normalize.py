@@ -15,10 +15,12 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 
-from engine.errors import TextInputError
+from engine.errors import Cancelled, TextInputError
 from engine.text.clean import has_chinese
+from engine.text.normalize_cuts import safe_cuts
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +28,9 @@ INSTALL_HINT = "pip install 'voicedesk[tn]'"
 _BRACKETED = re.compile(r"\[[^\[\]]*\]")  # tags and CMU pronunciations
 _PINYIN_WITH_TONE = re.compile(r"[A-Z]+[1-5]")
 _DIGITS = re.compile(r"\d+")
+FIRST_RUN_CHARS = 100  # the first run reaches the first safe cut after this many characters: enough for a first piece
+RUN_GROWTH = 4  # each later run reaches this many times further: all runs cost at most 4/3 of one whole-text run
+POLL_S = 0.05  # how often a run's caller looks at its cancel event
 
 
 def normalize_available() -> bool:
@@ -49,11 +54,80 @@ def normalize_text(text: str, lang_id: str | None) -> str:
     if not text.strip():
         return text
     lang = lang_id or ("zh" if has_chinese(text) else "en")
+    return _outside_markup(text, _grammar_for(lang), pinyin=lang == "zh")
+
+
+def normalized_parts(text: str, lang_id: str | None, cancel: threading.Event | None = None) -> Iterator[str]:
+    """`normalize_text(text, lang_id)` in parts, the first soon: their concatenation is exactly its result.
+
+    WeTextProcessing weighs a text's readings along the whole text, in float32: how a number is read can depend
+    on how much text comes before it ("Apollo 11" is "eleven" alone, "one one" after twenty words). So no part is
+    normalised on its own: run k normalises the text from its start to a safe cut (normalize_cuts), each run
+    reaching RUN_GROWTH times further than the one before, the last the whole text, and gives out what its output
+    adds to the run before. Should a run's output not begin with what was given out (a cut that was not safe after
+    all), the rest is normalised from that cut on, as if a tag stood there, and a warning is logged. With
+    `cancel`, a run is waited for on another thread and Cancelled is raised as soon as `cancel` is set.
+
+    Raises
+    ------
+    TextInputError
+        For English or Chinese when WeTextProcessing is not installed (at the first part).
+    Cancelled
+        When `cancel` is set before the last part.
+    """
+    if not text.strip():
+        yield text
+        return
+    lang = lang_id or ("zh" if has_chinese(text) else "en")
+    normalize, pinyin = _grammar_for(lang), lang == "zh"
+    cuts = safe_cuts(text, lang, held_out=_held_out(text, pinyin))
+    start, reached, given = 0, 0, ""  # one stretch is normalised from `start`; `given`: its output given out
+    while reached < len(text):
+        previous = reached
+        reached = next((cut for cut in cuts if cut >= max(FIRST_RUN_CHARS, RUN_GROWTH * previous)), len(text))
+        if reached > len(text) / RUN_GROWTH:  # the whole text then costs no more than RUN_GROWTH times this run
+            reached = len(text)
+        spoken = _run(functools.partial(_outside_markup, text[start:reached], normalize, pinyin), cancel)
+        if not spoken.startswith(given):
+            log.warning("text normalisation: the text before character %d read differently once more followed it: "
+                        "the rest is normalised on its own", previous)
+            start, given = previous, ""
+            spoken = _run(functools.partial(_outside_markup, text[start:reached], normalize, pinyin), cancel)
+        yield spoken[len(given):]
+        given = spoken
+
+
+def _run(normalize: Callable[[], str], cancel: threading.Event | None) -> str:
+    """`normalize()`; with `cancel`, on a thread of its own, left to finish unheard once `cancel` is set."""
+    if cancel is None:
+        return normalize()
+    if cancel.is_set():
+        raise Cancelled("Stopped.")
+    outcome: list = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome.append(normalize())
+        except BaseException as err:  # handed to the caller
+            outcome.append(err)
+        done.set()
+
+    threading.Thread(target=work, name="normalize", daemon=True).start()
+    while not done.wait(POLL_S):
+        if cancel.is_set():
+            raise Cancelled("Stopped.")
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
+def _grammar_for(lang: str) -> Callable[[str], str]:
     if lang == "zh":
-        return _outside_markup(text, _grammar("chinese"), pinyin=True)
+        return _grammar("chinese")
     if lang == "en":
-        return _outside_markup(text, _grammar("english"), pinyin=False)
-    return _outside_markup(text, functools.partial(_integers_in_words, lang=lang), pinyin=False)
+        return _grammar("english")
+    return functools.partial(_integers_in_words, lang=lang)
 
 
 @functools.cache
@@ -87,13 +161,18 @@ def _integers_in_words(text: str, lang: str) -> str:
     return _DIGITS.sub(spoken, text)
 
 
-def _outside_markup(text: str, normalize: Callable[[str], str], pinyin: bool) -> str:
-    """Apply `normalize` to the stretches between protected spans (merged when they touch)."""
+def _held_out(text: str, pinyin: bool) -> list[tuple[int, int]]:
+    """The protected spans, sorted and merged where they touch."""
     spans = [m.span() for m in _BRACKETED.finditer(text)]
     if pinyin:
         spans += [m.span() for m in _PINYIN_WITH_TONE.finditer(text)]
+    return _merged(spans)
+
+
+def _outside_markup(text: str, normalize: Callable[[str], str], pinyin: bool) -> str:
+    """Apply `normalize` to the stretches between protected spans (merged when they touch)."""
     pieces, start = [], 0
-    for begin, end in _merged(spans):
+    for begin, end in _held_out(text, pinyin):
         pieces += [_normalize_piece(text[start:begin], normalize), text[begin:end]]
         start = end
     pieces.append(_normalize_piece(text[start:], normalize))

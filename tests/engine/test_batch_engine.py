@@ -34,9 +34,9 @@ def path(request, engine, monkeypatch):
 
 
 def test_groups_start_with_the_first_piece_alone_then_double():
-    assert [list(g) for g in ahead_groups(8, checking=False)] == [[0], [1, 2], [3, 4, 5, 6], [7]]
-    assert [len(g) for g in ahead_groups(100, checking=False)][:7] == [1, 2, 4, 8, 16, 16, 16]
-    assert [list(g) for g in ahead_groups(3, checking=True)] == [[0], [1], [2]]
+    assert [list(g) for g in ahead_groups(range(8), checking=False)] == [[0], [1, 2], [3, 4, 5, 6], [7]]
+    assert [len(g) for g in ahead_groups(range(100), checking=False)][:7] == [1, 2, 4, 8, 16, 16, 16]
+    assert [list(g) for g in ahead_groups(range(3), checking=True)] == [[0], [1], [2]]
 
 
 def test_streamed_groups_equal_each_piece_alone(engine, voice, path):

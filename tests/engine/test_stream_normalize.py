@@ -1,0 +1,62 @@
+"""A stream that speaks numbers and dates (demo checkpoint, CPU): its first piece comes before the rest of the text
+is normalised, its pieces are those of the whole text normalised at once, and Stop is heard during normalisation."""
+import threading
+
+import pytest
+from extras import needs_tn
+
+from engine.config import GenerationConfig
+from engine.errors import Cancelled
+from engine.text import normalize
+from engine.text.chunk import stream_chunks, stream_pieces
+from engine.text.clean import clean_text
+from engine.text.normalize import normalize_text, normalized_parts
+
+CFG = GenerationConfig(num_step=4, seed=5, normalize_text=True)
+FILLER = "This sentence has words and nothing else to read. "
+TEXT = "I have 5 cats, and they sleep all day long. " + FILLER * 100  # 5,144 characters
+
+
+def fake_grammar(monkeypatch, grammar):
+    monkeypatch.setattr(normalize, "_grammar_for", lambda lang: grammar)
+
+
+def test_the_first_piece_comes_before_the_rest_of_the_text_is_normalised(engine, voice, monkeypatch):
+    read = []
+    fake_grammar(monkeypatch, lambda s: read.append(s) or s.replace("5", "five"))
+    stream = engine.stream(TEXT, voice, config=CFG)
+    first = next(stream)
+    stream.close()
+    assert first.text == stream_chunks(TEXT.replace("5", "five"))[0] == "I have five cats,"
+    assert max(map(len, read)) < len(TEXT) / 10  # the first run only
+
+
+def test_stop_is_heard_while_the_text_is_normalised(engine, voice, monkeypatch):
+    cancel, release, returned = threading.Event(), threading.Event(), threading.Event()
+
+    def slow_grammar(s):
+        if len(s) > 500:  # a run after the first piece's: Stop is pressed while it works
+            cancel.set()
+            release.wait(60)
+            returned.set()
+        return s
+
+    fake_grammar(monkeypatch, slow_grammar)
+    stream = engine.stream(TEXT, voice, config=CFG, cancel=cancel)
+    try:
+        next(stream)
+        with pytest.raises(Cancelled):
+            next(stream)
+        assert not returned.is_set()  # heard while the run still went on
+    finally:
+        release.set()
+
+
+@needs_tn
+def test_the_pieces_are_those_of_the_whole_text_normalised_at_once():
+    text = clean_text("On 3/14/2025 I paid $12.50 for 2 books. " * 3 + FILLER * 30 + "Apollo 11 landed. It was 1969. "
+                      + "We met on Dec. 4, 2026 at 10:30 a.m. in Room No. 5. " * 5)
+    pieces = list(stream_pieces(normalized_parts(text, "en")))
+    whole = stream_chunks(normalize_text(text, "en"))
+    assert [piece for piece, _ in pieces] == whole and len(whole) > 5
+    assert [last for _, last in pieces] == [False] * (len(whole) - 1) + [True]
