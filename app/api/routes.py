@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, compile_path
 
 from engine.errors import (
     AudioInputError,
@@ -87,11 +87,13 @@ def api_routes(ctx: AppContext, access: ApiAccess) -> list[BaseRoute]:
     endpoints = {"/v1/audio/speech": ("POST", speech), "/v1/audio/voices": ("GET", voices),
                  "/v1/models": ("GET", models), "/v1/models/{model}": ("GET", model)}
 
+    patterns = {known: compile_path(known)[0] for known in endpoints}  # "/v1/models/{model}" holds any id
+
     async def elsewhere(request: Request) -> Response:
         """Any other method or path under /v1 is refused in OpenAI's shape too (FastAPI's own is {"detail"})."""
         path = request.url.path
-        if path in endpoints:
-            method = endpoints[path][0]
+        if known := next((known for known, pattern in patterns.items() if pattern.match(path)), None):
+            method = endpoints[known][0]
             raise ApiError(405, f"{path} takes {method}, not {request.method}.", code="method_not_allowed",
                            headers={"Allow": method})
         offered = ", ".join(f"{method} {known}" for known, (method, _) in endpoints.items())

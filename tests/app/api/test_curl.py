@@ -113,6 +113,8 @@ def test_a_burst_of_api_requests_lets_the_app_user_go_next(running_app):
 @pytest.mark.parametrize("method, path, status, code", [
     ("GET", "/v1/audio/speech", 405, "method_not_allowed"),
     ("POST", "/v1/audio/voices", 405, "method_not_allowed"),
+    ("POST", "/v1/models/tts-1", 405, "method_not_allowed"),  # a path of a route with a parameter
+    ("DELETE", "/v1/models/whisper-1", 405, "method_not_allowed"),  # any id: the path is the route's
     ("GET", "/v1/files", 404, "not_found"),
     ("DELETE", "/v1/audio/transcriptions", 404, "not_found"),
 ])
