@@ -22,6 +22,11 @@ def _model_args(p: argparse.ArgumentParser, modes=("eager", "hifi", "realtime"),
         p.add_argument("--device", default="auto", help="auto, cuda, cuda:N or cpu")
 
 
+def _normalize_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--normalize-text", action="store_true",
+                   help="speak numbers, dates and currency as words (needs voicedesk[tn] for en/zh)")
+
+
 def _api_key_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-key", default=os.environ.get("VOICEDESK_API_KEY"),
                    help="key API clients must send as 'Authorization: Bearer <key>' (default: $VOICEDESK_API_KEY); "
@@ -155,8 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("--steps", type=int, default=32)
     synth.add_argument("--pad", type=float, default=0.1, help="seconds of silence before and after (default 0.1)")
     synth.add_argument("--fade", type=float, default=0.1, help="seconds of fade-in and fade-out (default 0.1)")
-    synth.add_argument("--normalize-text", action="store_true",
-                       help="speak numbers, dates and currency as words (needs voicedesk[tn] for en/zh)")
+    _normalize_arg(synth)
     synth.add_argument("--seed", type=int)
     synth.add_argument("--out", required=True, help="output .wav or .flac")
     synth.set_defaults(func=cmd_synth)
@@ -198,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--voice", help="saved voice of the narrator (lines without a name); default: automatic")
     render.add_argument("--language", help="language name or code (default: auto)")
     render.add_argument("--steps", type=int, default=32, help="diffusion steps per line (default 32)")
+    _normalize_arg(render)
     render.add_argument("--loudness", type=float, default=-18.0, help="loudness target in LUFS (default -18)")
     render.add_argument("--per-chapter", action="store_true", help="one file per chapter instead of one book")
     render.set_defaults(func=cmd_render)

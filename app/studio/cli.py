@@ -55,7 +55,7 @@ def render(args, model: str | None) -> int:
     started = time.perf_counter()
     bar = tqdm(total=len(cues), initial=len(cues) - len(todo), unit="line", file=sys.stderr, dynamic_ncols=True)
     try:
-        for event in render_lines(engine, project, todo, library.find_voice):
+        for event in render_lines(engine, project, todo, library.find_voice, speak_numbers=args.normalize_text):
             progress.add(event)
             if event.kind == "stopped":
                 stopped = event.error

@@ -117,10 +117,12 @@ def batch_key(engine, project: Project):
 
 def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callable[[str], Voice],
                  cancel: threading.Event | None = None, new_seed: bool = False,
-                 checks: Checks | None = None) -> Iterator[RenderEvent]:
+                 checks: Checks | None = None, speak_numbers: bool = False) -> Iterator[RenderEvent]:
     """Render `cues` in order into `project`. `saved_voice(name)` loads a saved voice; `new_seed` draws a
     fresh seed even for lines whose options fix one (a retake). With `checks`, each line's take is
-    checked (retaken, or the best of N kept) by its policy and the take keeps its verdict."""
+    checked (retaken, or the best of N kept) by its policy and the take keeps its verdict. `speak_numbers`:
+    numbers, dates and currency are spoken as words (the app's "Speak numbers and dates"; upstream's
+    normalize_text), in every line and in the reference lines voices are made from."""
     checking = checks is not None and checks.policy.mode != CheckMode.OFF
     voices: dict[str, Voice | None] = {}
     references: dict[str, object] = {}  # speaker -> speaker embedding of its voice, for the voice check
@@ -133,7 +135,7 @@ def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callabl
                 yield RenderEvent("start", cue)
                 try:
                     group.append(_prepared(engine, project, cue, voices, saved_voice, new_seed=new_seed,
-                                           cancel=cancel))
+                                           speak_numbers=speak_numbers, cancel=cancel))
                 except Cancelled:
                     raise
                 except Exception as err:
@@ -149,7 +151,8 @@ def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callabl
 
 
 def _prepared(engine, project: Project, cue: Cue, voices: dict[str, Voice | None],
-              saved_voice: Callable[[str], Voice], *, new_seed: bool, cancel: threading.Event | None) -> _Line:
+              saved_voice: Callable[[str], Voice], *, new_seed: bool, speak_numbers: bool,
+              cancel: threading.Event | None) -> _Line:
     """The request of `cue`'s line, its speaker's voice found (or made from their reference line first)."""
     speaker, options, settings = cue.speaker, cue.line.options, project.settings
     if speaker.key not in voices:
@@ -157,9 +160,10 @@ def _prepared(engine, project: Project, cue: Cue, voices: dict[str, Voice | None
     voice = voices[speaker.key]
     if speaker.needs_voice and voice is None and cue.line.text != speaker.reference:
         voice = voices[speaker.key] = _made_voice(engine, project, speaker, language=options.language,
-                                                  cancel=cancel)
+                                                  speak_numbers=speak_numbers, cancel=cancel)
     seed = options.seed if options.seed is not None and not new_seed else random.randrange(2**31 - 1)
-    config = GenerationConfig(num_step=settings.steps, speed=options.speed, duration=options.duration, seed=seed)
+    config = GenerationConfig(num_step=settings.steps, speed=options.speed, duration=options.duration, seed=seed,
+                              normalize_text=speak_numbers)
     request = SpeechRequest(text=cue.line.text, voice=voice, instruct=options.instruct or speaker.instruct,
                             language=options.language or settings.language, config=config)
     return _Line(cue, request, makes_voice=speaker.needs_voice and voice is None)
@@ -231,12 +235,12 @@ def _said(err: Exception) -> str:
     return str(err) if isinstance(err, VoiceDeskError) else f"{type(err).__name__}: {err}"
 
 
-def _made_voice(engine, project: Project, speaker: Speaker, *, language: str | None,
+def _made_voice(engine, project: Project, speaker: Speaker, *, language: str | None, speak_numbers: bool,
                 cancel: threading.Event | None) -> Voice:
     """Render the speaker's reference line (a line of theirs still to come, or the start of this long one) and
-    keep it as their voice."""
+    keep it as their voice (its transcript the line as written: upstream never normalises a reference text)."""
     settings = project.settings
-    config = GenerationConfig(num_step=settings.steps, seed=random.randrange(2**31 - 1))
+    config = GenerationConfig(num_step=settings.steps, seed=random.randrange(2**31 - 1), normalize_text=speak_numbers)
     result = engine.synthesize(speaker.reference, instruct=speaker.instruct, language=language or settings.language,
                                config=config, cancel=cancel)
     return _keep_as_voice(engine, project, speaker, result)

@@ -103,7 +103,7 @@ class StudioHandlers:
         def render(cancel):  # on the GPU worker, which loads the checkers on first use
             checks = Checks(policy, self.ctx.checks.checker()) if policy.mode != CheckMode.OFF else None
             return render_lines(engine, project_, todo, self.ctx.library.find_voice, cancel, new_seed=key is not None,
-                                checks=checks)
+                                checks=checks, speak_numbers=self.ctx.settings.speaks_numbers)
 
         # beside other generations of its settings, checked or not (checks take turns: engine/checks/checker.py)
         job = self.ctx.worker.submit(render, owner=owner, batch=batch_key(engine, project_))

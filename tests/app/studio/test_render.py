@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import srt
+from extras import needs_tn
 
 from app.library import LibraryError, VoiceLibrary
 from app.loudness import measure_loudness
@@ -52,6 +53,7 @@ class Recorder:
 
     def __init__(self, engine):
         self.engine, self.calls, self.voices, self.batches = engine, [], [], []
+        self.spoken_as_words = []  # (text, normalize_text) of each render
 
     def render(self, request, n=1, cancel=None):
         self._note([request])
@@ -64,6 +66,7 @@ class Recorder:
 
     def _note(self, requests):
         for request in requests:
+            self.spoken_as_words.append((request.text, request.config.normalize_text))
             self.calls.append((request.text, request.voice is not None, request.instruct, request.config.num_step))
             self.voices.append(request.voice)
 
@@ -116,6 +119,25 @@ def test_every_line_renders_in_order_with_its_voice(rendered):
     assert project.voice(cues[1].speaker.key) is not None and project.voice(cues[3].speaker.key) is not None
     assert pending(project, cues) == []
     assert progress.done == 4 and progress.rtf > 0 and progress.seconds_left == 0
+
+
+@needs_tn
+@pytest.mark.parametrize("speak_numbers", [True, False])
+def test_numbers_are_spoken_as_words_in_every_line_and_made_voice_when_asked(engine, library, tmp_path,
+                                                                             speak_numbers):
+    """The app's "Speak numbers and dates" reaches the Studio: each line, and the reference line a speaker's voice
+    is made from when a later line of theirs renders first (a retake of it), or neither."""
+    text = SCRIPT.replace("Who is it?", "Who is it at 5 pm?").replace("Only me.", "Only me, with $20.")
+    project, _, cues = new_project(tmp_path, library, text)
+    recorder = Recorder(engine)
+    bob = next(c for c in cues if c.speaker.needs_voice and c.line.text != c.speaker.reference)
+    assert {bob.line.text, bob.speaker.reference} == {"Who is it at 5 pm?", "Only me, with $20."}
+    list(render_lines(recorder, project, [bob], library.find_voice, speak_numbers=speak_numbers))
+    rest = pending(project, cues)
+    list(render_lines(recorder, project, rest, library.find_voice, speak_numbers=speak_numbers))
+    assert recorder.spoken_as_words == [(t, speak_numbers) for t in [
+        bob.speaker.reference,  # his voice made first, from his reference line
+        bob.line.text, *[c.line.text for c in rest]]]
 
 
 def test_batched_lines_equal_their_lone_renders(engine, library, tmp_path):
