@@ -28,6 +28,8 @@ from engine.constants import SAMPLE_RATE
 from engine.engine import AHEAD_MAX
 from engine.errors import Cancelled, StorageError, VoiceDeskError
 from engine.request import SpeechRequest
+from engine.text.languages import resolve_language
+from engine.text.spoken import spoken_text
 from engine.voice import Voice
 
 from .plan import Cue, Speaker, speech_seconds
@@ -238,12 +240,13 @@ def _said(err: Exception) -> str:
 def _made_voice(engine, project: Project, speaker: Speaker, *, language: str | None, speak_numbers: bool,
                 cancel: threading.Event | None) -> Voice:
     """Render the speaker's reference line (a line of theirs still to come, or the start of this long one) and
-    keep it as their voice (its transcript the line as written: upstream never normalises a reference text)."""
+    keep it as their voice."""
     settings = project.settings
     config = GenerationConfig(num_step=settings.steps, seed=random.randrange(2**31 - 1), normalize_text=speak_numbers)
-    result = engine.synthesize(speaker.reference, instruct=speaker.instruct, language=language or settings.language,
-                               config=config, cancel=cancel)
-    return _keep_as_voice(engine, project, speaker, result)
+    request = SpeechRequest(text=speaker.reference, instruct=speaker.instruct, language=language or settings.language,
+                            config=config)
+    result = engine.render(request, cancel=cancel)[0]
+    return _keep_as_voice(engine, project, speaker, result, said=request)
 
 
 def _voice_not_kept(engine, project: Project, line: _Line, result, voices: dict[str, Voice | None]) -> Exception | None:
@@ -251,7 +254,7 @@ def _voice_not_kept(engine, project: Project, line: _Line, result, voices: dict[
     take stays: the speaker is left without a voice, so their next line makes one again (_prepared)."""
     speaker = line.cue.speaker
     try:
-        voices[speaker.key] = _keep_as_voice(engine, project, speaker, result)
+        voices[speaker.key] = _keep_as_voice(engine, project, speaker, result, said=line.request)
     except Exception as err:
         if not isinstance(err, VoiceDeskError):
             log.error("line %d's take could not become %s's voice", line.cue.line.number, speaker.label,
@@ -260,9 +263,14 @@ def _voice_not_kept(engine, project: Project, line: _Line, result, voices: dict[
     return None
 
 
-def _keep_as_voice(engine, project: Project, speaker: Speaker, result) -> Voice:
-    """The speaker's reference line as rendered (`result`) becomes their voice, kept in the project."""
-    voice = engine.voice_from_clip((result.audio, result.sample_rate), transcript=speaker.reference)
+def _keep_as_voice(engine, project: Project, speaker: Speaker, result, *, said: SpeechRequest) -> Voice:
+    """The speaker's reference line as rendered (`result` of the request `said`) becomes their voice, kept in the
+    project. Its transcript is what the audio says: with numbers spoken as words, the line as the plan read it
+    (its weight sets the speaker's pace in every later line, as Engine.stream's made voice does)."""
+    transcript = speaker.reference
+    if said.config.normalize_text:
+        transcript = spoken_text(transcript, resolve_language(said.language), normalize=True)
+    voice = engine.voice_from_clip((result.audio, result.sample_rate), transcript=transcript)
     project.keep_voice(speaker.key, voice)
     return voice
 

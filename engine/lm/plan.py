@@ -12,12 +12,12 @@ from engine.config import GenerationConfig
 from engine.errors import TextInputError
 from engine.request import SpeechRequest
 from engine.text.chunk import chunk_text_for_duration
-from engine.text.clean import clean_text, has_chinese
+from engine.text.clean import has_chinese
 from engine.text.duration import FRAME_RATE, estimate_target_tokens, plan_target_tokens
 from engine.text.instruct import canonical_instruct
 from engine.text.languages import resolve_language
 from engine.text.limits import check_request
-from engine.text.normalize import normalize_text
+from engine.text.spoken import spoken_text
 from engine.voice import Voice
 
 # Upstream makes at most 30 s in one piece before it chunks long text; an item longer than this can
@@ -64,10 +64,8 @@ def plan_request(request: SpeechRequest) -> Plan:
 
 def _plan(text: str, voice: Voice | None, *, instruct: str | None, language: str | None,
           cfg: GenerationConfig) -> Plan:
-    text = clean_text(text)
     lang = resolve_language(language)
-    if cfg.normalize_text:  # before anything reads the text, as upstream: estimates follow the spoken form
-        text = normalize_text(text, lang)
+    text = spoken_text(text, lang, normalize=cfg.normalize_text)  # estimates follow the spoken form, as upstream
     instruct = canonical_instruct(instruct, use_zh=has_chinese(text)) if instruct else None
     ref_text = voice.transcript if voice is not None else None
     ref_tokens = voice.tokens if voice is not None else None

@@ -126,8 +126,10 @@ def test_every_line_renders_in_order_with_its_voice(rendered):
 def test_numbers_are_spoken_as_words_in_every_line_and_made_voice_when_asked(engine, library, tmp_path,
                                                                              speak_numbers):
     """The app's "Speak numbers and dates" reaches the Studio: each line, and the reference line a speaker's voice
-    is made from when a later line of theirs renders first (a retake of it), or neither."""
-    text = SCRIPT.replace("Who is it?", "Who is it at 5 pm?").replace("Only me.", "Only me, with $20.")
+    is made from when a later line of theirs renders first (a retake of it), or neither; a made voice's transcript
+    is what its audio says (its weight sets the speaker's pace), whether made first or kept from a line's take."""
+    text = (SCRIPT.replace("Who is it?", "Who is it at 5 pm?").replace("Only me.", "Only me, with $20.")
+            .replace("The end.", "The end of part 2."))
     project, _, cues = new_project(tmp_path, library, text)
     recorder = Recorder(engine)
     bob = next(c for c in cues if c.speaker.needs_voice and c.line.text != c.speaker.reference)
@@ -138,6 +140,10 @@ def test_numbers_are_spoken_as_words_in_every_line_and_made_voice_when_asked(eng
     assert recorder.spoken_as_words == [(t, speak_numbers) for t in [
         bob.speaker.reference,  # his voice made first, from his reference line
         bob.line.text, *[c.line.text for c in rest]]]
+    narrator = next(c for c in cues if c.line.text == "The end of part 2.")  # its take becomes its voice
+    transcripts = [project.voice(c.speaker.key).transcript for c in (bob, narrator)]
+    assert transcripts == (["Only me, with twenty dollars.", "The end of part two."] if speak_numbers else
+                           ["Only me, with $20.", "The end of part 2."])
 
 
 def test_batched_lines_equal_their_lone_renders(engine, library, tmp_path):
