@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from engine.errors import Cancelled, TextInputError
 from engine.text.clean import has_chinese
 from engine.text.normalize_cuts import safe_cuts
+from engine.text.normalize_process import POLL_S, normalized_in_child
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,8 @@ _PINYIN_WITH_TONE = re.compile(r"[A-Z]+[1-5]")
 _DIGITS = re.compile(r"\d+")
 FIRST_RUN_CHARS = 100  # the first run reaches the first safe cut after this many characters: enough for a first piece
 RUN_GROWTH = 4  # each later run reaches this many times further: all runs cost at most 4/3 of one whole-text run
-POLL_S = 0.05  # how often a run's caller looks at its cancel event
+_WETEXT = {"en": "english", "zh": "chinese"}  # languages WeTextProcessing speaks: its grammar's name
+Grammar = Callable[[str], str] | str  # a str names a WeTextProcessing grammar, run in the child process
 
 
 def normalize_available() -> bool:
@@ -54,7 +56,7 @@ def normalize_text(text: str, lang_id: str | None) -> str:
     if not text.strip():
         return text
     lang = lang_id or ("zh" if has_chinese(text) else "en")
-    return _outside_markup(text, _grammar_for(lang), pinyin=lang == "zh")
+    return _normalized(text, _grammar_for(lang), pinyin=lang == "zh", cancel=None)
 
 
 def normalized_parts(text: str, lang_id: str | None, cancel: threading.Event | None = None) -> Iterator[str]:
@@ -66,7 +68,8 @@ def normalized_parts(text: str, lang_id: str | None, cancel: threading.Event | N
     reaching RUN_GROWTH times further than the one before, the last the whole text, and gives out what its output
     adds to the run before. Should a run's output not begin with what was given out (a cut that was not safe after
     all), the rest is normalised from that cut on, as if a tag stood there, and a warning is logged. With
-    `cancel`, a run is waited for on another thread and Cancelled is raised as soon as `cancel` is set.
+    `cancel`, Cancelled is raised as soon as `cancel` is set, the run abandoned (a WeTextProcessing run: its process
+    killed, normalize_process).
 
     Raises
     ------
@@ -87,14 +90,22 @@ def normalized_parts(text: str, lang_id: str | None, cancel: threading.Event | N
         reached = next((cut for cut in cuts if cut >= max(FIRST_RUN_CHARS, RUN_GROWTH * previous)), len(text))
         if reached > len(text) / RUN_GROWTH:  # the whole text then costs no more than RUN_GROWTH times this run
             reached = len(text)
-        spoken = _run(functools.partial(_outside_markup, text[start:reached], normalize, pinyin), cancel)
+        spoken = _normalized(text[start:reached], normalize, pinyin=pinyin, cancel=cancel)
         if not spoken.startswith(given):
             log.warning("text normalisation: the text before character %d read differently once more followed it: "
                         "the rest is normalised on its own", previous)
             start, given = previous, ""
-            spoken = _run(functools.partial(_outside_markup, text[start:reached], normalize, pinyin), cancel)
+            spoken = _normalized(text[start:reached], normalize, pinyin=pinyin, cancel=cancel)
         yield spoken[len(given):]
         given = spoken
+
+
+def _normalized(text: str, grammar: Grammar, *, pinyin: bool, cancel: threading.Event | None) -> str:
+    """`outside_markup(text, grammar, pinyin)`: a WeTextProcessing grammar (named) in the child process, which
+    keeps the GIL from the app's threads no longer; num2words here (pure Python: it lets other threads run)."""
+    if isinstance(grammar, str):
+        return normalized_in_child(text, language=grammar, pinyin=pinyin, cancel=cancel)
+    return _run(functools.partial(outside_markup, text, grammar, pinyin), cancel)
 
 
 def _run(normalize: Callable[[], str], cancel: threading.Event | None) -> str:
@@ -122,17 +133,18 @@ def _run(normalize: Callable[[], str], cancel: threading.Event | None) -> str:
     return outcome[0]
 
 
-def _grammar_for(lang: str) -> Callable[[str], str]:
-    if lang == "zh":
-        return _grammar("chinese")
-    if lang == "en":
-        return _grammar("english")
+def _grammar_for(lang: str) -> Grammar:
+    if lang in _WETEXT:
+        if not normalize_available():  # said here: the child process would say it only after starting
+            raise _missing_package(_WETEXT[lang])
+        return _WETEXT[lang]
     return functools.partial(_integers_in_words, lang=lang)
 
 
 @functools.cache
-def _grammar(language: str) -> Callable[[str], str]:
-    """WeTextProcessing's normalizer for "english" or "chinese", built once (loading takes seconds)."""
+def wetext_grammar(language: str) -> Callable[[str], str]:
+    """WeTextProcessing's normalizer for "english" or "chinese", built once (loading takes seconds); called in
+    the child process (normalize_process)."""
     try:
         if language == "chinese":
             from tn.chinese.normalizer import Normalizer
@@ -142,8 +154,12 @@ def _grammar(language: str) -> Callable[[str], str]:
         from tn.english.normalizer import Normalizer
         return Normalizer().normalize
     except ImportError:
-        raise TextInputError(f"Speaking numbers and dates in {language.title()} needs the text normalisation "
-                             f"package: {INSTALL_HINT} (or turn 'Speak numbers and dates' off).") from None
+        raise _missing_package(language) from None
+
+
+def _missing_package(language: str) -> TextInputError:
+    return TextInputError(f"Speaking numbers and dates in {language.title()} needs the text normalisation "
+                          f"package: {INSTALL_HINT} (or turn 'Speak numbers and dates' off).")
 
 
 def _integers_in_words(text: str, lang: str) -> str:
@@ -169,7 +185,7 @@ def _held_out(text: str, pinyin: bool) -> list[tuple[int, int]]:
     return _merged(spans)
 
 
-def _outside_markup(text: str, normalize: Callable[[str], str], pinyin: bool) -> str:
+def outside_markup(text: str, normalize: Callable[[str], str], pinyin: bool) -> str:
     """Apply `normalize` to the stretches between protected spans (merged when they touch)."""
     pieces, start = [], 0
     for begin, end in _held_out(text, pinyin):

@@ -36,7 +36,7 @@ def test_markup_and_surrounding_spaces_are_kept():
 
 
 def test_without_the_package_english_and_chinese_say_how_to_install_it(monkeypatch):
-    normalize._grammar.cache_clear()
+    normalize.wetext_grammar.cache_clear()
     for name in ("tn", "tn.english", "tn.english.normalizer", "tn.chinese", "tn.chinese.normalizer"):
         monkeypatch.setitem(sys.modules, name, None)  # import fails as if not installed
     try:
@@ -45,4 +45,4 @@ def test_without_the_package_english_and_chinese_say_how_to_install_it(monkeypat
             normalize_text("I have 2 cats.", "en")
         assert normalize_text("   ", "en") == "   "
     finally:
-        normalize._grammar.cache_clear()
+        normalize.wetext_grammar.cache_clear()
