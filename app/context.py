@@ -45,6 +45,7 @@ class AppContext:
     live_audio: LiveStreams = field(default_factory=LiveStreams)  # where the pages hear their generations
     settings_revision: int = 0  # counts saves, so open pages can tell they show old settings
     settings_changed: dict[str, int] = field(default_factory=dict)  # setting -> the revision that last saved it
+    settings_watchers: list[Callable[[], Any]] = field(default_factory=list)  # called after each save, in order
     checks: CheckService = field(init=False)  # the take checks (docs/checks.md)
     _voices: OrderedDict = field(default_factory=OrderedDict)
     _voices_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -64,12 +65,14 @@ class AppContext:
 
     def save_settings(self, **changes) -> int:
         """Pages save concurrently (a mode switch and a Steps edit arrive together): one save at a time, so the
-        file holds every change and each save gets its own revision for the other pages to notice. Returns the
-        revision this save made."""
+        file holds every change and each save gets its own revision for the other pages to notice; the watchers
+        see the saves in the order they were made. Returns the revision this save made."""
         with self._settings_lock:
             self.settings.updated(self.dirs.settings_file, **changes)
             self.settings_revision += 1
             self.settings_changed.update(dict.fromkeys(changes, self.settings_revision))
+            for watch in self.settings_watchers:
+                watch()
             return self.settings_revision
 
     def voice_from_clip(self, path: str, transcript: str | None, preprocess: bool, owner: str | None,

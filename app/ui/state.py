@@ -1,10 +1,17 @@
 """Every open page shows the saved settings, so Generate always uses what the page shows.
 
-Each widget that shows a setting is bound here once. A page fills them in when it loads (not when the
-UI was built), saves a setting when the user changes its widget, and a timer pushes changes made in
-another tab or window: the page keeps the settings revision it last showed and asks only for newer ones.
+Each widget that shows a setting is bound here once. A page is built showing the settings saved when it was
+served, saves a setting when the user changes its widget, and a timer pushes changes made in another tab or
+window: the page keeps the settings revision it last showed and asks only for newer ones.
 Saving listens to `input` (the user's own changes), never `change`, so a pushed value is not saved back
 and a pushed quality mode does not reload the model again.
+
+Why pages are built with the saved values rather than filled in when they load: Gradio mounts the widgets of a
+closed accordion or of a tab not yet opened only when they are first shown, and a value pushed to such a widget
+before then is applied one settling of the page after it appears, over whatever the user typed into it in the
+meantime (Gradio 6.31, the frontend's app tree: register_component applies the props it kept). A page filled
+in at load pushed every setting into every hidden widget, so an edit typed as the Advanced settings opened was
+lost, and its `input` event saved the pushed value instead (the lost Steps edit of the clean-clone CI runs).
 """
 from __future__ import annotations
 
@@ -71,13 +78,32 @@ class SettingsView:
         return widget
 
     def wire(self, blocks: gr.Blocks) -> None:
-        """Fill the widgets when a page loads and keep them in step with other pages."""
-        outputs = [*(w for _, w in self.bound), self.revision, *self.wake]
+        """Build each page with the saved settings, correct it when it loads and keep it in step with other
+        pages."""
+        widgets = [w for _, w in self.bound]
+        outputs = [*widgets, self.revision, *self.wake]
         gr.Timer(SYNC_S).tick(self._sync, self.revision, outputs, api_visibility="private", queue=False)
-        # The page shows the settings the app started with until this answers; data-vd-settings="shown" on
-        # <html> then says it shows the saved ones (a setting changed before that may be overwritten by them).
-        blocks.load(self._sync, self.revision, outputs, api_visibility="private", queue=False).then(
+        # A setting saved between serving the page and its load is shown when this answers; data-vd-settings="shown"
+        # on <html> then says the page shows the saved settings (a setting changed before may be overwritten).
+        blocks.load(self._correct, widgets, outputs, api_visibility="private", queue=False).then(
             None, js="() => { document.documentElement.dataset.vdSettings = 'shown'; }", queue=False)
+        self.ctx.settings_watchers.append(lambda: self._serve_saved(blocks))
+
+    def _serve_saved(self, blocks: gr.Blocks) -> None:
+        """Pages served from now on are built showing the saved settings (Gradio serves each page a copy of the
+        config it made at launch)."""
+        served = {component["id"]: component["props"] for component in blocks.config["components"]}
+        for name, widget in self.bound:
+            widget.value = widget.postprocess(shown(self.ctx, name))  # what a config made again would hold
+            served[widget._id]["value"] = widget.value
+
+    def _correct(self, *showing):
+        """A page that loads: only the settings it shows wrongly are pushed (saved after it was served), so the
+        widgets it has not shown yet are left alone; it now shows the current revision."""
+        revision = self.ctx.settings_revision
+        wanted = [shown(self.ctx, name) for name, _ in self.bound]
+        return (*(want if value != want else gr.skip() for value, want in zip(showing, wanted, strict=True)),
+                revision, *(gr.Timer(active=True) for _ in self.wake))
 
     def _sync(self, seen: int):
         """Only the settings saved since revision `seen` are pushed: a push of the others could land on a widget

@@ -117,7 +117,7 @@ def test_a_pages_quality_switch_leaves_it_showing_the_revision_its_save_made(set
 
 def test_a_sync_pushes_only_the_settings_saved_since_the_page_last_synced(settings_ctx):
     """Another page switched the quality mode: this page is sent the mode and nothing else, so a Steps value being
-    typed here is not overwritten by (and then saved as) the old one; a page that loads is sent everything."""
+    typed here is not overwritten by (and then saved as) the old one."""
     from gradio.utils import is_prop_update
 
     from app.ui.state import SettingsView
@@ -132,4 +132,31 @@ def test_a_sync_pushes_only_the_settings_saved_since_the_page_last_synced(settin
     ctx.save_settings(steps=12, guidance=1.5)  # another page again, two settings in one save
     mode, steps, guidance, _ = view._sync(revision)
     assert is_prop_update(mode) and (steps, guidance) == (12, 1.5)
-    assert view._sync(-1)[:3] == ("realtime", 12, 1.5)  # a page that loads
+
+
+def test_pages_are_served_with_the_saved_settings_and_a_loading_page_is_sent_only_what_it_shows_wrongly(
+        settings_ctx):
+    """A value pushed into a widget the page has not shown yet (closed accordion, other tab) is applied by Gradio
+    as the widget appears, over what the user types into it then: so a page is served showing the saved settings,
+    and its load pushes only a setting saved after it was served (the one it shows wrongly), nothing else."""
+    import gradio as gr
+    from gradio.utils import is_prop_update
+
+    from app.ui.state import SettingsView
+
+    ctx = settings_ctx
+    with gr.Blocks() as blocks:
+        view = SettingsView(ctx)
+        steps = view.bind("steps", gr.Slider(4, 64, value=ctx.settings.steps, step=1))
+        guidance = view.bind("guidance", gr.Slider(0, 4, value=ctx.settings.guidance))
+        view.wire(blocks)
+
+    def served(widget):
+        return next(c["props"]["value"] for c in blocks.config["components"] if c["id"] == widget._id)
+
+    ctx.save_settings(steps=12)
+    assert (served(steps), served(guidance)) == (12, ctx.settings.guidance)  # a page opened now shows Steps 12
+    ctx.save_settings(guidance=1.5)  # after a page was served showing Steps 12 and the old guidance
+    pushed_steps, pushed_guidance, revision = view._correct(12, 3.0)  # (no timers to wake here)
+    assert is_prop_update(pushed_steps) and pushed_guidance == 1.5 and revision == ctx.settings_revision
+    assert all(is_prop_update(p) for p in view._correct(12, 1.5)[:2])  # a page served now: nothing to push
