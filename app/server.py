@@ -9,6 +9,7 @@ from pathlib import Path
 
 from engine.constants import DEMO_MODEL
 from engine.errors import StorageError
+from engine.text.normalize import warm as warm_normalisation
 
 from . import ASSETS
 from .logs import configure_logging
@@ -98,6 +99,8 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     # a load that fails meanwhile would say so to nobody.
     speakers = probe()
     host_engine.start(settings.mode)
+    if settings.speaks_numbers:  # its grammar loads in its own process meanwhile: the first text won't wait
+        warm_normalisation(None if settings.language == "auto" else settings.language)
     ctx = AppContext(dirs=dirs, settings=settings, library=VoiceLibrary.open(dirs),
                      history=History(dirs.history, settings.history_max_entries, settings.history_max_mb * 2**20),
                      worker=worker, host=host_engine, speakers=speakers, demo=demo,

@@ -11,6 +11,7 @@ from functools import partial
 from engine.checks.budget import DEFAULT_BUDGET_MS, MAX_BUDGET_MS
 from engine.constants import DEMO_MODEL
 from engine.errors import StorageError
+from engine.text.normalize import warm as warm_normalisation
 
 from ..logs import configure_logging
 from ..security import LOOPBACK_HOSTS
@@ -60,6 +61,8 @@ def serve_wyoming(model: str | None = None, mode: str | None = None, demo: bool 
     worker = GpuWorker()
     engine_host = EngineHost(worker, model)
     engine_host.start(settings.mode)
+    if settings.speaks_numbers:  # its grammar loads in its own process meanwhile: the first text won't wait
+        warm_normalisation(None if settings.language == "auto" else settings.language)
     ctx = AppContext(dirs=dirs, settings=settings, library=VoiceLibrary.open(dirs),
                      history=History(dirs.history, settings.history_max_entries, settings.history_max_mb * 2**20),
                      worker=worker, host=engine_host, speakers=SpeakerStatus(False, "Wyoming clients play the audio."),

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from engine.errors import Cancelled, TextInputError
 from engine.text.clean import has_chinese
 from engine.text.normalize_cuts import safe_cuts
-from engine.text.normalize_process import POLL_S, normalized_in_child
+from engine.text.normalize_process import POLL_S, normalized_in_child, start_child
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,14 @@ def normalize_text(text: str, lang_id: str | None) -> str:
         return text
     lang = lang_id or ("zh" if has_chinese(text) else "en")
     return _normalized(text, _grammar_for(lang), pinyin=lang == "zh", cancel=None)
+
+
+def warm(lang_id: str | None) -> None:
+    """Have the grammar of `lang_id` (None: English) loading, in its process, before the first text needs it:
+    the child process's start and loading take seconds (docs/latency.md)."""
+    language = _WETEXT.get(lang_id or "en")
+    if language is not None and normalize_available():
+        start_child(language)
 
 
 def normalized_parts(text: str, lang_id: str | None, cancel: threading.Event | None = None) -> Iterator[str]:

@@ -44,7 +44,7 @@ def normalized_in_child(text: str, *, language: str, pinyin: bool, cancel: threa
         _raise_if_set(cancel)
     try:
         _raise_if_set(cancel)
-        child = _started()
+        child = _started(language)
         try:
             child.conn.send((text, language, pinyin))
             while not child.conn.poll(POLL_S):  # a dead child's end of the pipe reads as EOF: poll returns
@@ -64,10 +64,10 @@ def normalized_in_child(text: str, *, language: str, pinyin: bool, cancel: threa
     return value
 
 
-def warm(language: str) -> None:
-    """Start the child and load `language`'s grammar there (seconds), on a thread: the first call won't wait."""
-    threading.Thread(target=normalized_in_child, args=("",), kwargs={"language": language, "pinyin": False},
-                     name="normalize-warm", daemon=True).start()
+def start_child(language: str) -> None:
+    """Start the child, unless there is one: it loads `language`'s grammar (seconds) while the app goes on."""
+    with _lock:
+        _started(language)
 
 
 def stop() -> None:
@@ -85,23 +85,29 @@ def _raise_if_set(cancel: threading.Event | None) -> None:
         raise Cancelled("Stopped.")
 
 
-def _started() -> _Child:
+def _started(language: str) -> _Child:
+    """The child, started if there is none (or it died) and then loading `language`'s grammar at once."""
     global _child
     if _child is None or not _child.process.is_alive():
         stop()
         context = multiprocessing.get_context("spawn")
         ours, theirs = context.Pipe()
-        process = context.Process(target=_serve, args=(theirs,), name="voicedesk-normalize", daemon=True)
+        process = context.Process(target=_serve, args=(theirs, language), name="voicedesk-normalize", daemon=True)
         process.start()
         theirs.close()  # only the child holds its end: its death reads as EOF here
         _child = _Child(process, ours)
     return _child
 
 
-def _serve(conn: Connection) -> None:
-    """The child: answer (text, language, pinyin) requests with (True, spoken) or (False, error) until EOF."""
+def _serve(conn: Connection, language: str) -> None:
+    """The child: load `language`'s grammar, then answer (text, language, pinyin) requests with (True, spoken) or
+    (False, error) until EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the app's to handle: it ends the child as a daemon
     from engine.text.normalize import outside_markup, wetext_grammar
+    try:
+        wetext_grammar(language)
+    except VoiceDeskError:
+        pass  # said to the request that needs it
     while True:
         try:
             text, language, pinyin = conn.recv()

@@ -9,7 +9,7 @@ from extras import needs_tn
 
 from engine.errors import Cancelled, TextInputError
 from engine.text import normalize_process
-from engine.text.normalize import normalize_text, normalized_parts
+from engine.text.normalize import normalize_text, normalized_parts, warm
 
 pytestmark = needs_tn
 
@@ -60,8 +60,10 @@ class ActsAfterSend:
 
 def after_send(monkeypatch, action):
     started = normalize_process._started
-    monkeypatch.setattr(normalize_process, "_started",
-                        lambda: normalize_process._Child(started().process, ActsAfterSend(started().conn, action)))
+    def started_and_watched(language):
+        child = started(language)
+        return normalize_process._Child(child.process, ActsAfterSend(child.conn, action))
+    monkeypatch.setattr(normalize_process, "_started", started_and_watched)
 
 
 def test_other_threads_keep_running_during_a_long_normalisation():
@@ -106,6 +108,19 @@ def test_a_child_that_died_while_idle_is_replaced():
     child.join()
     assert normalize_text(SHORT, "en") == "I have two cats."
     assert normalize_process._child.process.pid != child.pid
+
+
+def test_warming_starts_the_child_that_the_first_call_then_uses():
+    warm("en")
+    warmed = normalize_process._child.process  # started at once: its grammar loads while the app goes on
+    warm("en")  # a second warm-up keeps it
+    assert normalize_text(SHORT, "en") == "I have two cats."
+    assert normalize_process._child.process is warmed
+
+
+def test_warming_for_a_language_without_grammars_starts_nothing():
+    warm("de")  # num2words: in-process, nothing to load
+    assert normalize_process._child is None
 
 
 def quick_first_run(text: str) -> str:
