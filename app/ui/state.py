@@ -12,6 +12,8 @@ before then is applied one settling of the page after it appears, over whatever 
 meantime (Gradio 6.31, the frontend's app tree: register_component applies the props it kept). A page filled
 in at load pushed every setting into every hidden widget, so an edit typed as the Advanced settings opened was
 lost, and its `input` event saved the pushed value instead (the lost Steps edit of the clean-clone CI runs).
+Still open: a change another page saves is pushed to this page's widgets whether shown or not, so an edit typed
+into a widget the instant it first appears can lose to that (older) change.
 """
 from __future__ import annotations
 
