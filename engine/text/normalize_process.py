@@ -2,10 +2,10 @@
 (41 s for 50,000 characters), which froze every thread of the app meanwhile (the GPU worker, the web server's
 event loop, Stop). In a child, the app's threads keep running and Stop abandons a run at once.
 
-One child per app process, started on first use ("spawn": it imports only this module and `engine.text.normalize`,
-no torch), reused for later calls, one call at a time. On Stop during a run the child is killed; a new one starts
-at the next call, which so never waits behind the stopped run. A child that dies gives a TextInputError for that
-call and is replaced at the next. The child is a daemon: it ends with the app.
+One child per app process, started on first use or by `start_child` ("spawn": it imports only this module and
+`engine.text.normalize`, no torch), reused for later calls, one call at a time. On Stop during a run the child is
+killed and a new one started, its grammar loading: the next call never waits behind the stopped run. A child that
+dies gives a TextInputError for that call and is replaced at the next. The child is a daemon: it ends with the app.
 """
 from __future__ import annotations
 
@@ -50,6 +50,7 @@ def normalized_in_child(text: str, *, language: str, pinyin: bool, cancel: threa
             while not child.conn.poll(POLL_S):  # a dead child's end of the pipe reads as EOF: poll returns
                 if cancel is not None and cancel.is_set():
                     stop()
+                    _started(language)  # a fresh child loads its grammar meanwhile: the next request won't wait
                     raise Cancelled("Stopped.")
             ok, value = child.conn.recv()
         except (EOFError, OSError):

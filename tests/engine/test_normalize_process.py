@@ -87,6 +87,7 @@ def test_stop_abandons_the_run_and_the_next_call_gets_a_fresh_child(monkeypatch)
         next(parts)
     monkeypatch.undo()
     assert not first_child.is_alive()  # killed, not left to finish
+    assert normalize_process._child.process.is_alive()  # its successor already started, loading its grammar
     # the next call is not answered by (nor waits for) the stopped run: its own text, from a new child
     assert normalize_text(SHORT, "en") == "I have two cats."
     assert normalize_process._child.process.pid != first_child.pid
