@@ -38,7 +38,8 @@ from engine.text.chunk import stream_pieces
 from engine.text.clean import add_punctuation, clean_text, require_text
 from engine.text.languages import resolve_language
 from engine.text.limits import MAX_TRANSCRIPT_CHARS, check_length, check_request
-from engine.text.normalize import normalize_text, normalized_parts
+from engine.text.normalize import normalized_parts
+from engine.text.spoken import spoken_text
 from engine.voice import Voice
 
 log = logging.getLogger(__name__)
@@ -257,7 +258,7 @@ class Engine:
             raise ValueError("requests generated together share their settings (but seed, duration, speed and "
                              "the handling of text and audio)")
         seeds = [self._seed(c) for c in cfgs]
-        plans = [plan_request(r.with_config(c)) for r, c in zip(requests, cfgs)]
+        plans = [plan_request(r.with_config(c), cancel) for r, c in zip(requests, cfgs)]
         return self._gathering.run(_Planned(requests, cfgs, seeds, plans, cancel, t0), key, cancel)
 
     def member(self):
@@ -311,8 +312,7 @@ class Engine:
         if cfg.normalize_text and cfg.duration is None:  # as far as the pieces read: the first piece's text first
             parts = normalized_parts(clean_text(text), resolve_language(language), cancel)
         elif cfg.normalize_text:  # a fixed duration is shared out by the whole spoken text's length
-            text = normalize_text(clean_text(text), resolve_language(language))
-            parts = [text]
+            parts = [spoken_text(text, resolve_language(language), normalize=True, cancel=cancel)]
         else:
             parts = [require_text(text)]
         cfg = cfg.replace(normalize_text=False)

@@ -4,6 +4,7 @@ language and instruct, target lengths (estimated, or fixed by `duration`), and f
 chunks (each with the reference prompt, or without a reference with chunk 0 as the reference)."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -42,12 +43,13 @@ class Plan:
     chunk0_is_reference: bool  # no voice and chunked: chunks 1.. use chunk 0's tokens and text
 
 
-def plan_request(request: SpeechRequest) -> Plan:
+def plan_request(request: SpeechRequest, cancel: threading.Event | None = None) -> Plan:
     """The generation items for a request. Raises TextInputError for text over its limits, and for a
-    request that would need one item longer than MAX_ITEM_SECONDS (memory grows with its square)."""
+    request that would need one item longer than MAX_ITEM_SECONDS (memory grows with its square);
+    Cancelled as soon as `cancel` is set while its text is normalised (a long text's takes seconds)."""
     voice, cfg = request.voice, request.config
     check_request(request.text, voice.transcript if voice is not None else None, request.instruct)
-    plan = _plan(request.text, voice, instruct=request.instruct, language=request.language, cfg=cfg)
+    plan = _plan(request.text, voice, instruct=request.instruct, language=request.language, cfg=cfg, cancel=cancel)
     longest = max(item.target_len for item in plan.items) / FRAME_RATE
     if longest > MAX_ITEM_SECONDS:
         if cfg.duration is not None:
@@ -63,9 +65,10 @@ def plan_request(request: SpeechRequest) -> Plan:
 
 
 def _plan(text: str, voice: Voice | None, *, instruct: str | None, language: str | None,
-          cfg: GenerationConfig) -> Plan:
+          cfg: GenerationConfig, cancel: threading.Event | None) -> Plan:
     lang = resolve_language(language)
-    text = spoken_text(text, lang, normalize=cfg.normalize_text)  # estimates follow the spoken form, as upstream
+    # estimates follow the spoken form, as upstream
+    text = spoken_text(text, lang, normalize=cfg.normalize_text, cancel=cancel)
     instruct = canonical_instruct(instruct, use_zh=has_chinese(text)) if instruct else None
     ref_text = voice.transcript if voice is not None else None
     ref_tokens = voice.tokens if voice is not None else None

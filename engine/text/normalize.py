@@ -44,7 +44,7 @@ def normalize_available() -> bool:
     return True
 
 
-def normalize_text(text: str, lang_id: str | None) -> str:
+def normalize_text(text: str, lang_id: str | None, cancel: threading.Event | None = None) -> str:
     """The text with numbers, dates, currency ... written as words, for `lang_id` (a resolved language
     id; None picks Chinese when the text holds Han characters, else English).
 
@@ -52,11 +52,13 @@ def normalize_text(text: str, lang_id: str | None) -> str:
     ------
     TextInputError
         For English or Chinese when WeTextProcessing is not installed.
+    Cancelled
+        As soon as `cancel` is set (the run abandoned, as in `normalized_parts`).
     """
     if not text.strip():
         return text
     lang = lang_id or ("zh" if has_chinese(text) else "en")
-    return _normalized(text, _grammar_for(lang), pinyin=lang == "zh", cancel=None)
+    return _normalized(text, _grammar_for(lang), pinyin=lang == "zh", cancel=cancel)
 
 
 def warm(lang_id: str | None) -> None:

@@ -1,5 +1,6 @@
 """A stream that speaks numbers and dates (demo checkpoint, CPU): its first piece comes before the rest of the text
-is normalised, its pieces are those of the whole text normalised at once, and Stop is heard during normalisation."""
+is normalised, its pieces are those of the whole text normalised at once, and Stop is heard during normalisation,
+a render's and a fixed-duration stream's too."""
 import threading
 
 import pytest
@@ -47,6 +48,30 @@ def test_stop_is_heard_while_the_text_is_normalised(engine, voice, monkeypatch):
         next(stream)
         with pytest.raises(Cancelled):
             next(stream)
+        assert not returned.is_set()  # heard while the run still went on
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("call", ["synthesize", "stream with a duration"])
+def test_stop_is_heard_while_a_whole_text_is_normalised(engine, voice, monkeypatch, call):
+    """Engine.render (synthesize, takes, the Studio) and a stream of fixed duration normalise the whole text before
+    anything: Stop is heard during it."""
+    cancel, release, returned = threading.Event(), threading.Event(), threading.Event()
+
+    def slow_grammar(s):
+        cancel.set()  # Stop is pressed while the whole text is read
+        release.wait(60)
+        returned.set()
+        return s
+
+    fake_grammar(monkeypatch, slow_grammar)
+    try:
+        with pytest.raises(Cancelled):
+            if call == "synthesize":
+                engine.synthesize(TEXT, voice, config=CFG, cancel=cancel)
+            else:
+                next(engine.stream(TEXT, voice, config=CFG.replace(duration=30.0), cancel=cancel))
         assert not returned.is_set()  # heard while the run still went on
     finally:
         release.set()
