@@ -312,7 +312,8 @@ class Engine:
         if cfg.normalize_text and cfg.duration is None:  # as far as the pieces read: the first piece's text first
             parts = normalized_parts(clean_text(text), resolve_language(language), cancel)
         elif cfg.normalize_text:  # a fixed duration is shared out by the whole spoken text's length
-            parts = [spoken_text(text, resolve_language(language), normalize=True, cancel=cancel)]
+            text = spoken_text(text, resolve_language(language), normalize=True, cancel=cancel)
+            parts = [text]
         else:
             parts = [require_text(text)]
         cfg = cfg.replace(normalize_text=False)

@@ -77,6 +77,19 @@ def test_stop_is_heard_while_a_whole_text_is_normalised(engine, voice, monkeypat
         release.set()
 
 
+def test_a_fixed_duration_is_shared_out_by_the_spoken_text(engine, voice, monkeypatch):
+    """With a fixed duration the whole text is normalised first, and each piece's share is its length in the spoken
+    text: the shares add up to the duration however much longer the spoken form is."""
+    fake_grammar(monkeypatch, lambda s: s.replace("5", "five thousand five hundred and fifty five"))
+    text = "I have 5 cats and 5 dogs. " * 3 + "They sleep all day long, and 5 more do too."
+    cfg = CFG.replace(duration=4.0, postprocess_output=False, pad_duration=0.0)
+    chunks = list(engine.stream(text, voice, config=cfg))
+    spoken = text.replace("5", "five thousand five hundred and fifty five")
+    assert len(chunks) >= 2 and "".join(c.text for c in chunks).replace(" ", "") == spoken.replace(" ", "")
+    frames = [len(c.audio) / 960 for c in chunks]  # the codec makes 960 samples per frame; no padding
+    assert frames == [int(4.0 * len(c.text) / len(spoken) * 25) for c in chunks]
+
+
 @needs_tn
 def test_the_pieces_are_those_of_the_whole_text_normalised_at_once():
     text = clean_text("On 3/14/2025 I paid $12.50 for 2 books. " * 3 + FILLER * 30 + "Apollo 11 landed. It was 1969. "
