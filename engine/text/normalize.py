@@ -57,7 +57,7 @@ def normalize_text(text: str, lang_id: str | None, cancel: threading.Event | Non
     """
     if not text.strip():
         return text
-    lang = lang_id or ("zh" if has_chinese(text) else "en")
+    lang = _language(text, lang_id)
     return _normalized(text, _grammar_for(lang), pinyin=lang == "zh", cancel=cancel)
 
 
@@ -91,7 +91,7 @@ def normalized_parts(text: str, lang_id: str | None, cancel: threading.Event | N
     if not text.strip():
         yield text
         return
-    lang = lang_id or ("zh" if has_chinese(text) else "en")
+    lang = _language(text, lang_id)
     normalize, pinyin = _grammar_for(lang), lang == "zh"
     cuts = safe_cuts(text, lang, held_out=_held_out(text, pinyin))
     start, reached, given = 0, 0, ""  # one stretch is normalised from `start`; `given`: its output given out
@@ -141,6 +141,11 @@ def _run(normalize: Callable[[], str], cancel: threading.Event | None) -> str:
     if isinstance(outcome[0], BaseException):
         raise outcome[0]
     return outcome[0]
+
+
+def _language(text: str, lang_id: str | None) -> str:
+    """`lang_id`, or for None Chinese when the text holds Han characters, else English."""
+    return lang_id or ("zh" if has_chinese(text) else "en")
 
 
 def _grammar_for(lang: str) -> Grammar:
