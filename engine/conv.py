@@ -4,7 +4,7 @@ cuDNN builds execution plans for each input shape the first time it meets it, an
 (and at most 10,000 of them, about 270 decoder shapes): 42-55 ms, once 1.3 s, for the codec's decoder on an H200,
 paid by the first audio of every text whose first piece has a length new to the thread. ATen's own CUDA
 convolution (im2col and a cuBLAS GEMM) builds nothing per shape and is as fast for short pieces, slower for long
-ones (BENCHMARKS.md, issue 23); `AudioCodec.decode` chooses per decode (`decodes_with_cudnn`). The choice is an
+ones (BENCHMARKS.md, issue 23); `AudioCodec` chooses per decode (`CudnnChoice`). The choice is an
 argument of ATen's `_convolution`, so it holds for this call alone: the process-wide `torch.backends.cudnn.enabled`
 stays as it is for the other threads' convolutions. Without cuDNN the GEMM rounds as cuBLAS's float32 matmuls do
 (`torch.backends.cuda.matmul.allow_tf32`, off by default), not with cuDNN's TF32.
