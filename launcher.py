@@ -8,10 +8,11 @@ import os
 import sys
 
 from engine.checks.budget import DEFAULT_BUDGET_MS
+from engine.config import DEFAULT_MODE, MODE_NAMES
 from engine.constants import DEMO_MODEL
 
 
-def _model_args(p: argparse.ArgumentParser, modes=("eager", "hifi", "realtime"), default_mode: str | None = "hifi",
+def _model_args(p: argparse.ArgumentParser, modes=MODE_NAMES, default_mode: str | None = DEFAULT_MODE.value,
                 device: bool = True) -> None:
     p.add_argument("--model", help="checkpoint folder or hub id (default: $VOICEDESK_MODEL, else k2-fsa/OmniVoice)")
     p.add_argument("--demo", action="store_true", help="use the tiny random checkpoint (output is noise)")
@@ -179,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(func=cmd_bench)
 
     prof = sub.add_parser("profile", help="profile one generation; write a Perfetto trace")
-    _model_args(prof, modes=("upstream", "eager", "hifi", "realtime", "fp32"))
+    _model_args(prof, modes=("upstream", *MODE_NAMES, "fp32"))
     prof.add_argument("--random-weights", action="store_true")
     prof.add_argument("--workload", default="baseline")
     prof.add_argument("--out", default="results/trace.json.gz")

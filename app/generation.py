@@ -17,7 +17,7 @@ import numpy as np
 from engine.audio.pcm import to_int16
 from engine.checks.policy import CheckMode, CheckPolicy
 from engine.checks.takes import Checks
-from engine.config import GenerationConfig
+from engine.config import MODE_NAMES, GenerationConfig, Mode
 from engine.constants import SAMPLE_RATE
 from engine.errors import Cancelled
 from engine.voice import Voice
@@ -200,4 +200,4 @@ def _status(message: str, notices: list[str]) -> str:
 
 
 def mode_label(mode: str) -> str:
-    return {"hifi": "High fidelity", "realtime": "Realtime", "eager": "Reference (eager)"}.get(mode, mode)
+    return Mode(mode).label if mode in MODE_NAMES else mode

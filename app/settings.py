@@ -7,7 +7,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from engine.checks.policy import CheckMode
-from engine.config import GenerationConfig
+from engine.config import DEFAULT_MODE, MODE_NAMES, GenerationConfig
 from engine.errors import SettingError
 from engine.text.languages import language_ids
 from engine.text.normalize import normalize_available
@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Settings:
-    mode: str = "hifi"  # hifi | realtime | eager
+    mode: str = DEFAULT_MODE.value  # one of MODE_NAMES
     language: str = "auto"  # a language id, or "auto"
     last_voice: str | None = None  # folder name of a saved voice
     play_on_speakers: bool = False
@@ -101,7 +101,7 @@ class Settings:
 DEFAULTS = MappingProxyType({f.name: f.default for f in fields(Settings)})
 # What a value may be beyond its type, the one home of these bounds: the widgets that show a setting
 # (app/ui/advanced.py, app/ui/checks.py) and the API's fields (app/api/schemas.py) read them from here.
-CHOICES = {"mode": ("hifi", "realtime", "eager"), "check_mode": tuple(m.value for m in CheckMode)}
+CHOICES = {"mode": MODE_NAMES, "check_mode": tuple(m.value for m in CheckMode)}
 RANGES = {"steps": (4, 64), "guidance": (0.0, 4.0), "pad": (0.0, 1.0), "fade": (0.0, 0.5),
           "history_max_entries": (1, 100_000),
           "history_max_mb": (1, 1_000_000), "api_max_waiting": (1, 1_000), "check_candidates": (2, 8),

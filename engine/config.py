@@ -128,8 +128,20 @@ class GenerationConfig:
 
 
 class Mode(str, enum.Enum):
-    """Quality mode. EAGER is the plain reference path (what tests and fidelity figures compare to)."""
+    """Quality mode, the one home of the modes' names and labels: the settings, the command lines (the launcher's
+    and the tools') and the UI read them here (this module imports no torch, so `--help` stays quick). EAGER is the
+    plain reference path (what tests and fidelity figures compare to)."""
 
     EAGER = "eager"
     HIFI = "hifi"
     REALTIME = "realtime"
+
+    @property
+    def label(self) -> str:
+        """Its name for people: the quality switch, the metrics line."""
+        return _MODE_LABELS[self]
+
+
+_MODE_LABELS = {Mode.EAGER: "Reference (eager)", Mode.HIFI: "High fidelity", Mode.REALTIME: "Realtime"}
+MODE_NAMES = tuple(mode.value for mode in Mode)  # what a mode setting or a --mode option may be
+DEFAULT_MODE = Mode.HIFI

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 import engine.engine as engine_module
-from engine.config import GenerationConfig
+from engine.config import DEFAULT_MODE, MODE_NAMES, GenerationConfig
 from tools.bench import _fmt, stamp
 from tools.bench_modes import ensure_random_checkpoint
 from tools.workloads import LANGUAGES, SAMPLE_RATE, prose, select
@@ -152,7 +152,7 @@ def main(args, model: str | None) -> int:
 
     if args.random_weights and model is None:
         model = ensure_random_checkpoint()
-    mode = next((m for m in args.modes.split(",") if m in ("hifi", "realtime", "eager")), "hifi")
+    mode = next((m for m in args.modes.split(",") if m in MODE_NAMES), DEFAULT_MODE.value)
     engine = Engine.load(model, device=args.device, mode=mode)
     baseline = select("baseline")[0]
     voice = engine.voice_from_clip((baseline.reference(), SAMPLE_RATE), transcript=baseline.ref_text)

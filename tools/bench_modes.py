@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.config import GenerationConfig
+from engine.config import MODE_NAMES, GenerationConfig
 from tools.workloads import LANGUAGES, SAMPLE_RATE, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,6 +169,6 @@ def load_mode(name: str, model: str | None, device: str, random_weights: bool) -
         return UpstreamMode(model, device)
     if name == "fp32":
         return EngineMode("fp32", model, device, "eager", dtype=torch.float32)
-    if name in ("eager", "hifi", "realtime"):
+    if name in MODE_NAMES:
         return EngineMode(name, model, device, name)
-    raise SystemExit(f"unknown mode {name}; choose from upstream, eager, hifi, realtime")
+    raise SystemExit(f"unknown mode {name}; choose from {', '.join(('upstream', *MODE_NAMES, 'fp32'))}")

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 
+from engine.config import DEFAULT_MODE, MODE_NAMES
+
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """--model, --demo and --mode: which checkpoint is loaded, in which quality mode."""
     parser.add_argument("--model", help="checkpoint folder (default: the app's default)")
     parser.add_argument("--demo", action="store_true", help="the tiny random checkpoint")
-    parser.add_argument("--mode", default="hifi", choices=("eager", "hifi", "realtime"))
+    parser.add_argument("--mode", default=DEFAULT_MODE.value, choices=MODE_NAMES)
 
 
 def model_options(args: argparse.Namespace) -> list[str]:

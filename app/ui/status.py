@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from engine.config import Mode
 from engine.errors import StorageError
 
 from ..context import AppContext
@@ -15,11 +16,12 @@ from ..engine_host import HostState
 from ..realtime_check import DONE, CheckStatus
 from .state import SettingsView, shown
 
-MODES = [("High fidelity (FP16)", "hifi"), ("Realtime (quantized + CUDA Graph)", "realtime")]
-SAME_PATH_MODES = [("High fidelity", "hifi"), ("Realtime", "realtime")]  # where every mode runs the eager path
+MODES = [(f"{Mode.HIFI.label} (FP16)", Mode.HIFI.value),
+         (f"{Mode.REALTIME.label} (quantized + CUDA Graph)", Mode.REALTIME.value)]
+SAME_PATH_MODES = [(mode.label, mode.value) for mode in (Mode.HIFI, Mode.REALTIME)]  # every mode runs the eager path
 SAME_PATH_NOTE = ("No NVIDIA GPU here: both run the same eager FP32 path on the CPU, so switching changes nothing "
                   "and loads nothing")
-EAGER = ("Reference (eager FP32/FP16)", "eager")
+EAGER = (Mode.EAGER.label, Mode.EAGER.value)
 POLL_S = 0.5
 
 
@@ -69,7 +71,7 @@ def keep_polling(state: HostState, check: CheckStatus) -> bool:
 
 def build_header(ctx: AppContext, view: SettingsView) -> Header:
     differ = ctx.host.modes_differ()
-    choices = (MODES if differ else SAME_PATH_MODES) + ([EAGER] if ctx.settings.mode == "eager" else [])
+    choices = (MODES if differ else SAME_PATH_MODES) + ([EAGER] if ctx.settings.mode == Mode.EAGER.value else [])
     with gr.Row(elem_classes="vd-header", equal_height=True):
         with gr.Column(scale=3, min_width=280):
             gr.HTML('<div class="vd-title">VoiceDesk<span>voice cloning on your own GPU</span></div>')

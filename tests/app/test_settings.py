@@ -81,7 +81,7 @@ def test_values_out_of_range_fall_back_to_defaults_and_are_reported(tmp_path, ca
     assert settings.history_max_entries == defaults.history_max_entries >= 1
     assert (settings.history_max_mb, settings.language, settings.denoise) == (defaults.history_max_mb, "auto", False)
     assert len(problems) == 6
-    assert "mode = 'turbo' is not valid (one of hifi, realtime, eager): using 'hifi'" in problems
+    assert "mode = 'turbo' is not valid (one of eager, hifi, realtime): using 'hifi'" in problems
     assert "guidance = -5 is not valid (a number from 0.0 to 4.0): using 2.0" in problems
     assert "history_max_entries = 0 is not valid (a whole number from 1 to 100000): using 200" in problems
     assert "guidance = -5" in caplog.text
