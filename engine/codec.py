@@ -472,28 +472,33 @@ class AudioCodec(nn.Module):
         """Tokens (num_codebooks, T) in [0, codebook_size) -> waveform (T * hop,) at 24 kHz.
 
         Pure device work (no host sync, shapes fixed by T), so it can be captured in a CUDA graph;
-        outside a capture, codes out of range raise ValueError (a GPU gather would fault or read junk).
+        outside a capture, codes out of range raise ValueError. The range is read only once the decode is
+        queued (the gather reads the codes clamped into range meanwhile: a GPU's would fault or read junk), so
+        a decode queued behind the generation that makes its codes launches while the GPU still generates.
         """
-        if not (codes.is_cuda and torch.cuda.is_current_stream_capturing()):
-            self._check_range(codes)
-        acoustic = self.fc2(self.quantizer.decode(codes))  # (T, A)
+        codes_range = self._range_of(codes)
+        acoustic = self.fc2(self.quantizer.decode(self._clamped(codes)))  # (T, A)
         cudnn = self.cudnn_choice(pieces=1, frames=codes.shape[-1])
-        return self.acoustic_decoder(acoustic.t()[None], cudnn=cudnn)[0, 0]  # (T * hop,)
+        wave = self.acoustic_decoder(acoustic.t()[None], cudnn=cudnn)[0, 0]  # (T * hop,)
+        self._check_range(codes_range)
+        return wave
 
     @torch.inference_mode()
     def decode_many(self, pieces: list[torch.Tensor]) -> list[torch.Tensor]:
         """Token pieces of one length, each (num_codebooks, T), decoded in one batch: each waveform rounds as well
         as `decode`'s of its piece (the kernels may sum in another order for another batch). Pieces of different
         lengths raise ValueError: padded to the longest, the shorter ones' last frames would change (the decoder
-        hears the padding's values instead of zeros there).
+        hears the padding's values instead of zeros there). Codes out of range raise ValueError as in `decode`.
         """
         if len({tuple(codes.shape) for codes in pieces}) != 1:
             raise ValueError(f"pieces decoded together have one length, not {[p.shape[-1] for p in pieces]}")
-        for codes in pieces:
-            self._check_range(codes)
-        acoustic = torch.stack([self.fc2(self.quantizer.decode(codes)) for codes in pieces])  # (B, T, A)
+        ranges = [self._range_of(codes) for codes in pieces]
+        acoustic = torch.stack([self.fc2(self.quantizer.decode(self._clamped(codes))) for codes in pieces])
         cudnn = self.cudnn_choice(pieces=len(pieces), frames=pieces[0].shape[-1])
-        return list(self.acoustic_decoder(acoustic.transpose(1, 2), cudnn=cudnn)[:, 0])  # B x (T * hop,)
+        waves = list(self.acoustic_decoder(acoustic.transpose(1, 2), cudnn=cudnn)[:, 0])  # B x (T * hop,)
+        for codes_range in ranges:
+            self._check_range(codes_range)
+        return waves
 
     @torch.inference_mode()
     def warm_up(self) -> None:
@@ -507,8 +512,23 @@ class AudioCodec(nn.Module):
             codes = torch.zeros((self.num_codebooks, frames), dtype=torch.long, device=self.device)
             self.acoustic_decoder(self.fc2(self.quantizer.decode(codes)).t()[None], cudnn=False)
 
-    def _check_range(self, codes: torch.Tensor) -> None:
-        low, high = (int(v) for v in torch.aminmax(codes))  # one reduction, read once
+    @staticmethod
+    def _range_of(codes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The codes' min and max on their device, not read yet (one reduction); None while a CUDA graph is
+        captured."""
+        if codes.is_cuda and torch.cuda.is_current_stream_capturing():
+            return None
+        return torch.aminmax(codes)
+
+    def _clamped(self, codes: torch.Tensor) -> torch.Tensor:
+        """The codes within [0, codebook_size): equal to them wherever `_check_range` lets the decode's result out."""
+        return codes.clamp(0, self.codebook_size - 1)
+
+    def _check_range(self, codes_range: tuple[torch.Tensor, torch.Tensor] | None) -> None:
+        """ValueError if the codes of `_range_of` left [0, codebook_size) (reading it waits for the device)."""
+        if codes_range is None:
+            return
+        low, high = (int(v) for v in codes_range)
         if low < 0 or high >= self.codebook_size:
             raise ValueError(f"codec input out of range: codes {low}..{high}, the codec has "
                              f"0..{self.codebook_size - 1}")

@@ -25,6 +25,7 @@ from engine.checks.verdict import Verdict
 from engine.codec import AudioCodec
 from engine.config import GenerationConfig, Mode
 from engine.constants import SAMPLE_RATE
+from engine.device_span import DeviceSpan
 from engine.errors import AudioInputError, Cancelled, TranscriptRequiredError
 from engine.gather import Gathering
 from engine.lm.batch import BatchedGeneration, shared_settings
@@ -57,7 +58,9 @@ class Timings:
     """Wall-clock seconds of one result's way through the engine, from its call. Results made together (takes,
     a stream's group, other threads' calls in one batch) share their batch's `generate_s` and `decode_s`: the
     time this result waited for them, not its own part of the work (summed over results, a batch counts more
-    than once). `prepare_s`: the call until its batch began (planning, waiting for the batch before)."""
+    than once). `prepare_s`: the call until its batch began (planning, waiting for the batch before). On a GPU
+    `generate_s` is the device's time for the generation (the decode is queued behind it without waiting,
+    engine/device_span.py) and `decode_s` the rest of the batch's time."""
 
     prepare_s: float = 0.0
     generate_s: float = 0.0
@@ -275,15 +278,16 @@ class Engine:
         """One batch: every plan of every call generated together, then each call's audio decoded (none for
         a call cancelled meanwhile: its caller gets Cancelled)."""
         t1 = time.perf_counter()
+        generated = DeviceSpan(self.device)
         token_sets = iter(self._generate_plans([p for c in calls for p in c.plans], calls[0].cfgs[0],
                                                [s for c in calls for s in c.seeds], cancel))
-        generate_s = time.perf_counter() - t1
+        generated.end()  # the decode is queued behind the generation, not after waiting for it
         made = [[(request, cfg, seed, next(token_sets)) for request, cfg, seed in zip(c.requests, c.cfgs, c.seeds)]
                 for c in calls]
         kept = [[] if c.cancel is not None and c.cancel.is_set() else m for c, m in zip(calls, made)]
-        t2 = time.perf_counter()
         waves = iter(self._decode_pieces([piece for k in kept for *_, tokens in k for piece in tokens]))
-        decode_s = time.perf_counter() - t2
+        generate_s = generated.seconds()
+        decode_s = time.perf_counter() - t1 - generate_s
         outs = []
         for call, takes in zip(calls, kept):
             results = []
@@ -390,10 +394,7 @@ class Engine:
 
         with self._lock:
             batched = BatchedGeneration(self.lm, self.runner, self.budget, self.device)
-            outs = batched.plans(plans, cfg, seeds, self._prompt, on_step)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        return outs
+            return batched.plans(plans, cfg, seeds, self._prompt, on_step)
 
     def _decode_pieces(self, pieces: list[torch.Tensor]) -> list[np.ndarray]:
         """The waveforms of token pieces: with `decode_together`, pieces of one length in batches of up to

@@ -208,6 +208,29 @@ def test_codes_out_of_range_are_refused(codec, bad):
         codec.decode(codes)
 
 
+@pytest.mark.parametrize("many", [False, True])
+def test_the_range_is_read_after_the_decode_is_queued(codec, many, monkeypatch):
+    """Reading the codes' range waits for the device (on a GPU: for the generation that made them), so it comes
+    after the decoder's work is queued, and meanwhile the lookup gets codes clamped into range (a GPU's gather
+    would fault on the MASK id): bad codes are still refused, and good ones decode as they did."""
+    events, looked_up = [], []
+    decoder_forward, lookup, check = codec.acoustic_decoder.forward, codec.quantizer.decode, codec._check_range
+    monkeypatch.setattr(codec.acoustic_decoder, "forward", lambda *a, **k: events.append("decoder")
+                        or decoder_forward(*a, **k))
+    monkeypatch.setattr(codec.quantizer, "decode", lambda codes: looked_up.append(codes) or lookup(codes))
+    monkeypatch.setattr(codec, "_check_range", lambda r: events.append("range read") or check(r))
+    codes = torch.randint(0, 1024, (8, 5), generator=torch.Generator().manual_seed(1))
+    bad = codes.clone()
+    bad[3, 2] = 1024
+    with pytest.raises(ValueError, match="out of range"):
+        codec.decode_many([codes, bad]) if many else codec.decode(bad)
+    assert events[0] == "decoder" and set(events[1:]) == {"range read"}, events
+    assert max(int(c.max()) for c in looked_up) < codec.codebook_size
+    looked_up.clear()
+    codec.decode(codes)
+    assert torch.equal(looked_up[0], codes)
+
+
 def test_pieces_of_one_length_decode_together_as_well_as_one_by_one(codec, codec64):
     """Each piece of a batch rounds as well as its lone decode (the float64 codec is the exact value); pieces of
     different lengths are refused (padding would change the shorter ones' ends), as are codes out of range."""

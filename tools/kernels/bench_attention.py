@@ -13,7 +13,9 @@ median per call. TFLOP/s counts the useful work only, 4 D Hq (n (c^2 + T^2) + pa
 kernel is charged for nothing it wastes. Error: the largest difference to an fp32 computation on the
 rows that matter (prompts and targets), next to SDPA's own in fp16; `exact` is the test suite's rule
 (at most twice SDPA's error plus one fp16 ulp of the largest output). `--before` times another copy of
-the kernel's module (e.g. main's, before a change) at its default settings beside these.
+the kernel's module (e.g. main's, before a change) at its default settings beside these. `--libraries` also
+times PyTorch's own variable-length attention on the same packing (one sequence per range of keys): FlashAttention's
+`varlen_attn`, and SDPA on a nested (jagged) tensor with the cuDNN and flash backends, each where this PyTorch has it.
 """
 import argparse
 import importlib.util
@@ -75,6 +77,39 @@ def load_kernel(path: str):
     return module.ragged_attention
 
 
+def sequence_bounds(ranges: KeyRanges) -> tuple[torch.Tensor, int]:
+    """The packing as variable-length sequences: cumulative bounds [n + 1] (int32) and the longest length."""
+    starts = torch.unique(ranges.start)
+    bounds = torch.cat([starts, ranges.end[-1:]]).to(torch.int32)
+    return bounds, int((bounds[1:] - bounds[:-1]).max())
+
+
+def library_variants(q, k, v, ranges) -> dict:
+    """PyTorch's variable-length attentions on the packing (GQA kept where the call takes it)."""
+    bounds, longest = sequence_bounds(ranges)
+    out = {}
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+        out["torch varlen_attn (flash)"] = (lambda: varlen_attn(q, k, v, bounds, bounds, longest, longest,
+                                                                 enable_gqa=True), None)
+    except ImportError:
+        pass
+    groups = q.shape[1] // k.shape[1]
+    offsets = bounds.to(torch.int64)
+    lengths = bounds[1:] - bounds[:-1]
+    nested = [torch.nested.nested_tensor_from_jagged(t, offsets, min_seqlen=int(lengths.min()), max_seqlen=longest)
+              for t in
+              (q, k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1))]
+    qn, kn, vn = (t.transpose(1, 2) for t in nested)  # [n, H, j, D]
+    for name, backend in (("cudnn", torch.nn.attention.SDPBackend.CUDNN_ATTENTION),
+                          ("flash", torch.nn.attention.SDPBackend.FLASH_ATTENTION)):
+        def call(backend=backend):
+            with torch.nn.attention.sdpa_kernel(backend):
+                return torch.nn.functional.scaled_dot_product_attention(qn, kn, vn).transpose(1, 2).values()
+        out[f"sdpa nested {name} (kv heads repeated)"] = (call, None)
+    return out
+
+
 def variants(q, k, v, ranges, qh, kh, vh, mask, before) -> dict:
     """name -> (a call computing the attention ([S, Hq, D], or [1, Hq, S, D] for SDPA), its settings)."""
     out = {"sdpa masked (dense)": (lambda: torch.nn.functional.scaled_dot_product_attention(
@@ -96,6 +131,7 @@ def main(argv=None) -> int:
     parser.add_argument("--graph-calls", type=int, default=28)
     parser.add_argument("--before", help="another kernels/ragged_attention.py to time at its defaults")
     parser.add_argument("--json", help="append one JSON line per result to this file")
+    parser.add_argument("--libraries", action="store_true", help="also PyTorch's variable-length attentions")
     args = parser.parse_args(argv)
     before = load_kernel(args.before) if args.before else None
     torch.manual_seed(0)
@@ -114,6 +150,8 @@ def main(argv=None) -> int:
             qh.float(), kh.float(), vh.float(), attn_mask=mask.float(), enable_gqa=True)[0].transpose(0, 1)
         real = slice(0, n * (c + T))
         fns = variants(q, k, v, ranges, qh, kh, vh, mask, before)
+        if args.libraries:
+            fns.update(library_variants(q, k, v, ranges))
         sdpa_err = (fns["sdpa masked (dense)"][0]()[0].transpose(0, 1)[real].float() - exact[real]).abs().max().item()
         allowed = 2 * sdpa_err + torch.finfo(torch.float16).eps * exact[real].abs().max().item()
         for name, (fn, settings) in fns.items():
