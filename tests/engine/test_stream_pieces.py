@@ -106,3 +106,49 @@ def test_a_chunk_followed_by_whitespace_alone_is_the_last():
     pieces = list(stream_pieces(list(text)))
     assert [last for _, last in pieces] == [False] * (len(pieces) - 1) + [True]
     assert [chunk for chunk, _ in pieces] == stream_chunks(text)
+
+
+def long_stretch_text(rng: random.Random) -> str:
+    """Long stretches where no boundary starts (Chinese without punctuation, one endless word) between ordinary
+    words and marks: the splitter must cut them by hand, wherever the parts happen to end."""
+    stretches = ["今天天气很好我们去公园散步", "x", "ab", "e\u0301"]
+    pieces = [rng.choice(stretches) * rng.randint(20, 400) if rng.random() < 0.5 else rng.choice(TOKENS)
+              for _ in range(rng.randint(1, 12))]
+    return "".join(piece + (" " if rng.random() < 0.3 else "") for piece in pieces)
+
+
+def test_texts_with_long_stretches_without_boundaries_split_in_parts_as_whole():
+    rng = random.Random(5)
+    for _ in range(150):
+        text = long_stretch_text(rng)
+        if not text.strip():
+            continue
+        size = rng.choice([1, 3, 10, 97])
+        parts = [text[i:i + size] for i in range(0, len(text), size)] if rng.random() < 0.5 else in_parts(text, rng)
+        whole = stream_chunks(text)
+        assert list(stream_pieces(parts)) == [(chunk, i == len(whole) - 1) for i, chunk in enumerate(whole)], text
+
+
+class _CountingBoundary:
+    """The boundary pattern, counting how many characters each scan hands it to read."""
+
+    def __init__(self, pattern):
+        self.pattern, self.read = pattern, 0
+
+    def finditer(self, text: str, pos: int = 0):
+        self.read += len(text) - pos
+        return self.pattern.finditer(text, pos)
+
+
+@pytest.mark.parametrize("text", ["今天天气很好我们去公园散步" * 400, "x" * 5000,
+                                  "Short words, and sentences. " * 200, "word" + " " * 40 + "end. " * 1000])
+def test_a_text_in_many_parts_is_read_about_once(monkeypatch, text):
+    from engine.text import chunk
+
+    whole = stream_chunks(text)
+    counting = _CountingBoundary(chunk._BOUNDARY)
+    monkeypatch.setattr(chunk, "_BOUNDARY", counting)
+    assert [c for c, _ in stream_pieces([text[i:i + 10] for i in range(0, len(text), 10)])] == whole
+    # each place once, and a boundary still open at a part's end (here at most 40 characters) again with the next
+    # parts; reading on from the last boundary read every part of the first two texts again (quadratic)
+    assert counting.read <= 2 * len(text), (counting.read, len(text))
