@@ -37,7 +37,7 @@ from transformers.models.hubert.modeling_hubert import HubertModel
 
 from engine.audio.resample import resample
 from engine.constants import SAMPLE_RATE
-from engine.conv import CudnnChoice, convolve
+from engine.conv import ConvPath, CudnnChoice, convolve
 from engine.errors import AudioInputError, CheckpointError
 from kernels import triton_available
 from kernels.snake import SNAKE_DTYPES, snake, snake_input_ref, snake_ref
@@ -55,6 +55,9 @@ HUBERT_PAD = 160  # samples of 16 kHz zero padding on each side before HuBERT, a
 # more (kernels.snake.variant; tests/engine/test_codec_warm_up.py checks 2-1500 frames at the released sizes): at 16
 # every Snake's length is a multiple of 16, at 17 the first ones' are not; short tiles and long ones in both.
 WARM_UP_FRAMES = (16, 17)
+# How cuDNN computes the decodes its CudnnChoice gives it: in TF32, PyTorch's default (about 1e-3 from float32 on the
+# output, where the other decodes, with ATen's own kernels, are full float32).
+DECODER_CUDNN = ConvPath.CUDNN_TF32
 
 
 @dataclass(frozen=True)
@@ -153,12 +156,13 @@ class PendingSum(NamedTuple):
     residual: torch.Tensor | None = None
 
 
-def conv_pending(conv: nn.Conv1d | nn.ConvTranspose1d, x: torch.Tensor, *, cudnn: bool = True) -> PendingSum:
-    """conv(x), its bias left to the fused Snake that follows where that kernel runs; on CUDA with cuDNN only
-    where `cudnn` is True (engine/conv.py)."""
+def conv_pending(conv: nn.Conv1d | nn.ConvTranspose1d, x: torch.Tensor, *,
+                 path: ConvPath = ConvPath.CUDNN_TF32) -> PendingSum:
+    """conv(x), its bias left to the fused Snake that follows where that kernel runs; on CUDA by `path`
+    (engine/conv.py; the encoder's: cuDNN in TF32, as PyTorch's own call by default)."""
     if not use_triton(x):
-        return PendingSum(convolve(conv, x, bias=conv.bias, cudnn=cudnn))
-    return PendingSum(convolve(conv, x, bias=None, cudnn=cudnn), conv.bias)
+        return PendingSum(convolve(conv, x, bias=conv.bias, path=path))
+    return PendingSum(convolve(conv, x, bias=None, path=path), conv.bias)
 
 
 class Snake(nn.Module):
@@ -192,11 +196,11 @@ class DacResidualUnit(nn.Module):
         self.snake2 = Snake(channels)
         self.conv2 = nn.Conv1d(channels, channels, kernel_size=1)
 
-    def forward(self, x: PendingSum, *, cudnn: bool = True) -> PendingSum:
+    def forward(self, x: PendingSum, *, path: ConvPath = ConvPath.CUDNN_TF32) -> PendingSum:
         """h (the sum x stands for) -> h + conv2(snake2(conv1(snake1(h)))), that addition left pending."""
         y, h = self.snake1.with_input(x)
-        y = self.snake2(conv_pending(self.conv1, y, cudnn=cudnn))
-        return conv_pending(self.conv2, y, cudnn=cudnn)._replace(residual=h)
+        y = self.snake2(conv_pending(self.conv1, y, path=path))
+        return conv_pending(self.conv2, y, path=path)._replace(residual=h)
 
 
 def _residual_units(channels: int) -> list[DacResidualUnit]:
@@ -248,16 +252,16 @@ class DacDecoderBlock(nn.Module):
                                           padding=math.ceil(stride / 2), output_padding=stride % 2)
         self.res_unit1, self.res_unit2, self.res_unit3 = _residual_units(channels // 2)
 
-    def forward(self, x: PendingSum, *, cudnn: bool) -> PendingSum:
-        x = conv_pending(self.conv_t1, self.snake1(x), cudnn=cudnn)
+    def forward(self, x: PendingSum, *, path: ConvPath) -> PendingSum:
+        x = conv_pending(self.conv_t1, self.snake1(x), path=path)
         for unit in (self.res_unit1, self.res_unit2, self.res_unit3):
-            x = unit(x, cudnn=cudnn)
+            x = unit(x, path=path)
         return x
 
 
 class DacDecoder(nn.Module):
-    """(B, acoustic_hidden, T) -> (B, 1, T * hop); unbounded output (no tanh). On CUDA its convolutions run with
-    cuDNN where `cudnn` is True, else with ATen's own kernels (engine/conv.py)."""
+    """(B, acoustic_hidden, T) -> (B, 1, T * hop); unbounded output (no tanh). On CUDA its convolutions run by
+    `path`: with ATen's own kernels or with cuDNN (engine/conv.py)."""
 
     def __init__(self, cfg: CodecConfig):
         super().__init__()
@@ -268,11 +272,11 @@ class DacDecoder(nn.Module):
         self.snake1 = Snake(width)
         self.conv2 = nn.Conv1d(width, 1, kernel_size=7, padding=3)
 
-    def forward(self, x: torch.Tensor, *, cudnn: bool = True) -> torch.Tensor:
-        pending = conv_pending(self.conv1, x, cudnn=cudnn)
+    def forward(self, x: torch.Tensor, *, path: ConvPath = DECODER_CUDNN) -> torch.Tensor:
+        pending = conv_pending(self.conv1, x, path=path)
         for block in self.block:
-            pending = block(pending, cudnn=cudnn)
-        return convolve(self.conv2, self.snake1(pending), bias=self.conv2.bias, cudnn=cudnn)
+            pending = block(pending, path=path)
+        return convolve(self.conv2, self.snake1(pending), bias=self.conv2.bias, path=path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -467,6 +471,11 @@ class AudioCodec(nn.Module):
         hidden = self.semantic_model(x, output_hidden_states=True).hidden_states  # L+1 x (1, 2T, H)
         return torch.stack(hidden, dim=1).mean(dim=1)[:, :: self.cfg.semantic_stride]
 
+    def conv_path(self, *, pieces: int, frames: int) -> ConvPath:
+        """How a decode of `pieces` pieces of `frames` frames convolves on CUDA: with cuDNN (as DECODER_CUDNN says)
+        where the CudnnChoice gives it cuDNN, else with ATen's own kernels."""
+        return DECODER_CUDNN if self.cudnn_choice(pieces=pieces, frames=frames) else ConvPath.NATIVE
+
     @torch.inference_mode()
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         """Tokens (num_codebooks, T) in [0, codebook_size) -> waveform (T * hop,) at 24 kHz.
@@ -478,8 +487,8 @@ class AudioCodec(nn.Module):
         """
         codes_range = self._range_of(codes)
         acoustic = self.fc2(self.quantizer.decode(self._clamped(codes)))  # (T, A)
-        cudnn = self.cudnn_choice(pieces=1, frames=codes.shape[-1])
-        wave = self.acoustic_decoder(acoustic.t()[None], cudnn=cudnn)[0, 0]  # (T * hop,)
+        path = self.conv_path(pieces=1, frames=codes.shape[-1])
+        wave = self.acoustic_decoder(acoustic.t()[None], path=path)[0, 0]  # (T * hop,)
         self._check_range(codes_range)
         return wave
 
@@ -494,8 +503,8 @@ class AudioCodec(nn.Module):
             raise ValueError(f"pieces decoded together have one length, not {[p.shape[-1] for p in pieces]}")
         ranges = [self._range_of(codes) for codes in pieces]
         acoustic = torch.stack([self.fc2(self.quantizer.decode(self._clamped(codes))) for codes in pieces])
-        cudnn = self.cudnn_choice(pieces=len(pieces), frames=pieces[0].shape[-1])
-        waves = list(self.acoustic_decoder(acoustic.transpose(1, 2), cudnn=cudnn)[:, 0])  # B x (T * hop,)
+        path = self.conv_path(pieces=len(pieces), frames=pieces[0].shape[-1])
+        waves = list(self.acoustic_decoder(acoustic.transpose(1, 2), path=path)[:, 0])  # B x (T * hop,)
         for codes_range in ranges:
             self._check_range(codes_range)
         return waves
@@ -510,7 +519,7 @@ class AudioCodec(nn.Module):
             return
         for frames in WARM_UP_FRAMES:
             codes = torch.zeros((self.num_codebooks, frames), dtype=torch.long, device=self.device)
-            self.acoustic_decoder(self.fc2(self.quantizer.decode(codes)).t()[None], cudnn=False)
+            self.acoustic_decoder(self.fc2(self.quantizer.decode(codes)).t()[None], path=ConvPath.NATIVE)
 
     @staticmethod
     def _range_of(codes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:

@@ -1,25 +1,38 @@
-"""A Conv1d / ConvTranspose1d module's convolution, on CUDA with or without cuDNN, chosen per call.
+"""A Conv1d / ConvTranspose1d module's convolution on CUDA, by the path asked per call: ATen's own kernels, or cuDNN
+with or without TF32.
 
 cuDNN builds execution plans for each input shape the first time it meets it, and PyTorch keeps them per thread
 (and at most 10,000 of them, about 270 decoder shapes): 42-55 ms, once 1.3 s, for the codec's decoder on an H200,
 paid by the first audio of every text whose first piece has a length new to the thread. ATen's own CUDA
 convolution (im2col and a cuBLAS GEMM) builds nothing per shape and is as fast for short pieces, slower for long
-ones (BENCHMARKS.md, issue 23); `AudioCodec` chooses per decode (`CudnnChoice`). The choice is an
-argument of ATen's `_convolution`, so it holds for this call alone: the process-wide `torch.backends.cudnn.enabled`
-stays as it is for the other threads' convolutions. Without cuDNN the GEMM rounds as cuBLAS's float32 matmuls do
-(`torch.backends.cuda.matmul.allow_tf32`, off by default), not with cuDNN's TF32.
+ones (BENCHMARKS.md, issue 23); `AudioCodec` chooses per decode (`CudnnChoice`). cuDNN rounds float32 through TF32
+by default (PyTorch's `torch.backends.cudnn.allow_tf32`): about 1e-3 on the codec's output, where ATen's GEMM
+rounds as cuBLAS's float32 matmuls do (`torch.backends.cuda.matmul.allow_tf32`, off by default). Both choices are
+arguments of ATen's `_convolution`, so they hold for this call alone: the process-wide flags stay as they are for
+the other threads' convolutions.
 
 Off CUDA the module's own functional call runs, so a CPU's output does not change by a bit.
 """
 from __future__ import annotations
 
 import threading
+from enum import Enum
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 aten_convolution = torch.ops.aten._convolution.default
+
+
+class ConvPath(Enum):
+    """What computes a convolution on CUDA."""
+
+    NATIVE = "native"  # ATen's own: im2col and a cuBLAS GEMM, no plans per shape
+    CUDNN_TF32 = "cudnn"  # cuDNN, its products in TF32 (PyTorch's default for cuDNN)
+    CUDNN_FP32 = "cudnn fp32"  # cuDNN in full float32
+
+
 # Decodes of up to this many frames in all (pieces x frames) never use cuDNN: warm it is only about 1 ms faster
 # there on an H200 (8.2 against 7.0 ms at 23-233 frames, 2.9 ms at 311), so its ~60 ms of plans never pay back.
 NATIVE_UP_TO_FRAMES = 256
@@ -52,16 +65,18 @@ class CudnnChoice:
 
 
 def convolve(conv: nn.Conv1d | nn.ConvTranspose1d, x: torch.Tensor, *, bias: torch.Tensor | None,
-             cudnn: bool) -> torch.Tensor:
-    """conv's convolution of x plus `bias` (None: none), on CUDA with cuDNN only where `cudnn` is True."""
+             path: ConvPath) -> torch.Tensor:
+    """conv's convolution of x plus `bias` (None: none), on CUDA by `path`."""
     transposed = isinstance(conv, nn.ConvTranspose1d)
-    if cudnn or not x.is_cuda:
+    if not x.is_cuda:
         if transposed:
             return F.conv_transpose1d(x, conv.weight, bias, conv.stride, conv.padding, conv.output_padding,
                                       conv.groups, conv.dilation)
         return F.conv1d(x, conv.weight, bias, conv.stride, conv.padding, conv.dilation, conv.groups)
+    cudnn = torch.backends.cudnn
     return aten_convolution(
         x, conv.weight, bias, stride=conv.stride, padding=conv.padding, dilation=conv.dilation,
         transposed=transposed, output_padding=conv.output_padding, groups=conv.groups,
-        # benchmark, deterministic and allow_tf32 only steer cuDNN's choice of algorithm
-        benchmark=False, deterministic=False, cudnn_enabled=False, allow_tf32=False)
+        # the process's settings, as the functional call passes them, but for cuDNN and TF32: the path's
+        benchmark=cudnn.benchmark, deterministic=cudnn.deterministic or torch.are_deterministic_algorithms_enabled(),
+        cudnn_enabled=cudnn.enabled and path is not ConvPath.NATIVE, allow_tf32=path is ConvPath.CUDNN_TF32)

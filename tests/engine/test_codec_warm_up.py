@@ -8,7 +8,7 @@ import torch
 import engine.codec
 from engine.codec import AudioCodec, CodecConfig
 from engine.constants import DEMO_MODEL
-from engine.conv import convolve
+from engine.conv import ConvPath, convolve
 from kernels.snake import snake_input_ref, snake_ref, variant
 
 # the released codec's decoder: 1024 channels halved by each of 5 upsampling blocks, hop 960
@@ -49,7 +49,7 @@ def decoded(codec: AudioCodec, pieces: int, frames: int) -> None:
     meta device has not)."""
     with torch.inference_mode():
         codec.acoustic_decoder(torch.empty(pieces, RELEASED.acoustic_hidden_size, frames, device="meta"),
-                               cudnn=False)
+                               path=ConvPath.NATIVE)
 
 
 def test_warm_up_compiles_every_variant_a_decode_of_any_length_needs(codec, launches):
@@ -68,14 +68,14 @@ def test_warm_up_keeps_no_cudnn_plans_and_no_shape(monkeypatch, codec, launches)
     warm-up length is new to the thread like any other."""
     asked = []
 
-    def spy(conv, x, *, bias, cudnn):
-        asked.append(cudnn)
-        return convolve(conv, x, bias=bias, cudnn=cudnn)
+    def spy(conv, x, *, bias, path):
+        asked.append(path)
+        return convolve(conv, x, bias=bias, path=path)
 
     monkeypatch.setattr(engine.codec, "convolve", spy)
     monkeypatch.setattr(codec, "cudnn_choice", lambda **shape: pytest.fail("the warm-up asked"))
     codec.warm_up()
-    assert asked and not any(asked)
+    assert asked and set(asked) == {ConvPath.NATIVE}
 
 
 def test_warm_up_does_nothing_where_the_plain_path_runs(monkeypatch):

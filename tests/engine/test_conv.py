@@ -1,6 +1,7 @@
-"""engine.conv: the codec decoder's convolutions go to ATen's own CUDA convolution with cuDNN off where the codec's
-CudnnChoice says so, per call; which decodes take cuDNN (per thread, by shape); the encoder's keep cuDNN; a CPU
-computes exactly what the modules do."""
+"""engine.conv: on CUDA each convolution is one call of ATen's `_convolution` with cuDNN and TF32 as its path says
+(the process's flags untouched); the codec decoder's go without cuDNN where the codec's CudnnChoice says so, per
+call, else with cuDNN as DECODER_CUDNN says; which decodes take cuDNN (per thread, by shape); the encoder's keep
+cuDNN in TF32; a CPU computes exactly what the modules do."""
 import copy
 import threading
 
@@ -11,9 +12,9 @@ from torch import nn
 
 import engine.codec
 import engine.conv
-from engine.codec import AudioCodec
+from engine.codec import DECODER_CUDNN, AudioCodec
 from engine.constants import DEMO_MODEL
-from engine.conv import NATIVE_UP_TO_FRAMES, CudnnChoice, aten_convolution, convolve
+from engine.conv import NATIVE_UP_TO_FRAMES, ConvPath, CudnnChoice, aten_convolution, convolve
 
 ON_GPU = torch.cuda.is_available()
 
@@ -36,12 +37,9 @@ def conv_modules():
         lambda bias: nn.ConvTranspose1d(6, 3, kernel_size=10, stride=5, padding=3, output_padding=1, bias=bias))]
 
 
-@pytest.mark.parametrize("conv", conv_modules(), ids=[f"{kind}-{bias}" for bias in ("bias", "no bias")
-                                                      for kind in ("dilated", "pointwise", "transposed")])
-def test_the_cuda_call_computes_what_the_module_does(monkeypatch, conv):
-    """The CUDA branch's call to ATen, with its arguments, run on this machine's tensors: the module's own output
-    bit for bit (on a CPU cuDNN's flag changes nothing), so stride, padding, dilation, output padding and bias
-    are passed as the module has them; and it is asked without cuDNN."""
+@pytest.fixture
+def aten_calls(monkeypatch):
+    """The keyword arguments of every call of ATen's `_convolution` by engine.conv (which it still makes)."""
     calls = []
 
     def recorded(*args, **kwargs):
@@ -49,22 +47,49 @@ def test_the_cuda_call_computes_what_the_module_does(monkeypatch, conv):
         return aten_convolution(*args, **kwargs)
 
     monkeypatch.setattr(engine.conv, "aten_convolution", recorded)
+    return calls
+
+
+# what each path asks ATen for: (cudnn_enabled, allow_tf32)
+ASKED = {ConvPath.NATIVE: (False, False), ConvPath.CUDNN_TF32: (True, True), ConvPath.CUDNN_FP32: (True, False)}
+
+
+@pytest.mark.parametrize("path", list(ConvPath), ids=[p.value for p in ConvPath])
+@pytest.mark.parametrize("conv", conv_modules(), ids=[f"{kind}-{bias}" for bias in ("bias", "no bias")
+                                                      for kind in ("dilated", "pointwise", "transposed")])
+def test_the_cuda_call_computes_what_the_module_does(aten_calls, conv, path):
+    """The CUDA branch's call to ATen, with its arguments, run on this machine's tensors: the module's own output
+    bit for bit (on a CPU cuDNN's flags change nothing), so stride, padding, dilation, output padding and bias
+    are passed as the module has them; and cuDNN and TF32 are asked as the path says."""
     x = torch.randn(2, 6, 23, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
-        got = convolve(conv, x.as_subclass(LooksCuda), bias=conv.bias, cudnn=False)
+        got = convolve(conv, x.as_subclass(LooksCuda), bias=conv.bias, path=path)
         assert torch.equal(got.as_subclass(torch.Tensor), conv(x))
-    assert [call["cudnn_enabled"] for call in calls] == [False]
+    assert [(call["cudnn_enabled"], call["allow_tf32"]) for call in aten_calls] == [ASKED[path]]
 
 
-def test_cudnn_stays_with_pytorchs_own_choice_where_asked_and_off_cuda(monkeypatch):
-    """cudnn=True on CUDA and any call on a CPU take the functional call, as before (cuDNN as the process says)."""
+@pytest.mark.parametrize("settings", [dict(benchmark=True, deterministic=False),
+                                      dict(benchmark=False, deterministic=True)], ids=["benchmark", "deterministic"])
+def test_the_processs_cudnn_settings_still_hold_but_tf32(aten_calls, settings):
+    """Benchmarking and determinism are passed on as the functional call passes them (a process may set them);
+    cuDNN switched off for the process stays off on every path; TF32 is the path's alone."""
+    conv, x = conv_modules()[0], torch.randn(1, 6, 9).as_subclass(LooksCuda)
+    with torch.no_grad(), torch.backends.cudnn.flags(enabled=True, allow_tf32=False, **settings):
+        convolve(conv, x, bias=conv.bias, path=ConvPath.CUDNN_TF32)
+    with torch.no_grad(), torch.backends.cudnn.flags(enabled=False, allow_tf32=True, **settings):
+        convolve(conv, x, bias=conv.bias, path=ConvPath.CUDNN_FP32)
+    assert [(call["benchmark"], call["deterministic"], call["cudnn_enabled"], call["allow_tf32"])
+            for call in aten_calls] == [(settings["benchmark"], settings["deterministic"], True, True),
+                                        (settings["benchmark"], settings["deterministic"], False, False)]
+
+
+@pytest.mark.parametrize("path", list(ConvPath), ids=[p.value for p in ConvPath])
+def test_off_cuda_the_functional_call_runs_whatever_the_path(monkeypatch, path):
     monkeypatch.setattr(engine.conv, "aten_convolution", lambda *a, **k: pytest.fail("ATen asked directly"))
     conv = conv_modules()[2]
     x = torch.randn(1, 6, 9)
     with torch.no_grad():
-        assert torch.equal(convolve(conv, x.as_subclass(LooksCuda), bias=conv.bias, cudnn=True)
-                           .as_subclass(torch.Tensor), conv(x))
-        assert torch.equal(convolve(conv, x, bias=conv.bias, cudnn=False), conv(x))
+        assert torch.equal(convolve(conv, x, bias=conv.bias, path=path), conv(x))
 
 
 # -- which decodes take cuDNN ------------------------------------------------------------------------------------
@@ -128,12 +153,12 @@ def codec():
 
 @pytest.fixture
 def convolutions(monkeypatch, codec):
-    """{conv module: [cudnn asked, per call]} for every call of engine.codec's convolve."""
+    """{conv module: [path asked, per call]} for every call of engine.codec's convolve."""
     calls = {}
 
-    def spy(conv, x, *, bias, cudnn):
-        calls.setdefault(conv, []).append(cudnn)
-        return convolve(conv, x, bias=bias, cudnn=cudnn)
+    def spy(conv, x, *, bias, path):
+        calls.setdefault(conv, []).append(path)
+        return convolve(conv, x, bias=bias, path=path)
 
     monkeypatch.setattr(engine.codec, "convolve", spy)
     return calls
@@ -145,16 +170,18 @@ def decoder_convs(codec):
 
 @pytest.mark.parametrize("answer", [False, True])
 def test_every_decoder_conv_follows_the_choice_asked_once_per_decode(monkeypatch, codec, convolutions, answer):
+    """Without cuDNN: ATen's own kernels; with it: cuDNN as the codec's DECODER_CUDNN says."""
+    path = DECODER_CUDNN if answer else ConvPath.NATIVE
     shapes = []
     monkeypatch.setattr(codec, "cudnn_choice", lambda *, pieces, frames: shapes.append((pieces, frames)) or answer)
     codes = [torch.randint(0, codec.codebook_size, (codec.num_codebooks, 3), device=codec.device) for _ in range(2)]
     codec.decode(codes[0])
     assert shapes == [(1, 3)]
-    assert convolutions == {conv: [answer] for conv in decoder_convs(codec)}
+    assert convolutions == {conv: [path] for conv in decoder_convs(codec)}
     convolutions.clear()
     codec.decode_many(codes)
     assert shapes == [(1, 3), (2, 3)]
-    assert convolutions == {conv: [answer] for conv in decoder_convs(codec)}
+    assert convolutions == {conv: [path] for conv in decoder_convs(codec)}
 
 
 def test_the_encoder_keeps_cudnn(monkeypatch, codec, convolutions):
@@ -162,18 +189,21 @@ def test_the_encoder_keeps_cudnn(monkeypatch, codec, convolutions):
     codec.encode(torch.randn(2 * codec.hop_length, generator=torch.Generator().manual_seed(2)))
     encoder = [m for m in codec.acoustic_encoder.modules() if isinstance(m, (nn.Conv1d, nn.ConvTranspose1d))]
     # all but the last, which the encoder calls as a module, as upstream
-    assert convolutions == {conv: [True] for conv in encoder[:-1]}
+    assert convolutions == {conv: [ConvPath.CUDNN_TF32] for conv in encoder[:-1]}
 
 
 @pytest.mark.skipif(not ON_GPU, reason="needs CUDA")
-def test_decode_without_cudnn_is_as_accurate_as_with_it_without_tf32(monkeypatch, codec):
-    """The GPU's decode without cuDNN (cuBLAS's float32 GEMMs) against the float64 codec: as accurate as a decode
-    with cuDNN and TF32 off, within the codec's rule for two float32 paths (error_budget)."""
+def test_decodes_without_cudnn_and_with_it_in_fp32_are_equally_accurate(monkeypatch, codec):
+    """The GPU's decode without cuDNN (cuBLAS's float32 GEMMs) and with cuDNN asked for full float32, against the
+    float64 codec: each as accurate as the other, within the codec's rule for two float32 paths (error_budget), with
+    the process's TF32 flag on: a TF32 decode is 50-100x farther (BENCHMARKS.md, issue 23)."""
     codes = torch.randint(0, codec.codebook_size, (codec.num_codebooks, 40), device="cuda",
                           generator=torch.Generator("cuda").manual_seed(3))
-    monkeypatch.setattr(codec, "cudnn_choice", lambda **shape: False)
-    ours = codec.decode(codes)
-    monkeypatch.setattr(codec, "cudnn_choice", lambda **shape: True)
-    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
-        with_cudnn = codec.decode(codes)
-    assert_as_accurate(ours, with_cudnn, float64_codec(codec).decode(codes), factor=2)
+    waves = {}
+    for path in (ConvPath.NATIVE, ConvPath.CUDNN_FP32):
+        monkeypatch.setattr(codec, "conv_path", lambda *, pieces, frames: path)
+        with torch.backends.cudnn.flags(enabled=True, allow_tf32=True):
+            waves[path] = codec.decode(codes)
+    exact = float64_codec(codec).decode(codes)
+    assert_as_accurate(waves[ConvPath.NATIVE], waves[ConvPath.CUDNN_FP32], exact, factor=2)
+    assert_as_accurate(waves[ConvPath.CUDNN_FP32], waves[ConvPath.NATIVE], exact, factor=2)
