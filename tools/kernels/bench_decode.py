@@ -46,7 +46,7 @@ def on_path(name: str):
 
 
 def random_codes(codec: AudioCodec, frames: int) -> torch.Tensor:
-    return torch.randint(0, codec.cfg.codebook_size, (codec.num_codebooks, frames), device="cuda")
+    return torch.randint(0, codec.cfg.codebook_size, (codec.num_codebooks, frames), device=codec.device)
 
 
 def timed_ms(fn) -> float:
@@ -97,7 +97,8 @@ def main() -> None:
     dtype = {"fp32": torch.float32, "fp16": torch.float16}[args.dtype]
     codec = AudioCodec.load(resolve_checkpoint(args.model) / "audio_tokenizer", "cuda", dtype)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}, "
-          f"cuDNN {torch.backends.cudnn.version()}, codec {args.dtype}, TF32 convs {torch.backends.cudnn.allow_tf32}")
+          f"cuDNN {torch.backends.cudnn.version()}, codec {args.dtype}, "
+          f"the decodes cuDNN gets: {engine.codec.DECODER_CUDNN.value}")
     torch.manual_seed(0)
     for name in PATHS:  # compile every Snake variant and build the shared plans once, off the clock
         with on_path(name):
