@@ -28,6 +28,7 @@ import torch
 
 from engine.codec import AudioCodec
 from engine.conv import ConvPath
+from engine.lm.checkpoint import CODEC_DIR
 from tools.kernels.bench_decode import random_codes, timed_ms
 
 DEVICE = "cuda"
@@ -162,11 +163,14 @@ def with_flags(codec: AudioCodec, lengths: list[int]) -> list[dict]:
 
 
 def load(model: Path) -> AudioCodec:
-    codec = AudioCodec.load(model / "audio_tokenizer", DEVICE)
-    with torch.inference_mode():
-        for path in PATHS:
-            with forced(codec, path):
-                decode(codec, [random_codes(codec, 20)])  # the handles and the kernels' first loading
+    """The codec as Engine.load makes it: AudioCodec.load, then its warm-up, which compiles every variant of the fused
+    Snake (else the first decode at an odd length pays Triton 1-2 s); then a small decode on each cuDNN path, which
+    loads cuDNN's libraries and makes its handle."""
+    codec = AudioCodec.load(model / CODEC_DIR, DEVICE)
+    codec.warm_up()
+    for path in PATHS[1:]:
+        with forced(codec, path):
+            decode(codec, [random_codes(codec, 20)])
     return codec
 
 

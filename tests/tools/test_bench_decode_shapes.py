@@ -1,5 +1,6 @@
 """tools/bench_decode_shapes.py runs end to end (here on the CPU, CUDA's clock and memory counters stood in for) and
-times, compares and weighs every path of the decoder's convolutions: each one reaches the convolutions."""
+times, compares and weighs every path of the decoder's convolutions: each one reaches the convolutions; the codec
+is loaded and warmed up as the engine's."""
 import json
 
 import pytest
@@ -7,6 +8,7 @@ import torch
 
 import engine.codec
 import tools.bench_decode_shapes as bench
+from engine.codec import AudioCodec
 from engine.constants import DEMO_MODEL
 from engine.conv import ConvPath, convolve
 
@@ -28,7 +30,9 @@ def paths_asked(monkeypatch):
     return asked
 
 
-def test_every_part_measures_every_path(capsys, paths_asked):
+def test_every_part_measures_every_path(monkeypatch, capsys, paths_asked):
+    warmed = []
+    monkeypatch.setattr(AudioCodec, "warm_up", lambda codec: warmed.append(codec))
     assert bench.main(["--model", str(DEMO_MODEL), "--short", "3", "--long", "", "--batched", "2x3",
                        "--memory", "1x4,2x2", "--runs", "1"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -44,3 +48,4 @@ def test_every_part_measures_every_path(capsys, paths_asked):
     for line in shapes:  # on a CPU every path is the module's own call
         assert line["cudnn_max_abs_diff"] == line["cudnn_fp32_max_abs_diff"] == 0
     assert paths_asked == set(ConvPath)
+    assert len(warmed) == 1  # as Engine.load warms its codec: no timed decode compiles a Snake variant
