@@ -51,10 +51,13 @@ UNUSED_TENSORS = re.compile(
     r"|quantizer\.quantizers\.\d+\.codebook\.(cluster_size|embed_avg|inited)$)"
 )
 HUBERT_PAD = 160  # samples of 16 kHz zero padding on each side before HuBERT, as upstream
-# Piece lengths whose decodes launch the fused Snake in every variant Triton compiles for a decode of 2 frames or
-# more (kernels.snake.variant; tests/engine/test_codec_warm_up.py checks 2-1500 frames at the released sizes): at 16
-# every Snake's length is a multiple of 16, at 17 the first ones' are not; short tiles and long ones in both.
-WARM_UP_FRAMES = (16, 17)
+# Piece lengths whose decodes launch the fused Snake in every variant Triton compiles for a decode of any length and
+# for an encode of any clip (kernels.snake.variant; tests/engine/test_codec_warm_up.py checks 1-1500 frames of both at
+# the released sizes): at 16 every Snake's length is a multiple of 16, at 17 the first ones' are not, short tiles and
+# long ones in both; at 1 the first Snake's length is 1, which Triton compiles in as a constant (so does the last
+# Snake of the encoder for a clip of one frame). The encoder's Snakes need no variant of their own: they add bias and
+# residual as the decoder's do, over channels that are multiples of 16 and lengths of the same kinds.
+WARM_UP_FRAMES = (1, 16, 17)
 # How cuDNN computes the decodes its CudnnChoice gives it: in TF32, PyTorch's default (about 1e-3 from float32 on the
 # output, where the other decodes, with ATen's own kernels, are full float32).
 DECODER_CUDNN = ConvPath.CUDNN_TF32
@@ -512,9 +515,9 @@ class AudioCodec(nn.Module):
     @torch.inference_mode()
     def warm_up(self) -> None:
         """Where the fused Snake runs: decode one piece of each length of WARM_UP_FRAMES (without cuDNN: no plans
-        kept for them), so that Triton compiles, or reads from its cache, every variant of the kernel a decode of
-        2 frames or more can need (kernels.snake.variant). Else the first piece of another kind of length pays it:
-        2.2 s once on an H200, in a first audio (BENCHMARKS.md, issue 23)."""
+        kept for them), so that Triton compiles, or reads from its cache, every variant of the kernel a decode or an
+        encode can need (kernels.snake.variant). Else the first piece of another kind of length pays it, 2.2 s once
+        on an H200 in a first audio (BENCHMARKS.md, issue 23), or the first voice made from such a clip."""
         if not use_triton(self.fc2.weight):
             return
         for frames in WARM_UP_FRAMES:

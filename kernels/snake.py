@@ -83,10 +83,10 @@ def _tile(length: int) -> int:
 
 def variant(shape: tuple[int, int, int]) -> tuple:
     """What of an input's [B, C, L] shape makes Triton compile `snake` anew (besides the dtype and which of bias,
-    residual and input_out are given): the tile, and whether rows, channels and length are 1 or multiples of 16,
-    on which Triton specialises integer arguments."""
+    residual and input_out are given): the tile, and for rows, channels and length whether each is 1 (a constant
+    to Triton) and whether it is a multiple of 16, on which Triton specialises integer arguments."""
     batch, channels, length = shape
-    return (_tile(length), *(1 if n == 1 else n % 16 == 0 for n in (batch * channels, channels, length)))
+    return (_tile(length), *((n == 1, n % 16 == 0) for n in (batch * channels, channels, length)))
 
 
 def _check_contiguous(name: str, t: torch.Tensor) -> None:

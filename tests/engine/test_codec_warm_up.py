@@ -1,7 +1,8 @@
-"""AudioCodec.warm_up: after it, a decode of any length (2 frames or more, one piece or several) launches the fused
-Snake only in variants Triton has compiled already. Watched on any machine, on the meta device (shapes only) at the
-released codec's sizes, whose channels decide which variants there are: the fused path is forced and each launch is
-recorded by what Triton compiles per (kernels.snake.variant)."""
+"""AudioCodec.warm_up: after it, a decode of any length (one piece or several) and an encode of any clip launch the
+fused Snake only in variants Triton has compiled already. Watched on any machine, on the meta device (shapes only) at
+the released codec's sizes, whose channels decide which variants there are: the fused path is forced and each launch
+is recorded by what Triton compiles per (kernels.snake.variant, checked against Triton's own specialiser where
+Triton is installed)."""
 import pytest
 import torch
 
@@ -15,7 +16,7 @@ from kernels.snake import snake_input_ref, snake_ref, variant
 RELEASED = CodecConfig(decoder_hidden_size=1024, acoustic_hidden_size=256, upsampling_ratios=(8, 5, 4, 2, 3),
                        downsampling_ratios=(8, 5, 4, 2, 3))
 # every length past the tile and parity boundaries of all sites, then spot checks up to a minute of audio
-LENGTHS = [*range(2, 300), 511, 512, 513, 1000, 1001, 1500]
+LENGTHS = [*range(1, 300), 511, 512, 513, 1000, 1001, 1500]
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +53,31 @@ def decoded(codec: AudioCodec, pieces: int, frames: int) -> None:
                                path=ConvPath.NATIVE)
 
 
+def encoded(codec: AudioCodec, samples: int) -> None:
+    """The acoustic encoder's work (the only part of `encode` with Snakes) for a clip of `samples` samples."""
+    with torch.inference_mode():
+        codec.acoustic_encoder(torch.empty(1, 1, samples, device="meta"))
+
+
+def test_variant_tells_apart_what_tritons_specialiser_does():
+    """Two shapes have one variant exactly where Triton's own specialiser (of the installed Triton) gives their
+    integer arguments one key, by tile."""
+    specialise = getattr(pytest.importorskip("triton._C.libtriton"), "native_specialize_impl", None)
+    if specialise is None:
+        pytest.skip("this Triton specialises in Python")
+    from triton.backends.compiler import BaseBackend
+
+    def tritons(shape: tuple[int, int, int]) -> tuple:
+        batch, channels, length = shape
+        return variant(shape)[0], *(specialise(BaseBackend, n, False, True, True) for n in (batch * channels,
+                                                                                            channels, length))
+
+    shapes = [(b, c, n) for b in (1, 2, 3) for c in (1, 16, 17, 512) for n in (1, 2, 16, 17, 32, 255, 300, 1024)]
+    for one in shapes:
+        for other in shapes:
+            assert (variant(one) == variant(other)) == (tritons(one) == tritons(other)), (one, other)
+
+
 def test_warm_up_compiles_every_variant_a_decode_of_any_length_needs(codec, launches):
     codec.warm_up()
     warmed = set(launches)
@@ -61,6 +87,17 @@ def test_warm_up_compiles_every_variant_a_decode_of_any_length_needs(codec, laun
             launches.clear()
             decoded(codec, pieces, frames)
             assert launches <= warmed, (pieces, frames, launches - warmed)
+
+
+def test_warm_up_compiles_every_variant_an_encode_of_any_clip_needs(codec, launches):
+    """`encode` gives the encoder whole frames of the clip, or one frame more (half a frame of padding on each side)
+    where the semantic branch's length asks for it: a whole number of frames either way."""
+    codec.warm_up()
+    warmed = set(launches)
+    for frames in LENGTHS:
+        launches.clear()
+        encoded(codec, frames * RELEASED.hop_length)
+        assert launches <= warmed, (frames, launches - warmed)
 
 
 def test_warm_up_keeps_no_cudnn_plans_and_no_shape(monkeypatch, codec, launches):
