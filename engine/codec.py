@@ -502,15 +502,41 @@ class AudioCodec(nn.Module):
         lengths raise ValueError: padded to the longest, the shorter ones' last frames would change (the decoder
         hears the padding's values instead of zeros there). Codes out of range raise ValueError as in `decode`.
         """
+        waves, ranges = self._decode_unchecked(pieces)
+        for codes_range in ranges:
+            self._check_range(codes_range)
+        return waves
+
+    @torch.inference_mode()
+    def queue_decode(self, pieces: list[torch.Tensor]) -> QueuedDecode:
+        """`decode_many`'s work and the copy of its waveforms (float32) to the host, queued without waiting for the
+        device: `QueuedDecode.waves()` waits, then refuses codes out of range as `decode_many` does. A caller
+        holding a lock releases it before that wait, and work queued after this call by others (on the same
+        stream) does not delay its waves."""
+        waves, ranges = self._decode_unchecked(pieces)
+        pinned = waves[0].is_cuda
+        host_waves = [torch.empty(w.shape, dtype=torch.float32, pin_memory=pinned) for w in waves]
+        host_ranges = [torch.empty(2, dtype=codes.dtype, pin_memory=pinned) for codes in pieces]
+        for host, wave in zip(host_waves, waves):
+            host.copy_(wave, non_blocking=pinned)
+        for host, codes_range in zip(host_ranges, ranges):
+            host.copy_(torch.stack(codes_range), non_blocking=pinned)
+        done = None
+        if pinned:
+            done = torch.cuda.Event()
+            done.record()
+        return QueuedDecode(host_waves, host_ranges, done, self.codebook_size)
+
+    def _decode_unchecked(self, pieces: list[torch.Tensor]) -> tuple[list[torch.Tensor], list]:
+        """The waveforms of pieces of one length in one batch, the codes clamped into range, and each piece's
+        range (`_range_of`) not read yet."""
         if len({tuple(codes.shape) for codes in pieces}) != 1:
             raise ValueError(f"pieces decoded together have one length, not {[p.shape[-1] for p in pieces]}")
         ranges = [self._range_of(codes) for codes in pieces]
         acoustic = torch.stack([self.fc2(self.quantizer.decode(self._clamped(codes))) for codes in pieces])
         path = self.conv_path(pieces=len(pieces), frames=pieces[0].shape[-1])
         waves = list(self.acoustic_decoder(acoustic.transpose(1, 2), path=path)[:, 0])  # B x (T * hop,)
-        for codes_range in ranges:
-            self._check_range(codes_range)
-        return waves
+        return waves, ranges
 
     @torch.inference_mode()
     def warm_up(self) -> None:
@@ -538,12 +564,32 @@ class AudioCodec(nn.Module):
 
     def _check_range(self, codes_range: tuple[torch.Tensor, torch.Tensor] | None) -> None:
         """ValueError if the codes of `_range_of` left [0, codebook_size) (reading it waits for the device)."""
-        if codes_range is None:
-            return
-        low, high = (int(v) for v in codes_range)
-        if low < 0 or high >= self.codebook_size:
-            raise ValueError(f"codec input out of range: codes {low}..{high}, the codec has "
-                             f"0..{self.codebook_size - 1}")
+        if codes_range is not None:
+            check_code_range(*(int(v) for v in codes_range), codebook_size=self.codebook_size)
+
+
+def check_code_range(low: int, high: int, *, codebook_size: int) -> None:
+    """ValueError unless codes from `low` to `high` are all in [0, codebook_size)."""
+    if low < 0 or high >= codebook_size:
+        raise ValueError(f"codec input out of range: codes {low}..{high}, the codec has 0..{codebook_size - 1}")
+
+
+@dataclass
+class QueuedDecode:
+    """Waveforms of `AudioCodec.queue_decode` on their way to the host: their buffers fill when `done` is reached."""
+
+    host_waves: list[torch.Tensor]  # float32, pinned on CUDA
+    host_ranges: list[torch.Tensor]  # each piece's (min, max) code
+    done: torch.cuda.Event | None  # None: the work ran as it was called (CPU)
+    codebook_size: int
+
+    def waves(self) -> list[torch.Tensor]:
+        """The float32 waveforms on the host, once the device got there; ValueError if codes were out of range."""
+        if self.done is not None:
+            self.done.synchronize()
+        for low, high in (r.tolist() for r in self.host_ranges):
+            check_code_range(low, high, codebook_size=self.codebook_size)
+        return self.host_waves
 
 
 def _read_config(path: Path) -> CodecConfig:

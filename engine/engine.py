@@ -408,12 +408,12 @@ class Engine:
                 group.append([])
             group[-1].append(i)
         waves: list[np.ndarray] = [np.empty(0, np.float32)] * len(pieces)
-        with self._lock, torch.inference_mode():
-            for run in (run for group in runs.values() for run in group):
-                codes = [pieces[i].to(self.device) for i in run]
-                decoded = self.codec.decode_many(codes) if len(codes) > 1 else [self.codec.decode(codes[0])]
-                for i, wave in zip(run, decoded):
-                    waves[i] = wave.float().cpu().numpy()
+        with self._lock, torch.inference_mode():  # queued under the lock, waited for after it
+            queued = [(run, self.codec.queue_decode([pieces[i].to(self.device) for i in run]))
+                      for run in (run for group in runs.values() for run in group)]
+        for run, decode in queued:
+            for i, wave in zip(run, decode.waves()):
+                waves[i] = wave.numpy()
         return waves
 
     @staticmethod

@@ -79,7 +79,7 @@ def test_requests_with_other_settings_are_not_batched(engine, voice):
 def test_pieces_of_one_length_decode_together_where_the_engine_says_so(engine, voice, monkeypatch):
     """With `decode_together` (a GPU's engine), the takes of one line (one length) are decoded in batches of at most
     DECODE_TOGETHER_FRAMES, a line of another length by itself, and each request keeps its own audio. The codec's
-    decode_many stands in for itself here bit for bit (its rounding is tests/engine/test_codec.py's)."""
+    batched decode is its one-by-one decode here, bit for bit (its rounding is tests/engine/test_codec.py's)."""
     from engine.request import SpeechRequest
 
     line, other = "One line, three takes.", "And another line, of another length than the first."
@@ -88,12 +88,31 @@ def test_pieces_of_one_length_decode_together_where_the_engine_says_so(engine, v
     alone = [engine.render_many([request])[0] for request in requests]  # one by one: the CPU's way
     frames = alone[0].tokens[0].shape[-1]
     assert alone[3].tokens[0].shape[-1] != frames
-    together = []
-    monkeypatch.setattr(engine.codec, "decode_many", lambda pieces: together.append(len(pieces)) or
-                        [engine.codec.decode(piece) for piece in pieces])
+    together, unchecked = [], engine.codec._decode_unchecked
+
+    def one_by_one(pieces):
+        if len(pieces) > 1:
+            together.append(len(pieces))
+        decoded = [unchecked([piece]) for piece in pieces]
+        return [w for waves, _ in decoded for w in waves], [r for _, ranges in decoded for r in ranges]
+
+    monkeypatch.setattr(engine.codec, "_decode_unchecked", one_by_one)
     monkeypatch.setattr(engine_module, "DECODE_TOGETHER_FRAMES", 2 * frames)
     monkeypatch.setattr(engine, "decode_together", True)
     results = engine.render_many(requests)
     assert together == [2]  # two takes of the line together, its third alone (the cap), the other line alone
     for result, single in zip(results, alone):
         np.testing.assert_array_equal(result.audio, single.audio)
+
+
+def test_waves_are_read_with_the_engine_free(engine, voice, monkeypatch):
+    """The decode is queued under the engine's lock and waited for after it, so another thread's generation can be
+    queued while this one's audio comes back (on a GPU the wait is the device's whole batch)."""
+    from engine.codec import QueuedDecode
+
+    locked, waves = [], QueuedDecode.waves
+    monkeypatch.setattr(QueuedDecode, "waves", lambda self: locked.append(engine._lock.locked()) or waves(self))
+    from engine.request import SpeechRequest
+
+    engine.render_many([SpeechRequest(text="Read with the lock free.", voice=voice, config=CFG)])
+    assert locked == [False]

@@ -231,6 +231,18 @@ def test_the_range_is_read_after_the_decode_is_queued(codec, many, monkeypatch):
     assert torch.equal(looked_up[0], codes)
 
 
+def test_a_queued_decode_gives_decode_manys_waves_and_refuses_bad_codes_when_read(codec):
+    """queue_decode waits for nothing: its waves (float32, on the host) equal decode_many's bit for bit, and codes out
+    of range are refused when the waves are read, not before."""
+    g = torch.Generator().manual_seed(9)
+    pieces = [torch.randint(0, codec.codebook_size, (codec.num_codebooks, 12), generator=g) for _ in range(2)]
+    for got, want in zip(codec.queue_decode(pieces).waves(), codec.decode_many(pieces)):
+        assert got.dtype == torch.float32 and torch.equal(got, want.float())
+    queued = codec.queue_decode([pieces[0], pieces[1] - 1 - pieces[1].max()])  # a piece with negative codes
+    with pytest.raises(ValueError, match=r"out of range: codes -\d+\.\.-1"):
+        queued.waves()
+
+
 def test_pieces_of_one_length_decode_together_as_well_as_one_by_one(codec, codec64):
     """Each piece of a batch rounds as well as its lone decode (the float64 codec is the exact value); pieces of
     different lengths are refused (padding would change the shorter ones' ends), as are codes out of range."""
