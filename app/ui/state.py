@@ -1,22 +1,30 @@
 """Every open page shows the saved settings, so Generate always uses what the page shows.
 
 Each widget that shows a setting is bound here once. A page is built showing the settings saved when it was
-served, saves a setting when the user changes its widget, and a timer pushes changes made in another tab or
-window: the page keeps the settings revision it last showed and asks only for newer ones.
-Saving listens to `input` (the user's own changes), never `change`, so a pushed value is not saved back
-and a pushed quality mode does not reload the model again.
+served, saves a setting when the user changes its widget, and a timer brings it the changes made in another tab or
+window. The page keeps, per widget, the settings revision of the value it shows (`_PageView`), and a widget is sent
+a setting only when that setting was saved after that revision: a widget whose own change was saved is never sent
+that change back, and the other widgets of that setting (Steps on the Clone and the Voice design tabs) are sent it.
+Saving listens to `input` (the user's own changes), never `change`, so a value sent is not saved back and a quality
+mode sent does not reload the model again.
 
-Why pages are built with the saved values rather than filled in when they load: Gradio mounts the widgets of a
-closed accordion or of a tab not yet opened only when they are first shown, and a value pushed to such a widget
-before then is applied one settling of the page after it appears, over whatever the user typed into it in the
-meantime (Gradio 6.31, the frontend's app tree: register_component applies the props it kept). A page filled
-in at load pushed every setting into every hidden widget, so an edit typed as the Advanced settings opened was
-lost, and its `input` event saved the pushed value instead (the lost Steps edit of the clean-clone CI runs).
-Still open: a change another page saves is pushed to this page's widgets whether shown or not, so an edit typed
-into a widget the instant it first appears can lose to that (older) change.
+Values go only to widgets the page has shown. Gradio mounts the widgets of a closed accordion or of a tab not yet
+opened only when they are first shown, and keeps a value sent to such a widget before then to apply it one settling
+after it appears, over whatever was typed into it in the meantime (Gradio 6.31, the frontend's app tree:
+register_component applies the props it kept). So a value sent to a hidden widget lost an edit typed the instant it
+appeared: pages filled in at load lost the Steps edit of the clean-clone CI runs that way, and so did a change
+another page had saved long before (3 of 3 runs). Pages are therefore built with the saved values (a page served
+before a save is corrected at load), and the page says, with each request for changes, which widgets it shows and
+which ones the user touched since its last request (`REPORT`): those are not sent anything by that answer, since
+what it would send may be older than what they hold. A widget that appears shows what the page was served with (or
+last sent) until the page asks again, one frame after it appears rather than at the next tick (`INSTALL`; 62 ms
+from its appearance to the setting saved meanwhile, here); an edit typed before then stands.
+Still open: an answer already on its way when the user touches a widget can replace that edit (a window of one
+round trip, and only for a change saved elsewhere since the page last asked).
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -58,6 +66,51 @@ _STORED: dict[str, Callable] = {"output_device": output_device, "language": str,
                                 "pad": float, "fade": float, "normalize_text": bool}
 
 
+# The index of the bound widget a page element belongs to (`bind` marks each), or undefined.
+_WIDGET = r"""const widgetOf = (node) => {
+        const widget = node?.closest?.('.vd-setting');
+        return widget ? Number(widget.className.match(/vd-setting-(\d+)/)[1]) : undefined;
+    };"""
+# Run as the page loads: it then shows the saved settings (data-vd-settings="shown" on <html>), notes which widget
+# the user touches (any input, change, press or key in it) and asks for the changes as soon as a widget appears.
+INSTALL = """() => {
+    document.documentElement.dataset.vdSettings = 'shown';
+    if (window.vdSettingsView) return;
+    %s
+    const view = window.vdSettingsView = {touched: new Set(), seen: new WeakSet()};
+    const note = (event) => {
+        const widget = widgetOf(event.target);
+        if (widget !== undefined) view.touched.add(widget);
+    };
+    for (const type of ['input', 'change', 'pointerdown', 'keydown']) document.addEventListener(type, note, true);
+    new MutationObserver(() => {
+        const appeared = [...document.querySelectorAll('.vd-setting')].filter(widget => !view.seen.has(widget));
+        if (!appeared.length) return;
+        appeared.forEach(widget => view.seen.add(widget));
+        requestAnimationFrame(() => document.getElementById('vd-settings-sync')?.click());
+    }).observe(document.body, {childList: true, subtree: true});
+}""" % _WIDGET
+# With each request for changes, in place of its last input: the widgets the page shows, and those touched since the
+# last request.
+REPORT = """(...inputs) => {
+    %s
+    const touched = window.vdSettingsView?.touched ?? new Set();
+    const report = {shown: [...document.querySelectorAll('.vd-setting')].map(widgetOf), touched: [...touched]};
+    touched.clear();
+    return [...inputs.slice(0, -1), report];
+}""" % _WIDGET
+
+
+@dataclass
+class _PageView:
+    """What one page shows: for each bound widget, the settings revision of its value (-1: older than any); and the
+    revision it last asked at. Kept in the page's gr.State and changed in place, under `SettingsView.lock`: the
+    page's requests run at the same time."""
+
+    shows: list[int]
+    revision: int = -1
+
+
 @dataclass
 class SettingsView:
     """The widgets that show settings: `bind` them while building the page, then `wire` once.
@@ -67,28 +120,36 @@ class SettingsView:
     ctx: AppContext
     bound: list[tuple[str, gr.components.Component]] = field(default_factory=list)
     wake: list[gr.Timer] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self):
-        self.revision = gr.State(-1)  # the settings revision this page shows
+        self.page = gr.State(lambda: _PageView([-1] * len(self.bound)))  # what this page shows
+        self.report = gr.JSON(visible=False)  # filled in by REPORT
 
     def bind(self, name: str, widget, save: bool = True):
         """Show setting `name` in `widget`, saved when the user changes it unless `save` is False."""
+        classes = [widget.elem_classes] if isinstance(widget.elem_classes, str) else widget.elem_classes or []
+        widget.elem_classes = [*classes, "vd-setting", f"vd-setting-{len(self.bound)}"]  # for REPORT
         self.bound.append((name, widget))
         if save:
-            widget.input(self._saver(name), [widget, self.revision], self.revision, api_visibility="private",
-                         queue=False)
+            widget.input(self._saver(name, widget), [widget, self.page], None, api_visibility="private", queue=False)
         return widget
 
     def wire(self, blocks: gr.Blocks) -> None:
         """Build each page with the saved settings, correct it when it loads and keep it in step with other
         pages."""
         widgets = [w for _, w in self.bound]
-        outputs = [*widgets, self.revision, *self.wake]
-        gr.Timer(SYNC_S).tick(self._sync, self.revision, outputs, api_visibility="private", queue=False)
+        outputs = [*widgets, *self.wake]
+        gr.Timer(SYNC_S).tick(self._sync, [self.page, self.report], outputs, js=REPORT, api_visibility="private",
+                              queue=False)
+        # pressed by INSTALL when a widget appears; pressed again while it runs, it runs again after (always_last)
+        gr.Button(visible="hidden", elem_id="vd-settings-sync").click(
+            self._sync, [self.page, self.report], outputs, js=REPORT, api_visibility="private", queue=False,
+            trigger_mode="always_last")
         # A setting saved between serving the page and its load is shown when this answers; data-vd-settings="shown"
         # on <html> then says the page shows the saved settings (a setting changed before may be overwritten).
-        blocks.load(self._correct, widgets, outputs, api_visibility="private", queue=False).then(
-            None, js="() => { document.documentElement.dataset.vdSettings = 'shown'; }", queue=False)
+        blocks.load(self._correct, [*widgets, self.page, self.report], outputs, js=REPORT, api_visibility="private",
+                    queue=False).then(None, js=INSTALL, queue=False)
         self.ctx.settings_watchers.append(lambda: self._serve_saved(blocks))
 
     def _serve_saved(self, blocks: gr.Blocks) -> None:
@@ -99,38 +160,47 @@ class SettingsView:
             widget.value = widget.postprocess(shown(self.ctx, name))  # what a config made again would hold
             served[widget._id]["value"] = widget.value
 
-    def _correct(self, *showing):
-        """A page that loads: only the settings it shows wrongly are pushed (saved after it was served), so the
-        widgets it has not shown yet are left alone; it now shows the current revision."""
-        revision = self.ctx.settings_revision
-        wanted = [shown(self.ctx, name) for name, _ in self.bound]
-        return (*(want if value != want else gr.skip() for value, want in zip(showing, wanted, strict=True)),
-                revision, *(gr.Timer(active=True) for _ in self.wake))
+    def _correct(self, *showing_page_report):
+        """A page that loads: the widgets that show a setting saved after the page was served are sent it, now if
+        shown, else once they are."""
+        *showing, page, report = showing_page_report
+        with self.lock:
+            revision = self.ctx.settings_revision
+            wanted = [shown(self.ctx, name) for name, _ in self.bound]
+            page.shows = [revision if value == want else -1 for value, want in zip(showing, wanted, strict=True)]
+        return self._sync(page, report)
 
-    def _sync(self, seen: int):
-        """Only the settings saved since revision `seen` are pushed: a push of the others could land on a widget
-        the user is changing at that moment and be saved in place of their value."""
-        revision = self.ctx.settings_revision
-        if seen == revision:
-            return (gr.skip(),) * (len(self.bound) + 1 + len(self.wake))
-        changed = self.ctx.settings_changed
-        return (*(shown(self.ctx, name) if changed.get(name, 0) > seen else gr.skip() for name, _ in self.bound),
-                revision, *(gr.Timer(active=True) for _ in self.wake))
+    def _sync(self, page: _PageView, report: dict | None):
+        """Each widget that the page shows and the user has not touched since its last request is sent its setting
+        if that was saved after what the widget shows."""
+        report = report or {}
+        ready = set(report.get("shown", ())) - set(report.get("touched", ()))
+        with self.lock:
+            sent = []
+            for i, (name, _) in enumerate(self.bound):
+                saved_at = self.ctx.settings_changed.get(name, 0)  # read before the value: never newer than it
+                if i in ready and saved_at > page.shows[i]:
+                    page.shows[i] = saved_at
+                    sent.append(shown(self.ctx, name))
+                else:
+                    sent.append(gr.skip())
+            woken = page.revision != self.ctx.settings_revision
+            page.revision = self.ctx.settings_revision
+        return (*sent, *(gr.Timer(active=True) if woken else gr.skip() for _ in self.wake))
 
-    def saved(self, seen: int, **changes):
-        """Save `changes` made on a page that shows revision `seen`; returns what that page's revision becomes.
-        The page now shows the revision its save made, unless another page saved something after what this page
-        last showed: then it keeps its revision, and the next sync shows it that change. A save that leaves the
-        page's revision behind makes its next sync push every setting back onto it, over a value the user may be
-        typing at that moment (lost if that value's save reads the pushed one): the widgets' saves and the quality
-        switch come here."""
+    def saved(self, page: _PageView, widget, **changes) -> None:
+        """Save `changes` made in `widget` of `page`: that widget shows the revision its save made (unless it was sent
+        a later one meanwhile); the page's other widgets of these settings are sent them (the widgets' saves and the
+        quality switch come here)."""
         revision = self.ctx.save_settings(**changes)
-        return revision if revision == seen + 1 else gr.skip()
+        index = next(i for i, (_, bound) in enumerate(self.bound) if bound is widget)
+        with self.lock:
+            page.shows[index] = max(page.shows[index], revision)
 
-    def _saver(self, name: str):
+    def _saver(self, name: str, widget):
         store = _STORED[name]
 
-        def save(value, seen: int):
-            return self.saved(seen, **{name: store(value)})
+        def save(value, page: _PageView):
+            self.saved(page, widget, **{name: store(value)})
 
         return save

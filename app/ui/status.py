@@ -105,17 +105,16 @@ def wire_header(ctx: AppContext, header: Header, generate_buttons: list[tuple[gr
         return (status_html(state, ctx.demo), realtime_check_update(check), *usable(*values),
                 gr.Timer(active=keep_polling(state, check)))
 
-    def switch(mode, seen: int):
+    def switch(mode, page):
         reloading = ctx.host.start(mode)
-        revision = gr.skip()
         try:
-            revision = header.view.saved(seen, mode=mode)
+            header.view.saved(page, header.mode, mode=mode)
         except StorageError as err:  # the switch still happens, only not remembered
             gr.Warning(f"This mode is used now but cannot be remembered for the next start: {err}")
         if not reloading:  # the same path runs: Generate stays as it is
-            return (gr.skip(),) * (len(buttons) + 3) + (revision,)
+            return (gr.skip(),) * (len(buttons) + 3)
         return (status_html(ctx.host.state(), ctx.demo), realtime_check_update(ctx.host.realtime_check.status()),
-                *[gr.Button(interactive=False) for _ in buttons], gr.Timer(active=True), revision)
+                *[gr.Button(interactive=False) for _ in buttons], gr.Timer(active=True))
 
     def model_status() -> dict:
         """The model's loading stage, progress and backend; `ready` is true once Generate works."""
@@ -129,6 +128,5 @@ def wire_header(ctx: AppContext, header: Header, generate_buttons: list[tuple[gr
     header.timer.tick(poll, texts, outputs, api_visibility="private", queue=False)
     for text in texts:
         text.change(usable, texts, buttons, api_visibility="private", queue=False)
-    header.mode.input(switch, [header.mode, header.view.revision], [*outputs, header.view.revision],
-                      api_name="set_mode")
+    header.mode.input(switch, [header.mode, header.view.page], outputs, api_name="set_mode")
     gr.api(model_status, api_name="model_status")

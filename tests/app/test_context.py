@@ -1,6 +1,7 @@
 """A reference clip is read only from the folder Gradio stores uploads in: no path elsewhere, no way out
 of it by `..`, a link, or a sibling folder whose name merely starts the same."""
 import os
+from types import SimpleNamespace
 
 import pytest
 
@@ -70,29 +71,39 @@ def test_concurrent_settings_saves_keep_every_change_and_revision(settings_ctx):
     assert Settings.load(ctx.dirs.settings_file) == ctx.settings
 
 
+def page_view(view, **report):
+    """A page of `view` showing the current revision in every widget, and what it reports with each request (default:
+    every widget shown, none touched)."""
+    from app.ui.state import _PageView
+
+    page = _PageView([view.ctx.settings_revision] * len(view.bound))
+    return page, {"shown": report.get("shown", list(range(len(view.bound)))), "touched": report.get("touched", [])}
+
+
+def bind(view, *names):
+    for name in names:
+        view.bind(name, SimpleNamespace(elem_classes=None), save=False)
+
+
 def test_a_page_that_saves_is_still_shown_what_another_page_saved_first(settings_ctx):
-    """A page's own save must not mark as seen a change another page made since this page last synced."""
+    """A page's own save must not mark as seen a change another page made meanwhile, nor be sent back to it."""
     from gradio.utils import is_prop_update
 
     from app.ui.state import SettingsView
 
     ctx, view = settings_ctx, SettingsView(settings_ctx)
-    view.bind("guidance", object(), save=False)
-    save_steps = view._saver("steps")
-    seen = ctx.settings_revision  # what this page shows
+    bind(view, "guidance", "steps")
+    page, report = page_view(view)
     ctx.save_settings(guidance=2.0)  # another page
-    assert is_prop_update(save_steps(12, seen))  # this page keeps its revision...
-    guidance_shown, revision, *_ = view._sync(seen)
-    assert guidance_shown == 2.0 and revision == ctx.settings_revision  # ...and the next sync shows the change
-    assert save_steps(20, revision) == revision + 1  # up to date: its own save is all there is to see
+    view.saved(page, view.bound[1][1], steps=12)  # this page's Steps box
+    guidance, steps = view._sync(page, report)
+    assert guidance == 2.0 and is_prop_update(steps)  # the other page's change, and not its own back
+    assert all(is_prop_update(sent) for sent in view._sync(page, report))  # nothing new since
 
 
-def test_a_pages_quality_switch_leaves_it_showing_the_revision_its_save_made(settings_ctx):
-    """The mode is saved by the switch's own handler: like every save a page makes it must move that page's
-    revision on, or the page's next sync pushes every setting back onto it, over a value being typed at that
-    moment (the clean-clone CI's lost Steps edit in test_browser_state)."""
-    from types import SimpleNamespace
-
+def test_a_pages_quality_switch_is_not_sent_back_to_it(settings_ctx):
+    """The mode is saved by the switch's own handler: like every save a page makes, it must say that the switch
+    shows it, or the page's next sync sends the mode back onto the switch."""
     import gradio as gr
 
     from app.engine_host import HostState
@@ -108,14 +119,14 @@ def test_a_pages_quality_switch_leaves_it_showing_the_revision_its_save_made(set
         view = SettingsView(ctx)
         wire_header(ctx, build_header(ctx, view), [])
     switch = next(fn for fn in blocks.fns.values() if fn.api_name == "set_mode")
-    assert switch.outputs[-1]._id == view.revision._id
-    seen = ctx.settings_revision
-    assert switch.fn("realtime", seen)[-1] == seen + 1 and ctx.settings.mode == "realtime"
-    ctx.save_settings(steps=12)  # another page
-    assert gr.utils.is_prop_update(switch.fn("hifi", seen + 1)[-1])  # this page has that change still to see
+    page, report = page_view(view)
+    switch.fn("realtime", page)
+    assert ctx.settings.mode == "realtime" and page.shows == [ctx.settings_revision]
+    mode, *_ = view._sync(page, report)
+    assert gr.utils.is_prop_update(mode)
 
 
-def test_a_sync_pushes_only_the_settings_saved_since_the_page_last_synced(settings_ctx):
+def test_a_sync_sends_each_widget_only_the_settings_saved_since_it_showed_one(settings_ctx):
     """Another page switched the quality mode: this page is sent the mode and nothing else, so a Steps value being
     typed here is not overwritten by (and then saved as) the old one."""
     from gradio.utils import is_prop_update
@@ -123,22 +134,40 @@ def test_a_sync_pushes_only_the_settings_saved_since_the_page_last_synced(settin
     from app.ui.state import SettingsView
 
     ctx, view = settings_ctx, SettingsView(settings_ctx)
-    for name in ("mode", "steps", "guidance"):
-        view.bind(name, object(), save=False)
-    seen = ctx.settings_revision
+    bind(view, "mode", "steps", "guidance")
+    page, report = page_view(view)
     ctx.save_settings(mode="realtime")  # another page
-    mode, steps, guidance, revision = view._sync(seen)
-    assert mode == "realtime" and is_prop_update(steps) and is_prop_update(guidance) and revision == seen + 1
+    mode, steps, guidance = view._sync(page, report)
+    assert mode == "realtime" and is_prop_update(steps) and is_prop_update(guidance)
     ctx.save_settings(steps=12, guidance=1.5)  # another page again, two settings in one save
-    mode, steps, guidance, _ = view._sync(revision)
+    mode, steps, guidance = view._sync(page, report)
     assert is_prop_update(mode) and (steps, guidance) == (12, 1.5)
+
+
+def test_a_widget_is_sent_nothing_while_hidden_or_touched_and_its_setting_once_shown(settings_ctx):
+    """Gradio applies a value sent to a widget the page has not shown yet as it appears, over what is typed into it
+    then; and a value sent to a widget the user has just touched may be older than the edit on its way."""
+    from gradio.utils import is_prop_update
+
+    from app.ui.state import SettingsView
+
+    ctx, view = settings_ctx, SettingsView(settings_ctx)
+    bind(view, "steps", "guidance")
+    page, _ = page_view(view)
+    ctx.save_settings(steps=12, guidance=1.5)  # another page
+    steps, guidance = view._sync(page, {"shown": [1], "touched": []})  # the Steps box not shown yet
+    assert is_prop_update(steps) and guidance == 1.5
+    steps, _ = view._sync(page, {"shown": [0, 1], "touched": [0]})  # shown, and touched at once
+    assert is_prop_update(steps)
+    steps, _ = view._sync(page, {"shown": [0, 1], "touched": []})  # untouched since: no edit, so it gets 12
+    assert steps == 12
 
 
 def test_pages_are_served_with_the_saved_settings_and_a_loading_page_is_sent_only_what_it_shows_wrongly(
         settings_ctx):
     """A value pushed into a widget the page has not shown yet (closed accordion, other tab) is applied by Gradio
     as the widget appears, over what the user types into it then: so a page is served showing the saved settings,
-    and its load pushes only a setting saved after it was served (the one it shows wrongly), nothing else."""
+    and its load sends only a setting saved after it was served (the one it shows wrongly), nothing else."""
     import gradio as gr
     from gradio.utils import is_prop_update
 
@@ -157,6 +186,12 @@ def test_pages_are_served_with_the_saved_settings_and_a_loading_page_is_sent_onl
     ctx.save_settings(steps=12)
     assert (served(steps), served(guidance)) == (12, ctx.settings.guidance)  # a page opened now shows Steps 12
     ctx.save_settings(guidance=1.5)  # after a page was served showing Steps 12 and the old guidance
-    pushed_steps, pushed_guidance, revision = view._correct(12, 3.0)  # (no timers to wake here)
-    assert is_prop_update(pushed_steps) and pushed_guidance == 1.5 and revision == ctx.settings_revision
-    assert all(is_prop_update(p) for p in view._correct(12, 1.5)[:2])  # a page served now: nothing to push
+    page, report = page_view(view)
+    pushed_steps, pushed_guidance = view._correct(12, 3.0, page, report)  # (no timers to wake here)
+    assert is_prop_update(pushed_steps) and pushed_guidance == 1.5
+    page, report = page_view(view)
+    assert all(is_prop_update(p) for p in view._correct(12, 1.5, page, report))  # a page served now: nothing
+    page, _ = page_view(view)
+    hidden = {"shown": [0], "touched": []}
+    assert all(is_prop_update(p) for p in view._correct(12, 3.0, page, hidden))  # its guidance not shown yet...
+    assert view._sync(page, {"shown": [0, 1], "touched": []})[1] == 1.5  # ...until it is
