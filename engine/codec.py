@@ -522,9 +522,9 @@ class AudioCodec(nn.Module):
         for host, codes_range in zip(host_ranges, ranges):
             host.copy_(torch.stack(codes_range), non_blocking=pinned)
         done = None
-        if pinned:
+        if pinned:  # on the copies' stream: the current stream of the waves' device, not of the thread's current device
             done = torch.cuda.Event()
-            done.record()
+            done.record(torch.cuda.current_stream(waves[0].device))
         return QueuedDecode(host_waves, host_ranges, done, self.codebook_size)
 
     def _decode_unchecked(self, pieces: list[torch.Tensor]) -> tuple[list[torch.Tensor], list]:

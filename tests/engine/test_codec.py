@@ -243,6 +243,24 @@ def test_a_queued_decode_gives_decode_manys_waves_and_refuses_bad_codes_when_rea
         queued.waves()
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_a_queued_decode_on_another_gpu_than_the_threads_is_read_once_that_gpu_is_done():
+    """An engine on cuda:1 queues its decodes from threads whose current device is cuda:0: the waves are read once
+    cuda:1 has copied them (here behind a long kernel), not at once (cuda:0's stream holds none of that work)."""
+    device = torch.device("cuda", 1)
+    codec = AudioCodec.load(CODEC_DIR, device)
+    g = torch.Generator().manual_seed(9)
+    pieces = [torch.randint(0, codec.codebook_size, (codec.num_codebooks, 40), generator=g).to(device)
+              for _ in range(2)]
+    want = [wave.float().cpu() for wave in codec.decode_many(pieces)]
+    with torch.cuda.device(0):
+        with torch.cuda.device(device):
+            torch.cuda._sleep(200_000_000)  # the generation the decode is queued behind: ~0.1 s on any GPU
+        got = codec.queue_decode(pieces).waves()
+    for got_wave, want_wave in zip(got, want):
+        assert torch.equal(got_wave, want_wave)
+
+
 def test_pieces_of_one_length_decode_together_as_well_as_one_by_one(codec, codec64):
     """Each piece of a batch rounds as well as its lone decode (the float64 codec is the exact value); pieces of
     different lengths are refused (padding would change the shorter ones' ends), as are codes out of range."""
