@@ -106,8 +106,10 @@ def test_pieces_of_one_length_decode_together_where_the_engine_says_so(engine, v
 
 
 def test_waves_are_read_with_the_engine_free(engine, voice, monkeypatch):
-    """The decode is queued under the engine's lock and waited for after it, so another thread's generation can be
-    queued while this one's audio comes back (on a GPU the wait is the device's whole batch)."""
+    """The decode is queued under the engine's lock and waited for after it (on a GPU the wait is the device's whole
+    batch), so what takes the lock outside the batches (voice_from_clip, reference_audio) is not held up by it. Another
+    thread's batch still starts only once this one has handed out its results: the gathering (engine/gather.py) counts
+    the GPU busy until then."""
     from engine.codec import QueuedDecode
 
     locked, waves = [], QueuedDecode.waves
