@@ -408,12 +408,18 @@ class Engine:
                 group.append([])
             group[-1].append(i)
         waves: list[np.ndarray] = [np.empty(0, np.float32)] * len(pieces)
-        with self._lock, torch.inference_mode():  # queued under the lock, waited for after it
-            queued = [(run, self.codec.queue_decode([pieces[i].to(self.device) for i in run]))
-                      for run in (run for group in runs.values() for run in group)]
-        for run, decode in queued:
-            for i, wave in zip(run, decode.waves()):
-                waves[i] = wave.numpy()
+        ahead = None  # the run queued last, read once the next is queued: the device always has one to work on
+        for run in [*(run for group in runs.values() for run in group), None]:
+            queued = None
+            if run is not None:
+                with self._lock, torch.inference_mode():  # queued under the lock, waited for after it
+                    queued = (run, self.codec.queue_decode([pieces[i].to(self.device) for i in run]))
+            if ahead is not None:
+                # copied out of the pinned buffers, which go back to PyTorch's pinned cache for the next run: at
+                # most two runs' audio is page-locked at a time, not a whole long render's (300 MB held for 30 min)
+                for i, wave in zip(ahead[0], ahead[1].waves()):
+                    waves[i] = wave.numpy().copy()
+            ahead = queued
         return waves
 
     @staticmethod

@@ -3,6 +3,7 @@ and takes of one line generated together each equal their lone render, on the ea
 through the graph runner's static algorithm (no graphs on a CPU); the first piece still comes alone."""
 import numpy as np
 import pytest
+import torch
 
 import engine.engine as engine_module
 import engine.lm.batch as batch_module
@@ -118,3 +119,27 @@ def test_waves_are_read_with_the_engine_free(engine, voice, monkeypatch):
 
     engine.render_many([SpeechRequest(text="Read with the lock free.", voice=voice, config=CFG)])
     assert locked == [False]
+
+
+def test_a_long_decode_keeps_at_most_two_runs_in_flight_and_hands_out_its_own_arrays(engine, monkeypatch):
+    """Each run is read once the next is queued (the device always has work), so the page-locked copies of a long
+    render's audio never pile up; the waves handed out are the engine's own arrays, not views of those buffers."""
+    from engine.codec import QueuedDecode
+
+    events, held, queue, waves = [], [], engine.codec.queue_decode, QueuedDecode.waves
+
+    def queued(pieces):
+        events.append("queue")
+        decode = queue(pieces)
+        held.append(decode)
+        return decode
+
+    monkeypatch.setattr(engine.codec, "queue_decode", queued)
+    monkeypatch.setattr(QueuedDecode, "waves", lambda self: events.append("read") or waves(self))
+    g = torch.Generator().manual_seed(3)
+    pieces = [torch.randint(0, engine.codec.codebook_size, (8, 6 + n), generator=g) for n in range(4)]
+    out = engine._decode_pieces(pieces)
+    assert events == ["queue", "queue", "read", "queue", "read", "queue", "read", "read"]
+    for wave, decode in zip(out, held):
+        assert wave.shape == decode.host_waves[0].shape
+        assert not np.shares_memory(wave, decode.host_waves[0].numpy())
