@@ -488,10 +488,7 @@ class AudioCodec(nn.Module):
         queued (the gather reads the codes clamped into range meanwhile: a GPU's would fault or read junk), so
         a decode queued behind the generation that makes its codes launches while the GPU still generates.
         """
-        codes_range = self._range_of(codes)
-        acoustic = self.fc2(self.quantizer.decode(self._clamped(codes)))  # (T, A)
-        path = self.conv_path(pieces=1, frames=codes.shape[-1])
-        wave = self.acoustic_decoder(acoustic.t()[None], path=path)[0, 0]  # (T * hop,)
+        (wave,), (codes_range,) = self._decode_unchecked([codes])
         self._check_range(codes_range)
         return wave
 
@@ -533,7 +530,8 @@ class AudioCodec(nn.Module):
         if len({tuple(codes.shape) for codes in pieces}) != 1:
             raise ValueError(f"pieces decoded together have one length, not {[p.shape[-1] for p in pieces]}")
         ranges = [self._range_of(codes) for codes in pieces]
-        acoustic = torch.stack([self.fc2(self.quantizer.decode(self._clamped(codes))) for codes in pieces])
+        latents = [self.fc2(self.quantizer.decode(self._clamped(codes))) for codes in pieces]  # B x (T, A)
+        acoustic = latents[0][None] if len(latents) == 1 else torch.stack(latents)  # (B, T, A); one piece: no copy
         path = self.conv_path(pieces=len(pieces), frames=pieces[0].shape[-1])
         waves = list(self.acoustic_decoder(acoustic.transpose(1, 2), path=path)[:, 0])  # B x (T * hop,)
         return waves, ranges

@@ -102,7 +102,8 @@ def test_decode_issues_one_op_per_conv_and_snake(codec, plain, fused):
     """Fused path: each conv, each Snake (its conv bias and residual add folded in), three ops for
     the 8 codebooks and fc2 (gather, sum, linear) and the input range check outside a CUDA-graph
     capture (one aminmax, its two values read, and the clamp that keeps the lookup in range until then);
-    nothing else. Before the fusion a decode issued
+    nothing else (decode is decode_many's batch path for one piece, which stacks no batch). Before the fusion a
+    decode issued
     328 (per Snake 7, per residual unit an add, per codebook an embedding, a linear and an add),
     and the plain path still issues 7 per Snake. A GPU adds cuDNN's own helper kernels to some convs
     and the last conv's bias add."""
