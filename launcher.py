@@ -169,7 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="benchmark the modes side by side")
     _model_args(bench)
     bench.add_argument("--random-weights", action="store_true", help="random weights at the true sizes")
-    bench.add_argument("--modes", default="upstream,eager,hifi,realtime")
+    bench.add_argument("--modes", default=",".join(("upstream", *MODE_NAMES)),
+                       help="comma list: upstream, fp32 and the quality modes (default: upstream and every mode)")
     bench.add_argument("--runs", type=int, default=5)
     bench.add_argument("--warmup", type=int, default=2)
     bench.add_argument("--workloads", default="all", help="comma list of workload names, or 'all'")

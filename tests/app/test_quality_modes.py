@@ -36,6 +36,12 @@ def test_every_launcher_command_offers_the_modes():
         assert option.default in (None, DEFAULT_MODE.value), name  # None: the app's saved mode
 
 
+def test_the_bench_compares_every_mode_by_default():
+    """`launcher.py bench` with no --modes: upstream, then every mode, in the enum's order."""
+    bench = launcher.build_parser().parse_args(["bench"])
+    assert bench.modes.split(",") == ["upstream", *MODE_NAMES]
+
+
 def test_the_tools_offer_the_modes():
     parser = argparse.ArgumentParser()
     add_model_options(parser)
