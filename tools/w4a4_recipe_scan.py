@@ -3,7 +3,10 @@
 agreement and 1 - logit cosine (tools/fidelity.py), and per layer the residual stream's relative error after
 that layer, so the table shows where the drift starts and grows. CPU, fp32, the eager reference path:
 
-    python -m tools.w4a4_recipe_scan --model /tmp/w4full [--workload en-ref3-out3] [--recipes default rank64]
+    python -m tools.w4a4_recipe_scan --model /tmp/w4full [--workload en-ref3-out3] [--seed 1] [--recipes default rank64]
+
+`--seed` draws the workload's random reference-audio tokens: with random weights one workload and one seed is one
+sample of near-tied logits, so a recipe is judged on several (workload, seed) pairs.
 """
 from __future__ import annotations
 
@@ -108,13 +111,24 @@ def render(results: list[RecipeResult], recipes: dict[str, QuantConfig]) -> str:
     return "\n".join(lines)
 
 
+def workload_batch(folder, lm: nn.Module, workload: str, seed: int) -> CfgBatch:
+    """The CFG batch of the one-item `workload`, its reference tokens drawn with `seed`."""
+    from engine.lm.checkpoint import load_text_tokenizer
+
+    prompts = workload_prompts(load_text_tokenizer(folder), lm.cfg, (workload,), seed=seed)
+    if len(prompts) != 1:
+        raise SystemExit(f"{workload} plans {len(prompts)} items: pick a one-item workload")
+    return build_cfg_batch(prompts, lm.cfg.audio_mask_id, "cpu")
+
+
 def main(argv: list[str] | None = None) -> int:
     from engine.constants import DEMO_MODEL
-    from engine.lm.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
+    from engine.lm.checkpoint import load_lm, resolve_checkpoint
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default=str(DEMO_MODEL))
     parser.add_argument("--workload", default="en-ref3-out3")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the workload's random reference tokens")
     parser.add_argument("--recipes", nargs="+", choices=sorted(RECIPES), default=list(RECIPES))
     args = parser.parse_args(argv)
     start = time.perf_counter()
@@ -124,10 +138,7 @@ def main(argv: list[str] | None = None) -> int:
 
     folder = resolve_checkpoint(args.model)
     lm = load_lm(folder, "cpu", torch.float32)
-    prompts = workload_prompts(load_text_tokenizer(folder), lm.cfg, (args.workload,), seed=1)
-    if len(prompts) != 1:
-        raise SystemExit(f"{args.workload} plans {len(prompts)} items: pick a one-item workload")
-    batch = build_cfg_batch(prompts, lm.cfg.audio_mask_id, "cpu")
+    batch = workload_batch(folder, lm, args.workload, args.seed)
     recipes = {name: RECIPES[name] for name in args.recipes}
     print(render(scan(lm, batch, recipes, progress), recipes))
     return 0

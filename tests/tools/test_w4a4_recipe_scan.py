@@ -5,17 +5,24 @@ import copy
 import torch
 
 from engine.constants import DEMO_MODEL
-from engine.lm.checkpoint import load_lm, load_text_tokenizer
-from engine.lm.decode import build_cfg_batch
+from engine.lm.checkpoint import load_lm
 from engine.quant import QuantConfig
-from tools.quant_report import workload_prompts
-from tools.w4a4_recipe_scan import forward_with_layers, relative_error, render, scan
+from tools.w4a4_recipe_scan import forward_with_layers, relative_error, render, scan, workload_batch
 
 
-def demo_batch():
+def demo_batch(seed: int = 1):
     lm = load_lm(DEMO_MODEL, "cpu", torch.float32)
-    prompts = workload_prompts(load_text_tokenizer(DEMO_MODEL), lm.cfg, ("en-ref3-out3",), seed=1)
-    return lm, build_cfg_batch(prompts, lm.cfg.audio_mask_id, "cpu")
+    return lm, workload_batch(DEMO_MODEL, lm, "en-ref3-out3", seed)
+
+
+def test_the_seed_draws_the_reference_tokens_and_nothing_else():
+    lm, one = demo_batch(seed=1)
+    _, again = demo_batch(seed=1)
+    _, other = demo_batch(seed=2)
+    assert torch.equal(one.input_ids, again.input_ids)
+    differs = (one.input_ids != other.input_ids).any(dim=(0, 1))  # [S]: positions where the tokens differ
+    assert differs.any() and torch.equal(one.audio_mask, other.audio_mask)
+    assert one.audio_mask[0, differs].all()  # only reference audio tokens change, never the text
 
 
 def test_drift_shows_from_the_perturbed_layer_on():
