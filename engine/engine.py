@@ -22,12 +22,12 @@ from engine.audio.process import cross_fade_chunks, finish_output, prepare_refer
 from engine.checks.policy import CheckMode
 from engine.checks.takes import Checks, checked_take
 from engine.checks.verdict import Verdict
-from engine.codec import AudioCodec
+from engine.codec import AudioCodec, QueuedDecode
 from engine.config import GenerationConfig, Mode
 from engine.constants import SAMPLE_RATE
 from engine.device_span import DeviceSpan
 from engine.errors import AudioInputError, Cancelled, TranscriptRequiredError
-from engine.gather import Gathering
+from engine.gather import Gathering, RunningBatch
 from engine.lm.batch import BatchedGeneration, shared_settings
 from engine.lm.budget import MemoryBudget
 from engine.lm.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
@@ -58,9 +58,10 @@ class Timings:
     """Wall-clock seconds of one result's way through the engine, from its call. Results made together (takes,
     a stream's group, other threads' calls in one batch) share their batch's `generate_s` and `decode_s`: the
     time this result waited for them, not its own part of the work (summed over results, a batch counts more
-    than once). `prepare_s`: the call until its batch began (planning, waiting for the batch before). On a GPU
-    `generate_s` is the device's time for the generation (the decode is queued behind it without waiting,
-    engine/device_span.py) and `decode_s` the rest of the batch's time."""
+    than once). `prepare_s`: the call until its batch began (planning, waiting for the batch before to be queued). On
+    a GPU `generate_s` is the device's time for the generation (the decode is queued behind it without waiting,
+    engine/device_span.py) and `decode_s` the rest of the batch's time (which includes the device finishing the
+    batch before, whose decode this batch's generation was queued behind)."""
 
     prepare_s: float = 0.0
     generate_s: float = 0.0
@@ -274,18 +275,20 @@ class Engine:
         side by side, app/worker.py)."""
         return self, shared_settings(config.check())
 
-    def _render_planned(self, calls: list[_Planned], cancel) -> list[list[SynthesisResult] | None]:
+    def _render_planned(self, calls: list[_Planned], batch: RunningBatch) -> list[list[SynthesisResult] | None]:
         """One batch: every plan of every call generated together, then each call's audio decoded (none for
-        a call cancelled meanwhile: its caller gets Cancelled)."""
+        a call cancelled meanwhile: its caller gets Cancelled). The batch is released (the next one may queue its
+        device work) once its decode is queued: its audio is read back and finished while the next generates."""
         t1 = time.perf_counter()
         generated = DeviceSpan(self.device)
         token_sets = iter(self._generate_plans([p for c in calls for p in c.plans], calls[0].cfgs[0],
-                                               [s for c in calls for s in c.seeds], cancel))
+                                               [s for c in calls for s in c.seeds], batch))
         generated.end()  # the decode is queued behind the generation, not after waiting for it
         made = [[(request, cfg, seed, next(token_sets)) for request, cfg, seed in zip(c.requests, c.cfgs, c.seeds)]
                 for c in calls]
         kept = [[] if c.cancel is not None and c.cancel.is_set() else m for c, m in zip(calls, made)]
-        waves = iter(self._decode_pieces([piece for k in kept for *_, tokens in k for piece in tokens]))
+        waves = iter(self._decode_pieces([piece for k in kept for *_, tokens in k for piece in tokens],
+                                         on_queued=batch.release))
         generate_s = generated.seconds()
         decode_s = time.perf_counter() - t1 - generate_s
         outs = []
@@ -396,30 +399,40 @@ class Engine:
             batched = BatchedGeneration(self.lm, self.runner, self.budget, self.device)
             return batched.plans(plans, cfg, seeds, self._prompt, on_step)
 
-    def _decode_pieces(self, pieces: list[torch.Tensor]) -> list[np.ndarray]:
+    def _decode_pieces(self, pieces: list[torch.Tensor], on_queued: Callable[[], None]) -> list[np.ndarray]:
         """The waveforms of token pieces: with `decode_together`, pieces of one length in batches of up to
         DECODE_TOGETHER_FRAMES (a GPU's: within the codec's rounding of one by one and several times faster,
-        BENCHMARKS.md), else one by one (the CPU's: bit-equal to a lone render's)."""
-        runs: dict[int, list[list[int]]] = {}  # by length: runs of piece numbers decoded together
+        BENCHMARKS.md), else one by one (the CPU's: bit-equal to a lone render's). `on_queued()` is called once the
+        last run is queued, before its audio is waited for (with none to decode, at once)."""
+        by_length: dict[int, list[list[int]]] = {}  # runs of piece numbers decoded together
         for i, piece in enumerate(pieces):
             length = piece.shape[-1] if self.decode_together else -1 - i
-            group = runs.setdefault(length, [[]])
+            group = by_length.setdefault(length, [[]])
             if group[-1] and (len(group[-1]) + 1) * piece.shape[-1] > DECODE_TOGETHER_FRAMES:
                 group.append([])
             group[-1].append(i)
+        runs = [run for group in by_length.values() for run in group]
         waves: list[np.ndarray] = [np.empty(0, np.float32)] * len(pieces)
+
+        def read(run: list[int], decode: QueuedDecode) -> None:
+            # copied out of the pinned buffers, which go back to PyTorch's pinned cache for the next run: at most
+            # two runs' audio is page-locked at a time, not a whole long render's (300 MB held for 30 min)
+            for i, wave in zip(run, decode.waves()):
+                waves[i] = wave.numpy().copy()
+
+        if not runs:
+            on_queued()
+            return waves
         ahead = None  # the run queued last, read once the next is queued: the device always has one to work on
-        for run in [*(run for group in runs.values() for run in group), None]:
-            queued = None
-            if run is not None:
-                with self._lock, torch.inference_mode():  # queued under the lock, waited for after it
-                    queued = (run, self.codec.queue_decode([pieces[i].to(self.device) for i in run]))
+        for n, run in enumerate(runs):
+            with self._lock, torch.inference_mode():  # queued under the lock, waited for after it
+                queued = (run, self.codec.queue_decode([pieces[i].to(self.device) for i in run]))
+            if n == len(runs) - 1:
+                on_queued()
             if ahead is not None:
-                # copied out of the pinned buffers, which go back to PyTorch's pinned cache for the next run: at
-                # most two runs' audio is page-locked at a time, not a whole long render's (300 MB held for 30 min)
-                for i, wave in zip(ahead[0], ahead[1].waves()):
-                    waves[i] = wave.numpy().copy()
+                read(*ahead)
             ahead = queued
+        read(*ahead)
         return waves
 
     @staticmethod

@@ -1,20 +1,28 @@
 """Calls made at the same time from several threads, run together: continuous batching across callers.
 
 The app's GPU worker runs compatible jobs (two API clients, the Studio and a Clone request) side by side,
-each on its own thread; every generation they ask for comes here. When the GPU is free, the next batch
-is every call waiting then whose key equals the oldest's, in the order they were asked for; a call that
-comes while a batch runs joins the next one, so none waits more than one batch behind another, however
-long that one is. Streams that are starting go first, by themselves (one such batch at a time): their
-first audio does not wait for the big groups of streams already playing. One of the waiting threads
-runs the batch: the one that ran the last batch when it waits too, since CUDA keeps state per thread (cuBLAS
-and cuDNN handles, cuDNN's convolution plans for each shape) that a thread's first batches would have to make;
-the others wait for their results. A call that finds nothing running and nobody to wait for runs at once.
+each on its own thread; every generation they ask for comes here. One batch is queued on the device at a time:
+once the batch before has queued all its device work (its runner calls `RunningBatch.release`, before it waits for
+its audio and finishes it on the CPU), the next batch is every call waiting then whose key equals the oldest's, in
+the order they were asked for. Its generation queues behind the other's decode, so the device works on while that
+audio is read back. A call that comes while a batch is queued joins the next one, so none waits more than one batch
+behind another, however long that one is. Streams that are starting go first, by themselves (one such batch at a
+time): their first audio does not wait for the big groups of streams already playing.
 
-A thread that asks for one generation after another (a stream's pieces) is a `member` while it does:
-the next batch starts once every member's next call is there (or after GRACE_S, should one dawdle), so
-that the members share their batches instead of taking turns. A call left by its caller (its `cancel`
-set) while it waits leaves at once; inside a batch it stops the batch only when every call in it is
-cancelled, and otherwise its result is dropped: the others' tokens are those of a solo run.
+One of the waiting threads runs the batch: the one that ran the last batch when it waits too, since CUDA keeps state
+per thread (cuBLAS and cuDNN handles, cuDNN's convolution plans for each shape) that a thread's first batches would
+have to make; the others wait for their results. A runner still finishing its batch does not wait, so another
+thread runs the next: waiting for it would idle the device for the whole readback, which costs more than a thread's
+state, made once (and once per new shape). A call that finds nothing running and nobody to wait for runs at once.
+
+A thread that asks for one generation after another (a stream's pieces) is a `member` while it does: the next batch
+starts once the next call of every member that could join it is there, so that the members share their batches
+instead of taking turns. A member whose call is in a batch still finishing is waited for until that batch has
+handed out its results; a member that dawdles, GRACE_S after the last batch did. A batch of starting streams waits
+only for members yet to make their first call: no other could join it. A thread's call in a batch never runs
+another batch. A call left by its caller (its `cancel` set) while it waits leaves at once; inside a batch it stops
+the batch only when every call in it is cancelled (and before the batch is released), and otherwise its result is
+dropped: the others' tokens are those of a solo run.
 """
 from __future__ import annotations
 
@@ -56,25 +64,36 @@ class Member:
 
 
 @dataclass(eq=False)
-class AllCancelled:
-    """Set once every call of a batch is cancelled: the batch's own cancel event, as the engine reads it."""
+class RunningBatch:
+    """What `run_batch` gets beside the works: the batch's own cancel event, as the engine reads it (set once every
+    call is cancelled), and `release` to say that its device work is all queued."""
 
     calls: list[Call]
+    gathering: Gathering
+    released: bool = False  # the next batch may start (set under the gathering's lock)
 
     def is_set(self) -> bool:
         return all(call.cancelled for call in self.calls)
 
+    def release(self) -> None:
+        """The batch's device work is queued: the next batch may start, its work queued behind this one's, while this
+        one's results are read back and finished. The gathering releases a batch at its end if its runner did not."""
+        with self.gathering._changed:
+            self.gathering._release(self)
+
 
 @dataclass(eq=False)
 class Gathering:
-    """`run_batch(works, cancel)` returns one value per work, in order; `cancel.is_set()` says when to stop."""
+    """`run_batch(works, batch)` returns one value per work, in order; `batch.is_set()` says when to stop and
+    `batch.release()` when the batch's device work is queued."""
 
-    run_batch: Callable[[list[Any], AllCancelled], list[Any]]
-    _waiting: list[Call] = field(default_factory=list)
-    _busy: bool = False
+    run_batch: Callable[[list[Any], RunningBatch], list[Any]]
+    _waiting: list[Call] = field(default_factory=list)  # in the order of asking
+    _in_batches: list[Call] = field(default_factory=list)  # calls of batches that have not handed out their results
+    _queueing: bool = False  # a batch is queueing its device work: it has not been released yet
     _members: dict[int, Member] = field(default_factory=dict)  # by thread
     _asked: int = 0  # places in the order of asking given so far
-    _free_at: float = 0.0  # when the last batch ended (time.monotonic())
+    _free_at: float = 0.0  # when the last batch handed out its results (time.monotonic())
     _started_last: bool = False  # the last batch was of starting streams only, ahead of others waiting
     _runner: int | None = None  # the thread that ran the last batch
     _changed: threading.Condition = field(default_factory=lambda: threading.Condition(threading.Lock()))
@@ -108,41 +127,41 @@ class Gathering:
                 call = Call(work, key, cancel, member.since, first=member.calls == 0)
                 member.calls += 1
             self._waiting.append(call)
+            self._waiting.sort(key=lambda waiting: waiting.since)
             self._changed.notify_all()
         while True:
             with self._changed:
-                while not call.done and not call.cancelled and not self._starts_here():
+                # a call in a batch waits for its end, cancelled or not (the end says what became of it)
+                while not call.done and not (call in self._waiting and (call.cancelled or self._starts_here())):
                     self._changed.wait(self._pause_s())
                 if call.done:
                     break
-                if call in self._waiting and call.cancelled:  # not in a batch yet: it leaves the line
+                if call.cancelled:  # not in a batch yet: it leaves the line
                     self._waiting.remove(call)
                     self._changed.notify_all()
                     raise Cancelled("Stopped.")
-                if not self._starts_here():  # cancelled inside the running batch: its end says what became of it
-                    self._changed.wait(POLL_S)
-                    continue
-                batch = self._take()  # the GPU is free: this thread runs the next batch, unlocked
-                self._busy, self._runner = True, call.thread
-            try:
-                self._run(batch)
-            finally:
-                with self._changed:
-                    self._busy = False
-                    self._free_at = time.monotonic()
-                    self._changed.notify_all()
+                batch = RunningBatch(self._take(), self)  # the device is free: this thread runs the next batch
+                self._in_batches += batch.calls
+                self._queueing, self._runner = True, call.thread
+            self._run(batch)  # unlocked
         if call.error is not None:
             raise call.error
         return call.value
 
     def _wait_s(self) -> float:
-        """How long before the next batch may start: while one runs, or while a member's next call is still
-        to come, at most GRACE_S after the last batch (lock held)."""
-        if self._busy or not self._waiting:
+        """How long before the next batch may start: while one is queueing, or while the next call of a member that
+        could join it is still to come: until the batch that member is in has ended, else at most GRACE_S after the
+        last batch ended (lock held)."""
+        if self._queueing or not self._waiting:
             return POLL_S
         asking = {call.thread for call in self._waiting}
-        if all(thread in asking for thread in self._members):
+        starting = bool(self._starting())  # the next batch is of starting streams: only a first call could join it
+        awaited = {thread for thread, member in self._members.items()
+                   if thread not in asking and not (starting and member.calls)}
+        if not awaited:
             return 0.0
+        if any(call.thread in awaited for call in self._in_batches):
+            return POLL_S  # it asks again once its batch has ended
         return self._free_at + GRACE_S - time.monotonic()
 
     def _starts_here(self) -> bool:
@@ -157,29 +176,43 @@ class Gathering:
         wait = self._wait_s()
         return min(wait, POLL_S) if wait > 0 else POLL_S
 
+    def _starting(self) -> list[Call]:
+        """The waiting calls of streams that are starting: they go first, by themselves (their first audio waits for
+        their batch, the others' next pieces are ahead of what plays), but not twice in a row (lock held)."""
+        return [] if self._started_last else [call for call in self._waiting if call.first]
+
     def _take(self) -> list[Call]:
-        """The next batch: the waiting call asked first and every other one of its key, in the order of
-        asking. Streams that are starting go first, by themselves (their first audio waits for this batch,
-        the others' next pieces are ahead of what plays), but not twice in a row (lock held)."""
-        self._waiting.sort(key=lambda call: call.since)
+        """The next batch, out of the line: the oldest call of the starting ones, or else of all, and every other
+        one of its key, in the order of asking (lock held)."""
+        starting = self._starting()
+        group = starting or self._waiting
+        batch = [call for call in group if call.key == group[0].key]
         # never two starting batches in a row: the others wait for one of them at most
-        starting = [] if self._started_last else [call for call in self._waiting if call.first]
         self._started_last = bool(starting) and len(starting) < len(self._waiting)
-        key = (starting or self._waiting)[0].key
-        batch = [call for call in (starting or self._waiting) if call.key == key]
         self._waiting = [call for call in self._waiting if call not in batch]
         return batch
 
-    def _run(self, batch: list[Call]) -> None:
+    def _release(self, batch: RunningBatch) -> None:
+        """Let the next batch start, once per batch (lock held)."""
+        if not batch.released:
+            batch.released, self._queueing = True, False
+            self._changed.notify_all()
+
+    def _run(self, batch: RunningBatch) -> None:
         """Run `batch` and hand every call its value or error; a call cancelled meanwhile gets Cancelled."""
         try:
-            values = self.run_batch([call.work for call in batch], AllCancelled(batch))
+            values = self.run_batch([call.work for call in batch.calls], batch)
         except BaseException as err:  # every call of the batch gets it, the gathering lives on
-            values, error = [None] * len(batch), err
+            values, error = [None] * len(batch.calls), err
         else:
             error = None
-        for call, value in zip(batch, values):
-            call.value, call.error = value, error
-            if error is None and call.cancelled:
-                call.error = Cancelled("Stopped.")
-            call.done = True
+        with self._changed:
+            for call, value in zip(batch.calls, values):
+                call.value, call.error = value, error
+                if error is None and call.cancelled:
+                    call.error = Cancelled("Stopped.")
+                call.done = True
+            self._in_batches = [call for call in self._in_batches if not call.done]
+            self._release(batch)
+            self._free_at = time.monotonic()
+            self._changed.notify_all()

@@ -185,3 +185,134 @@ def test_the_thread_that_ran_the_last_batch_runs_the_next_when_it_waits(pool, mo
     runner = first.result(TIMEOUT_S)
     assert [works for works, _ in runners] == [[1], [3], [2]]  # the starting stream first, by itself
     assert {thread for _, thread in runners} == {runner}
+
+
+
+class Released:
+    """run_batch as the engine's: a batch queues its device work until its first work's `queued` gate opens, releases
+    itself, then reads its results back until its `read` gate opens; a work's value is ten times it, or the batch
+    raises the error set for its first work."""
+
+    def __init__(self):
+        self.seen, self.gates, self.errors = [], {}, {}
+
+    def queued(self, work) -> threading.Event:
+        return self.gates.setdefault(("queued", work), threading.Event())
+
+    def read(self, work) -> threading.Event:
+        return self.gates.setdefault(("read", work), threading.Event())
+
+    def let(self, *works) -> None:
+        for work in works:
+            self.queued(work).set()
+            self.read(work).set()
+
+    def __call__(self, works, batch):
+        self.seen.append(list(works))
+        assert self.queued(works[0]).wait(TIMEOUT_S)
+        batch.release()
+        assert self.read(works[0]).wait(TIMEOUT_S)
+        if works[0] in self.errors:
+            raise self.errors[works[0]]
+        return [10 * work for work in works]
+
+
+def started(batches, count: int) -> None:
+    """Until `count` batches have started."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(batches.seen) < count:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+
+
+def test_the_next_batch_starts_once_the_one_before_is_released(pool):
+    """A call waiting while a batch queues starts its own once that one is released, and a call that comes after the
+    release runs at once: both get their values while the first batch still reads its results back."""
+    batches = Released()
+    gathering = Gathering(batches)
+    running = pool.submit(gathering.run, 0, "a")
+    started(batches, 1)
+    waited = pool.submit(gathering.run, 1, "a")
+    waiting(gathering, 1)
+    batches.let(1, 2)
+    batches.queued(0).set()  # batch 0 is released and reads back until its read gate opens
+    assert waited.result(TIMEOUT_S) == 10
+    assert pool.submit(gathering.run, 2, "a").result(TIMEOUT_S) == 20
+    assert not running.done()
+    batches.read(0).set()
+    assert running.result(TIMEOUT_S) == 0 and batches.seen == [[0], [1], [2]]
+
+
+def test_an_error_after_release_reaches_only_its_batch_and_one_batch_queues_at_a_time(pool):
+    """A batch that fails while it reads back fails its own calls only; its end does not let a call waiting start a
+    batch beside the one queueing meanwhile; the gathering runs on."""
+    batches = Released()
+    batches.errors[0] = RuntimeError("the readback failed")
+    gathering = Gathering(batches)
+    batches.queued(0).set()
+    failing = pool.submit(gathering.run, 0, "a")
+    queueing = pool.submit(gathering.run, 1, "a")  # starts once batch 0 is released, and queues until let
+    started(batches, 2)
+    later = pool.submit(gathering.run, 2, "a")
+    waiting(gathering, 1)
+    batches.read(0).set()
+    assert isinstance(failing.exception(TIMEOUT_S), RuntimeError)
+    with gathering._changed:  # batch 1 still queues: the call after it still waits
+        assert gathering._queueing and [call.work for call in gathering._waiting] == [2]
+    batches.let(1, 2)
+    assert queueing.result(TIMEOUT_S) == 10 and later.result(TIMEOUT_S) == 20
+    assert batches.seen == [[0], [1], [2]]
+
+
+def test_a_call_cancelled_after_its_batch_is_released_gets_cancelled_and_the_others_their_values(pool):
+    batches = Released()
+    gathering = Gathering(batches)
+    running = pool.submit(gathering.run, 9, "a")
+    started(batches, 1)
+    stop = threading.Event()
+    kept, cancelled = pool.submit(gathering.run, 0, "a"), pool.submit(gathering.run, 1, "a", stop)
+    waiting(gathering, 2)
+    batches.let(9)
+    batches.queued(0).set()
+    started(batches, 2)
+    assert running.result(TIMEOUT_S) == 90
+    batches.let(2)
+    assert gathering.run(2, "a") == 20  # the next batch ran: batch [0, 1] is released, and reads back
+    stop.set()
+    batches.read(0).set()
+    assert kept.result(TIMEOUT_S) == 0 and isinstance(cancelled.exception(TIMEOUT_S), Cancelled)
+    assert batches.seen == [[9], [0, 1], [2]]
+
+
+def test_after_a_release_a_starting_stream_goes_at_once_and_other_calls_wait_for_the_members_finishing(pool,
+                                                                                                  monkeypatch):
+    """A stream's first call starts its batch as soon as the batch before is released: no member still finishing
+    could join it. A plain call then waits for the next call of the member whose batch is still reading back, and
+    shares its batch, as members share theirs instead of taking turns."""
+    monkeypatch.setattr("engine.gather.GRACE_S", TIMEOUT_S)  # a member's next call is waited for, however late
+    batches = Released()
+    gathering = Gathering(batches)
+    gathering._changed = CountedWaits()
+
+    def stream(*works):
+        with gathering.member():
+            return [gathering.run(work, "a") for work in works]
+
+    finishing = pool.submit(stream, 1, 2)
+    started(batches, 1)
+    starting = pool.submit(stream, 11)
+    waiting(gathering, 1)
+    plain = pool.submit(gathering.run, 3, "a")
+    waiting(gathering, 2)
+    batches.let(11, 2)
+    batches.queued(1).set()  # batch [1] is released and reads back
+    assert starting.result(TIMEOUT_S) == [110]
+    waits = gathering._changed.waits
+    deadline = time.monotonic() + TIMEOUT_S
+    while gathering._changed.waits == waits and len(batches.seen) < 3:  # the plain call looked again, after [11]
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    batches.read(1).set()
+    batches.let(3)
+    assert finishing.result(TIMEOUT_S) == [10, 20] and plain.result(TIMEOUT_S) == 30
+    assert batches.seen == [[1], [11], [2, 3]]
