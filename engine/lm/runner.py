@@ -248,6 +248,11 @@ class StaticRunner:
         buf.step.add_(1)
 
     # -- capture and replay ---------------------------------------------------------------------
+    def may_capture(self, cfg: GenerationConfig) -> bool:
+        """Whether a generation with `cfg` may capture a CUDA graph: a bucket has none for its scoring settings yet
+        (a capture must not overlap another thread's CUDA calls, engine/engine.py's Readbacks)."""
+        return not self.eager and any((S, score_key(cfg)) not in self.graphs for S in self.buckets)
+
     def _graph_for(self, S: int, cfg: GenerationConfig) -> StepGraph:
         key = (S, score_key(cfg))
         self._keep_recent(key[1])

@@ -82,3 +82,69 @@ def test_a_readback_that_fails_after_the_release_fails_its_own_batch_only(engine
     assert isinstance(first, ValueError)
     np.testing.assert_array_equal(second[0].audio, alone[1])
     assert engine.render_many([SpeechRequest(text=TEXTS[0], voice=voice, config=CFG)])[0].audio.shape == alone[0].shape
+
+
+class SignalledWaits(threading.Condition):
+    """A condition that says when someone waits on it."""
+
+    def __init__(self):
+        super().__init__()
+        self.waited = threading.Event()
+
+    def wait(self, timeout=None):
+        self.waited.set()
+        return super().wait(timeout)
+
+
+def test_a_batch_that_may_capture_a_graph_waits_for_the_readback_before_it(engine, voice, monkeypatch):
+    """A CUDA-graph capture must not overlap another thread's CUDA calls: a batch whose runner may capture waits
+    until the batch released before it has read its audio back (the graph runner, eager on a CPU, says it may)."""
+    from engine.lm.runner import StaticRunner
+
+    runner = StaticRunner(engine.lm, buckets=(256, 512, 1024))
+    monkeypatch.setattr(runner, "may_capture", lambda cfg: True)
+    monkeypatch.setattr(engine, "runner", runner)
+    monkeypatch.setattr(engine._readbacks, "_changed", SignalledWaits())
+    events, second_waits = [], threading.Event()
+    generate, waves, runner_generate = engine._generate_plans, QueuedDecode.waves, runner.generate
+
+    def generating(plans, *args, **kwargs):
+        if not events:
+            assert second_waits.wait(TIMEOUT_S)
+        return generate(plans, *args, **kwargs)
+
+    def reading(decode):
+        if "read" not in events:
+            events.append("read")
+            assert engine._readbacks._changed.waited.wait(TIMEOUT_S), "the next batch did not wait for this readback"
+            events.append("read done")
+        return waves(decode)
+
+    monkeypatch.setattr(engine, "_generate_plans", generating)
+    monkeypatch.setattr(runner, "generate", lambda *a, **k: events.append("generate") or runner_generate(*a, **k))
+    monkeypatch.setattr(QueuedDecode, "waves", reading)
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(engine.render_many, [SpeechRequest(text=TEXTS[0], voice=voice, config=CFG)])
+        deadline = time.monotonic() + TIMEOUT_S
+        while not engine._gathering._in_batches:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        second = pool.submit(engine.render_many, [SpeechRequest(text=TEXTS[1], voice=voice, config=CFG)])
+        while not engine._gathering._waiting:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        second_waits.set()
+        first.result(TIMEOUT_S), second.result(TIMEOUT_S)
+    assert events == ["generate", "read", "read done", "generate"]
+
+
+def test_the_runner_may_capture_while_a_bucket_lacks_the_settings_graph(engine):
+    from engine.lm.runner import StaticRunner, score_key
+
+    runner = StaticRunner(engine.lm, buckets=(256, 512))
+    assert not runner.may_capture(CFG)  # eager on a CPU: it never captures
+    runner.eager = False
+    runner.graphs = {(256, score_key(CFG)): None}
+    assert runner.may_capture(CFG)
+    runner.graphs[(512, score_key(CFG))] = None
+    assert not runner.may_capture(CFG) and runner.may_capture(CFG.replace(guidance_scale=CFG.guidance_scale + 1))
