@@ -120,6 +120,7 @@ def run(ctx: AppContext, request: GenerationRequest, owner: str,
     parts: list[dict] = []  # the verdict of each streamed part, when checked
     publish = None if live is None else (lambda chunk: live.put(to_int16(chunk.audio)))
     job, metrics = submit(ctx, request, owner, policy=policy, each=publish)
+    metrics.live_id = None if live is None else live.live_id
     ctx.live[owner] = metrics  # where the page's own first-sound figure arrives
     if live is not None:
         live.attach(stop=job.cancel.set)  # the page stopped listening: the GPU goes to the next job

@@ -36,9 +36,11 @@ class LiveError(VoiceDeskError):
 
 
 class LiveStream:
-    """The int16 samples of one generation, in order, from a publisher thread to one listener (an event loop)."""
+    """The int16 samples of one generation, in order, from a publisher thread to one listener (an event loop).
+    `live_id`: the page's name for it (None for a stream of the app's own, the API's)."""
 
-    def __init__(self):
+    def __init__(self, live_id: str | None = None):
+        self.live_id = live_id
         self._lock = threading.Lock()
         self._pieces: list[bytes] = []
         self._ended = False
@@ -163,7 +165,7 @@ class LiveStreams:
         with self._lock:
             stream = self._streams.get(live_id)
             if stream is None:
-                stream = self._streams[live_id] = LiveStream()
+                stream = self._streams[live_id] = LiveStream(live_id)
                 while len(self._streams) > self._kept:
                     self._streams.popitem(last=False)
             self._streams.move_to_end(live_id)

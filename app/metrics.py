@@ -25,6 +25,7 @@ class LiveMetrics:
     seed: int | None = None
     history_id: str | None = None  # once stored: its downloads are /download/history/<id>.wav|.flac
     heard_first_audio_s: float | None = None  # reported by the page: click on Generate -> first sound played
+    live_id: str | None = None  # the page's name for this generation's sound (app/live.py): its report names it
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # page vs. worker
 
     def add_chunk(self, elapsed_s: float, seconds: float) -> None:

@@ -6,8 +6,9 @@
 // next click drops it. The samples play through an AudioWorklet (live_worklet.js) as they arrive, each generation
 // from its first sample; a new generation or Stop silences the one before. "First sound, heard" is read from the
 // audio clock: the frame of the worklet's first sample, mapped to the page's clock where the output device plays
-// it (getOutputTimestamp), minus the click; it goes back to the app through the panel's hidden box. Another tab's
-// generation takes over at its first sample.
+// it (getOutputTimestamp), minus the click; it goes back to the app through the panel's hidden box, with the live
+// id of the generation it was measured for (app/ui/output.py). Another tab's generation takes over at its first
+// sample.
 (() => {
   const RATE = 24000; // engine/constants.py SAMPLE_RATE: the worklet plays the samples as they are, no resampling
   const clickedAt = {}, pending = {}; // per panel: the last click, its request until Gradio's js step takes it
@@ -153,7 +154,7 @@
     if (cur === null || cur.stream !== first.stream) return;
     const box = document.querySelector(`#${cur.panel}-heard textarea, #${cur.panel}-heard input`);
     if (box) {
-      box.value = String(Math.round(first.playsAt - cur.clickedAt));
+      box.value = `${cur.id} ${Math.round(first.playsAt - cur.clickedAt)}`; // a new value each generation
       box.dispatchEvent(new Event("input", { bubbles: true }));
     }
   }

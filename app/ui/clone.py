@@ -19,7 +19,7 @@ from .advanced import make_config
 from .common import describe_entry, reference_player
 from .components import refuse_urls
 from .messages import message_line, reported
-from .output import OUTPUTS, idle_outputs, live_start, panel_updates
+from .output import OUTPUTS, idle_outputs, live_start, panel_updates, show_heard_after
 from .request_form import RequestForm, build_request_form
 from .state import SettingsView, output_device
 
@@ -87,9 +87,11 @@ def build_clone_tab(ctx: AppContext, view: SettingsView, library_version: gr.Sta
     panel, advanced = form.panel, form.advanced
     inputs = [voice, reference, transcript, form.text, form.language, *advanced.inputs, panel.speakers, panel.device]
     outputs = [*panel.outputs, transcript, advanced.seed, advanced.last_seed, history_version, form.message]
-    form.generate.click(reported(_generate(ctx), outputs, reset={panel.status: ""}),
-                        inputs + [history_version, panel.live_id], outputs, js=live_start("clone"), api_name="clone",
-                        concurrency_limit=8, concurrency_id="generate", show_progress="hidden")
+    generate = form.generate.click(reported(_generate(ctx), outputs, reset={panel.status: ""}),
+                                   inputs + [history_version, panel.live_id], outputs, js=live_start("clone"),
+                                   api_name="clone", concurrency_limit=8, concurrency_id="generate",
+                                   show_progress="hidden")
+    show_heard_after(ctx, panel, generate)
     return CloneTab(voice, form)
 
 

@@ -13,7 +13,7 @@ from ..context import AppContext
 from ..waiting import in_line
 from .advanced import make_config
 from .messages import message_line, reported
-from .output import live_start, panel_updates
+from .output import live_start, panel_updates, show_heard_after
 from .request_form import RequestForm, build_request_form
 from .state import SettingsView, output_device
 
@@ -55,9 +55,10 @@ def build_design_tab(ctx: AppContext, view: SettingsView, history_version: gr.St
     inputs = [form.text, form.language, *attributes, *advanced.inputs, panel.speakers, panel.device, history_version,
               panel.live_id]
     outputs = [*panel.outputs, advanced.seed, advanced.last_seed, history_version, form.message]
-    form.generate.click(reported(_generate(ctx), outputs, reset={panel.status: ""}), inputs, outputs,
-                        js=live_start("design"), api_name="design", concurrency_limit=8, concurrency_id="generate",
-                        show_progress="hidden")
+    generate = form.generate.click(reported(_generate(ctx), outputs, reset={panel.status: ""}), inputs, outputs,
+                                   js=live_start("design"), api_name="design", concurrency_limit=8,
+                                   concurrency_id="generate", show_progress="hidden")
+    show_heard_after(ctx, panel, generate)
     return form
 
 

@@ -33,6 +33,7 @@ class OutputPanel:
     device: gr.Dropdown
     stop: gr.Button
     live_id: gr.Textbox  # Generate's last input: the id the page listens under
+    heard: gr.Textbox  # the page's first-sound report (live_player.js)
 
     @property
     def outputs(self) -> list:
@@ -65,7 +66,15 @@ def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> Outp
     stop.click(stop_handler(ctx), None, status, api_name=f"{prefix}_stop")
     heard.change(_heard_handler(ctx), heard, metrics_html, api_visibility="private", queue=False)
     return OutputPanel(audio, status, metrics_html, metrics_json, downloads, checks_html, checks_json, speakers,
-                       device, stop, live_id)
+                       device, stop, live_id, heard)
+
+
+def show_heard_after(ctx: AppContext, panel: OutputPanel, generate: gr.events.Dependency) -> None:
+    """Once the page has shown all of Generate's outputs, the first-sound figure is shown again. A figure that
+    reaches the app after the generation's last update was made is answered at once, but that update can reach the
+    page after the answer (another connection), and Gradio shows it once more at the generation's end: the figure's
+    tile went back to "—" for good."""
+    generate.then(_heard_handler(ctx), panel.heard, panel.metrics_html, api_visibility="private", queue=False)
 
 
 def live_start(prefix: str) -> str:
@@ -112,14 +121,16 @@ def download_links(entry_id: str | None) -> str:
 
 
 def _heard_handler(ctx: AppContext):
-    def heard(milliseconds: str, request: gr.Request):
-        """The page's own time from the click on Generate to the first sound played."""
+    def heard(report: str, request: gr.Request):
+        """The page's own time from the click on Generate to the first sound played, as "<live id> <ms>": taken
+        only for the generation it names (a report may reach the app after the page's next generation began)."""
         metrics = ctx.live.get(request.session_hash)
+        live_id, _, milliseconds = (report or "").partition(" ")
         try:
             seconds = float(milliseconds) / 1000
-        except (TypeError, ValueError):
+        except ValueError:
             return gr.skip()
-        if metrics is None or not 0 < seconds < 3600:
+        if metrics is None or metrics.live_id != live_id or not 0 < seconds < 3600:
             return gr.skip()
         with metrics.lock:
             metrics.heard_first_audio_s = seconds
