@@ -15,6 +15,7 @@ Off CUDA the module's own functional call runs, so a CPU's output does not chang
 """
 from __future__ import annotations
 
+import math
 import threading
 from enum import Enum
 
@@ -36,28 +37,42 @@ class ConvPath(Enum):
 # Decodes of up to this many frames in all (pieces x frames) never use cuDNN: warm it is only about 1 ms faster
 # there on an H200 (8.2 against 7.0 ms at 23-233 frames, 2.9 ms at 311), so its ~60 ms of plans never pay back.
 NATIVE_UP_TO_FRAMES = 256
+# A decode of F frames in all on an H200 (BENCHMARKS.md, "decode paths", issue 23: 311-1499 frames, 1-8 pieces):
+# ATen's own kernels about 3 + 0.0235 F ms, cuDNN warm about 6 + 0.004 F ms, and cuDNN's first decode of a shape on a
+# thread about PLANS_MS (57-67 ms measured at every size: its plans).
+PLANS_MS = 60.0
+
+
+def natives_before_cudnn(frames: int) -> int:
+    """How many decodes of one shape of `frames` frames in all a thread makes without cuDNN before it builds cuDNN's
+    plans for it: a ski rental. Each decode without cuDNN pays what cuDNN would save warm (its rent); building the plans
+    pays PLANS_MS instead of one decode (the purchase); renting until the rent paid reaches the purchase never costs
+    more than twice what the best choice in hindsight would, whether the shape comes back twice or a hundred times.
+    311 frames: 17 decodes (3.1 ms of rent each against 50 ms of plans); 521: 7; 1013: 2; 1499 and longer: 1."""
+    native_ms = 3.0 + 0.0235 * frames
+    saving_ms = native_ms - (6.0 + 0.004 * frames)
+    return max(1, math.ceil((PLANS_MS - native_ms) / saving_ms))
 
 
 class CudnnChoice:
-    """Which decodes run their convolutions with cuDNN on CUDA, remembered per thread as PyTorch keeps cuDNN's
-    plans. A shape (pieces, frames) a thread meets for the first time goes without cuDNN, so no decode waits for
-    plans (an H200: 8-38 ms for 20-1500 frames instead of 57-67 ms), and so does every decode of up to
-    `native_up_to` frames in all; a longer shape's later decodes on that thread go with cuDNN (plans built on the
-    second, then 7-12 ms where ATen's own kernels take 9-38: BENCHMARKS.md, issue 23)."""
+    """Which decodes run their convolutions with cuDNN on CUDA, counted per thread as PyTorch keeps cuDNN's plans. A
+    decode of up to `native_up_to` frames in all never does; a longer shape (pieces, frames) goes without cuDNN for
+    its first `natives_before_cudnn` decodes on a thread, so no decode waits ~60 ms for plans that its shape's few
+    repeats would not pay back (an H200: 8-38 ms for 20-1500 frames without, 7-12 ms with cuDNN once its plans are
+    made: BENCHMARKS.md, issue 23), and with cuDNN after that."""
 
     def __init__(self, native_up_to: int = NATIVE_UP_TO_FRAMES):
         self.native_up_to = native_up_to
-        self._threads = threading.local()  # .shapes: the (pieces, frames) this thread has decoded above the limit
+        self._threads = threading.local()  # .decodes: {(pieces, frames): decodes so far} above the limit, this thread's
 
     def __call__(self, *, pieces: int, frames: int) -> bool:
-        """Whether this thread's decode of `pieces` pieces of `frames` frames uses cuDNN; notes the shape."""
+        """Whether this thread's decode of `pieces` pieces of `frames` frames uses cuDNN; counts the decode."""
         if pieces * frames <= self.native_up_to:
             return False
-        shapes = self._threads.__dict__.setdefault("shapes", set())
-        if (pieces, frames) in shapes:
-            return True
-        shapes.add((pieces, frames))
-        return False
+        decodes = self._threads.__dict__.setdefault("decodes", {})
+        made = decodes.get((pieces, frames), 0)
+        decodes[(pieces, frames)] = made + 1
+        return made >= natives_before_cudnn(pieces * frames)
 
     def __deepcopy__(self, memo: dict) -> CudnnChoice:
         """A copy (of a codec, e.g. a float64 one) remembers no shape: its threads have decoded nothing with it."""

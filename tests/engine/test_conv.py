@@ -14,7 +14,15 @@ import engine.codec
 import engine.conv
 from engine.codec import DECODER_CUDNN, AudioCodec
 from engine.constants import DEMO_MODEL
-from engine.conv import NATIVE_UP_TO_FRAMES, ConvPath, CudnnChoice, aten_convolution, convolve
+from engine.conv import (
+    NATIVE_UP_TO_FRAMES,
+    PLANS_MS,
+    ConvPath,
+    CudnnChoice,
+    aten_convolution,
+    convolve,
+    natives_before_cudnn,
+)
 
 ON_GPU = torch.cuda.is_available()
 
@@ -107,17 +115,37 @@ def test_decodes_up_to_the_limit_never_take_cudnn_however_often():
         assert asked(choice, [shape] * 10) == [False] * 10, shape
 
 
-@pytest.mark.parametrize("shape", [(1, 257), (1, 1500), (2, 129), (4, 250)])
-def test_a_longer_shape_goes_without_cudnn_the_first_time_and_with_it_after(shape):
+@pytest.mark.parametrize(("shape", "natives"), [((1, 1500), 1), ((1, 1499), 1), ((3, 500), 1), ((1, 1013), 2),
+                                               ((4, 250), 3), ((1, 521), 7), ((1, 311), 17), ((1, 257), 26)])
+def test_a_longer_shape_goes_with_cudnn_once_its_rent_would_have_paid_for_the_plans(shape, natives):
+    """Ski rental, by the H200's figures (BENCHMARKS.md): at 1499 frames cuDNN saves 26 ms a decode warm and its plans
+    cost 19 ms more than a decode without it, so the second decode builds them (as the first would not pay back for a
+    shape met once); at 311 frames it saves 3 ms against 50 ms of plans: 17 decodes go without it first."""
     choice = CudnnChoice()
-    assert asked(choice, [shape] * 4) == [False, True, True, True]
+    assert asked(choice, [shape] * (natives + 3)) == [False] * natives + [True] * 3
+
+
+def test_rent_paid_before_the_plans_reaches_their_cost_and_no_more():
+    """natives_before_cudnn is the ski rental's count for its cost model: the rent of all but the last decode without
+    cuDNN is below the plans' extra cost, and the rent of all of them reaches it. Where the model has the plans cost
+    less than a decode without cuDNN (past ~2400 frames, beyond what was measured), the first decode still goes
+    without: no decode waits for plans on a guess."""
+    for frames in [257, 311, 409, 521, 677, 1000, 1013, 1499, 1500, 2000, 4000]:
+        native_ms = 3.0 + 0.0235 * frames
+        rent_ms, plans_ms = native_ms - (6.0 + 0.004 * frames), PLANS_MS - native_ms
+        natives = natives_before_cudnn(frames)
+        if plans_ms <= 0:
+            assert natives == 1, frames
+            continue
+        assert (natives - 1) * rent_ms < plans_ms, frames
+        assert natives * rent_ms >= plans_ms, frames
 
 
 def test_each_shape_is_new_once_pieces_and_frames_alike():
     """Shapes differ by their number of pieces as by their length (cuDNN's plans are per shape): one seen
     before makes no other one cuDNN's, not even one of the same frames in all."""
     choice = CudnnChoice()
-    assert asked(choice, [(1, 600), (2, 300), (1, 601), (3, 200), (1, 600), (2, 300), (1, 601), (3, 200)]) \
+    assert asked(choice, [(1, 1500), (2, 750), (1, 1501), (3, 500), (1, 1500), (2, 750), (1, 1501), (3, 500)]) \
         == [False] * 4 + [True] * 4
 
 
@@ -125,23 +153,23 @@ def test_a_shape_is_new_to_each_thread():
     """PyTorch keeps cuDNN's plans per thread: another thread's first decode of a shape this one has repeated
     goes without cuDNN too, and its record leaves this thread's as it was."""
     choice = CudnnChoice()
-    assert asked(choice, [(1, 400)] * 2) == [False, True]
+    assert asked(choice, [(1, 1500)] * 2) == [False, True]
     seen = []
-    thread = threading.Thread(target=lambda: seen.extend(asked(choice, [(1, 400), (1, 400), (1, 500)])))
+    thread = threading.Thread(target=lambda: seen.extend(asked(choice, [(1, 1500), (1, 1500), (1, 1600)])))
     thread.start()
     thread.join()
     assert seen == [False, True, False]
-    assert asked(choice, [(1, 400), (1, 500)]) == [True, False]
+    assert asked(choice, [(1, 1500), (1, 1600)]) == [True, False]
 
 
 def test_a_copy_remembers_no_shape():
     """float64_codec deep-copies a codec: the copy's decodes are new to every thread, and copying works at all
     (a thread-local record cannot be pickled)."""
     choice = CudnnChoice(native_up_to=10)
-    asked(choice, [(1, 400)])
+    asked(choice, [(1, 1500)])
     twin = copy.deepcopy(choice)
     assert twin.native_up_to == 10
-    assert asked(twin, [(1, 400), (1, 400)]) == [False, True]
+    assert asked(twin, [(1, 1500), (1, 1500)]) == [False, True]
 
 
 # -- the codec asks it once per decode, and every decoder convolution follows ---------------------------------
