@@ -541,12 +541,18 @@ class AudioCodec(nn.Module):
         """Where the fused Snake runs: decode one piece of each length of WARM_UP_FRAMES (without cuDNN: no plans
         kept for them), so that Triton compiles, or reads from its cache, every variant of the kernel a decode or an
         encode can need (kernels.snake.variant). Else the first piece of another kind of length pays it, 2.2 s once
-        on an H200 in a first audio (BENCHMARKS.md, issue 23), or the first voice made from such a clip."""
+        on an H200 in a first audio (BENCHMARKS.md, issue 23), or the first voice made from such a clip. Then one
+        small convolution through cuDNN, which loads it for the process."""
         if not use_triton(self.fc2.weight):
             return
         for frames in WARM_UP_FRAMES:
             codes = torch.zeros((self.num_codebooks, frames), dtype=torch.long, device=self.device)
             self.acoustic_decoder(self.fc2(self.quantizer.decode(codes)).t()[None], path=ConvPath.NATIVE)
+        # cuDNN loads itself on a process's first convolution through it: 0.25-0.63 s on an H200 that the first decode
+        # cuDNN gets would pay (BENCHMARKS.md, issue 23). One small convolution loads it (and keeps one small plan).
+        first = next(m for m in self.acoustic_decoder.modules() if isinstance(m, nn.Conv1d))
+        convolve(first, torch.zeros((1, first.in_channels, 16), dtype=first.weight.dtype, device=self.device),
+                 bias=None, path=DECODER_CUDNN)
 
     @staticmethod
     def _range_of(codes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:

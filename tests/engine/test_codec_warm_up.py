@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import engine.codec
-from engine.codec import AudioCodec, CodecConfig
+from engine.codec import DECODER_CUDNN, AudioCodec, CodecConfig
 from engine.constants import DEMO_MODEL
 from engine.conv import ConvPath, convolve
 from kernels.snake import snake_input_ref, snake_ref, variant
@@ -100,19 +100,22 @@ def test_warm_up_compiles_every_variant_an_encode_of_any_clip_needs(codec, launc
         assert launches <= warmed, (frames, launches - warmed)
 
 
-def test_warm_up_keeps_no_cudnn_plans_and_no_shape(monkeypatch, codec, launches):
-    """Its decodes go without cuDNN and leave the codec's CudnnChoice as it was: a user's first piece of a
-    warm-up length is new to the thread like any other."""
+def test_warm_up_decodes_without_cudnn_then_loads_it_once(monkeypatch, codec, launches):
+    """Its decodes go without cuDNN (no plans kept for their shapes) and leave the codec's CudnnChoice as it was: a
+    user's first piece of a warm-up length is new to the thread like any other. Then one convolution of 16 frames,
+    one piece, goes through cuDNN: the process's first, which loads the library."""
     asked = []
 
     def spy(conv, x, *, bias, path):
-        asked.append(path)
+        asked.append((path, tuple(x.shape)))
         return convolve(conv, x, bias=bias, path=path)
 
     monkeypatch.setattr(engine.codec, "convolve", spy)
     monkeypatch.setattr(codec, "cudnn_choice", lambda **shape: pytest.fail("the warm-up asked"))
     codec.warm_up()
-    assert asked and set(asked) == {ConvPath.NATIVE}
+    *decodes, (last_path, last_shape) = asked
+    assert decodes and {path for path, _ in decodes} == {ConvPath.NATIVE}
+    assert last_path == DECODER_CUDNN and last_shape[0] == 1 and last_shape[-1] == 16
 
 
 def test_warm_up_does_nothing_where_the_plain_path_runs(monkeypatch):
