@@ -96,6 +96,7 @@ class Gathering:
     _free_at: float = 0.0  # when the last batch handed out its results (time.monotonic())
     _started_last: bool = False  # the last batch was of starting streams only, ahead of others waiting
     _runner: int | None = None  # the thread that ran the last batch
+    _finishing: set[int] = field(default_factory=set)  # threads running a batch that has not handed out its results
     _changed: threading.Condition = field(default_factory=lambda: threading.Condition(threading.Lock()))
 
     @contextlib.contextmanager
@@ -143,6 +144,7 @@ class Gathering:
                 batch = RunningBatch(self._take(), self)  # the device is free: this thread runs the next batch
                 self._in_batches += batch.calls
                 self._queueing, self._runner = True, call.thread
+                self._finishing.add(call.thread)
             self._run(batch)  # unlocked
         if call.error is not None:
             raise call.error
@@ -166,10 +168,12 @@ class Gathering:
 
     def _starts_here(self) -> bool:
         """Whether this thread starts the next batch now: it may start, and the thread that ran the last batch is
-        this one or waits for none (lock held)."""
+        this one or waits for none (its call may wait while it finishes a batch of another key: it waits then only
+        once that batch has ended) (lock held)."""
         if self._wait_s() > 0:
             return False
-        return self._runner in (None, threading.get_ident()) or all(c.thread != self._runner for c in self._waiting)
+        return (self._runner in (None, threading.get_ident()) or self._runner in self._finishing
+                or all(c.thread != self._runner for c in self._waiting))
 
     def _pause_s(self) -> float:
         """How long to wait for a change before looking again (lock held)."""
@@ -213,6 +217,7 @@ class Gathering:
                     call.error = Cancelled("Stopped.")
                 call.done = True
             self._in_batches = [call for call in self._in_batches if not call.done]
+            self._finishing.discard(threading.get_ident())
             self._release(batch)
             self._free_at = time.monotonic()
             self._changed.notify_all()

@@ -316,3 +316,45 @@ def test_after_a_release_a_starting_stream_goes_at_once_and_other_calls_wait_for
     batches.let(3)
     assert finishing.result(TIMEOUT_S) == [10, 20] and plain.result(TIMEOUT_S) == 30
     assert batches.seen == [[1], [11], [2, 3]]
+
+
+def test_a_runner_finishing_a_batch_without_its_own_call_lets_another_thread_run_the_next(pool, monkeypatch):
+    """The thread that ran the last batch may take a batch its own call is not in (the oldest call's key is another).
+    While it reads that batch back it waits for nothing, so the next batch starts at the release, run by a thread that
+    waits, and takes the runner's call along; the runner then waits for that call's batch."""
+    monkeypatch.setattr("engine.gather.GRACE_S", TIMEOUT_S)  # a member's next call is waited for, however late
+    batches = Released()
+    gathering = Gathering(batches)
+    batches.let(0, 1)
+    ran_first, ask_again, in_member, leave_member = (threading.Event() for _ in range(4))
+
+    def runner():
+        first = gathering.run(0, "a")  # this thread runs the last batch
+        ran_first.set()
+        assert ask_again.wait(TIMEOUT_S)
+        return first, gathering.run(1, "a")
+
+    def member():
+        with gathering.member():  # a member yet to ask holds every batch until it leaves
+            in_member.set()
+            assert leave_member.wait(TIMEOUT_S)
+
+    ran = pool.submit(runner)
+    assert ran_first.wait(TIMEOUT_S)
+    pool.submit(member)
+    assert in_member.wait(TIMEOUT_S)
+    older = pool.submit(gathering.run, 3, "b")
+    waiting(gathering, 1)
+    ask_again.set()
+    waiting(gathering, 2)
+    leave_member.set()  # the runner takes the oldest call's batch, [3], and leaves its own call waiting
+    started(batches, 2)
+    later = pool.submit(gathering.run, 2, "a")
+    waiting(gathering, 2)
+    batches.queued(3).set()  # batch [3] is released and reads back until its read gate opens
+    try:
+        assert later.result(TIMEOUT_S) == 20
+    finally:
+        batches.read(3).set()
+    assert ran.result(TIMEOUT_S) == (0, 10) and older.result(TIMEOUT_S) == 30
+    assert batches.seen == [[0], [3], [1, 2]]
