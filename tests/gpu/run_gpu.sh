@@ -4,7 +4,7 @@
 #
 #   bash tests/gpu/run_gpu.sh [--wheels DIR] STEP...
 #
-# Steps: setup ckpt bench profile kernels attention realtime fp8acc gemm gemmfused w4a4 decode gputests. `--wheels DIR` names a folder of
+# Steps: setup ckpt bench profile kernels attention realtime fp8acc gemm gemmfused w4a4 decode captures gputests. `--wheels DIR` names a folder of
 # wheels to install first (without dependencies) for what the GPU image lacks, e.g. omnivoice 0.2.1 (for the
 # `upstream` bench mode), pydub, soundfile, cffi, pycparser and platformdirs built for its Python.
 # Results go to $OUT (default: a new temporary folder); the full-size random-weight checkpoint is made once
@@ -39,6 +39,14 @@ for step in "$@"; do
     gemmfused) timeout 200 python3 -m tools.kernels.bench_gemm_fused 2>&1 | tail -60 ;;
     w4a4) timeout 90 python3 -m tools.kernels.check_w4a4_cuda --quick --no-bench 2>&1 | tail -25 ;;
     decode) timeout 60 python3 -m tools.kernels.bench_decode 2>&1 | tail -15 ;;
+    # Which CUDA calls of another thread break a CUDA-graph capture (tools/capture_overlap.py), one process each
+    captures) for mode in global thread_local; do
+                for op in none kernel_only event_query event_synchronize tensor_cpu small_model new_device_memory \
+                          pinned_alloc mem_get_info; do
+                  timeout 20 python3 -m tools.capture_overlap $op $mode 2>/dev/null | tee -a "$OUT/capture_overlap.jsonl" \
+                    || echo "{\"op\": \"$op\", \"mode\": \"$mode\", \"process\": \"failed\"}"
+                done
+              done ;;
     # Every test that takes the GPU when there is one (the wheels' soundfile is needed; test_normalize and
     # the normalize_* goldens need the tn extra, which the GPU image lacks). pytest-xdist is in the image.
     gputests) OMP_NUM_THREADS=2 timeout 400 python3 -m pytest -q -p no:cacheprovider -n 8 tests/kernels tests/engine \
