@@ -13,12 +13,12 @@ kernels, same order of work).
     python -m tools.kernels.bench_pdl [--rows 256 896] [--length 112] [--replays 50]
 """
 import argparse
-import statistics
 
 import torch
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from kernels._triton import tl, triton
+from tools.kernels.check_realtime_gpu import replay_us
 
 N_COLS = 1024  # the model's hidden size
 
@@ -54,19 +54,6 @@ def _chain(x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor | None, length
             torch.mm(y, weight.t(), out=x)
 
 
-def _time_graph(graph: torch.cuda.CUDAGraph, replays: int) -> float:
-    """Median microseconds of one replay over `replays` timed replays."""
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
-
-
 def measure(rows: int, length: int, with_gemm: bool, replays: int) -> dict[str, tuple[float, bool]]:
     """variant -> (median us per replay, final tensor bitwise equal to the plain chain's)."""
     torch.manual_seed(0)
@@ -89,7 +76,7 @@ def measure(rows: int, length: int, with_gemm: bool, replays: int) -> dict[str, 
         reference = final if reference is None else reference
         for _ in range(5):
             graph.replay()
-        results[variant] = (_time_graph(graph, replays), torch.equal(final, reference))
+        results[variant] = (replay_us(graph, replays), torch.equal(final, reference))
     return results
 
 

@@ -13,17 +13,16 @@ normed output's error at most twice the cuBLAS pipeline's plus one fp16 ulp of t
     python -m tools.kernels.bench_splitk [--rows 256 320 512 896] [--splits 1 2 3 4]
 """
 import argparse
-import statistics
 
 import torch
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels._triton import rsqrt_f32, tl, triton
 from kernels.rmsnorm import add_rmsnorm
+from tools.kernels.check_realtime_gpu import COPIES, graph_us
 
 N_COLS = 1024
 EPS = 1e-6
-COPIES = 8  # weight sets replayed in turn, so the weights come from memory as in a model of 28 layers
 PROJECTIONS = {"o_proj": 2048, "down_proj": 3072}
 TILES = {"128x64x64": (128, 64, 64, 4, 4), "64x64x128": (64, 64, 128, 4, 4), "64x128x64": (64, 128, 64, 4, 4)}
 
@@ -82,30 +81,6 @@ def splitk_add_rmsnorm(x, weight, residual, norm_weight, partial, y, residual_ou
                                      N=N_COLS, num_warps=4)
 
 
-def _graph_us(fn, replays: int = 30) -> float:
-    """Median us per call of `fn(copy)` for the COPIES weight sets, captured together in one graph."""
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        for copy in range(COPIES):
-            fn(copy)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for copy in range(COPIES):
-            fn(copy)
-    for _ in range(3):
-        graph.replay()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / COPIES)
-    return statistics.median(times)
-
-
 def compare(rows: int, k: int, splits: list[int]) -> list[tuple[str, float, float]]:
     """(variant, us per projection + norm, normed output's max error vs float64) for cuBLAS and each split/tile."""
     torch.manual_seed(rows + k)
@@ -125,7 +100,7 @@ def compare(rows: int, k: int, splits: list[int]) -> list[tuple[str, float, floa
 
     cublas(0)
     base_err = (y.double() - exact).abs().max().item()
-    results = [("cuBLAS + add_rmsnorm", _graph_us(cublas), base_err)]
+    results = [("cuBLAS + add_rmsnorm", graph_us(cublas, calls=COPIES, replays=30), base_err)]
     allowed = 2 * base_err + exact.abs().max().item() * 2 ** -10
     for split in splits:
         partial = torch.empty(split, rows, N_COLS, device=dev, dtype=torch.float32)
@@ -137,7 +112,7 @@ def compare(rows: int, k: int, splits: list[int]) -> list[tuple[str, float, floa
             fused(0)
             err = (y.double() - exact).abs().max().item()
             name = f"split {split}, tile {tile}" + ("" if err <= allowed else " (ERROR TOO LARGE)")
-            results.append((name, _graph_us(fused), err))
+            results.append((name, graph_us(fused, calls=COPIES, replays=30), err))
     return results
 
 
