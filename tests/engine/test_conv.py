@@ -21,6 +21,8 @@ from engine.conv import (
     CudnnChoice,
     aten_convolution,
     convolve,
+    cudnn_warm_decode_ms,
+    native_decode_ms,
     natives_before_cudnn,
 )
 
@@ -131,8 +133,8 @@ def test_rent_paid_before_the_plans_reaches_their_cost_and_no_more():
     less than a decode without cuDNN (past ~2400 frames, beyond what was measured), the first decode still goes
     without: no decode waits for plans on a guess."""
     for frames in [257, 311, 409, 521, 677, 1000, 1013, 1499, 1500, 2000, 4000]:
-        native_ms = 3.0 + 0.0235 * frames
-        rent_ms, plans_ms = native_ms - (6.0 + 0.004 * frames), PLANS_MS - native_ms
+        native_ms = native_decode_ms(frames)
+        rent_ms, plans_ms = native_ms - cudnn_warm_decode_ms(frames), PLANS_MS - native_ms
         natives = natives_before_cudnn(frames)
         if plans_ms <= 0:
             assert natives == 1, frames
