@@ -6,7 +6,6 @@ chunk (a short first clause, then sentences) so that playback starts early. Gene
 upstream OmniVoice's `generate()` step for step (see engine/lm/plan.py)."""
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import threading
@@ -124,33 +123,6 @@ def ahead_groups(pieces: Iterable, checking: bool) -> Iterator[list]:
         size = 1 if checking else min(2 * size, AHEAD_MAX)
 
 
-class Readbacks:
-    """Batches whose audio is on its way back from the device after their release (engine/gather.py): their threads
-    wait on CUDA events and free pinned buffers meanwhile, which a CUDA-graph capture in another thread must not
-    overlap (in the default, global capture mode an event query or sync from any thread invalidates the capture)."""
-
-    def __init__(self):
-        self._count = 0
-        self._changed = threading.Condition()
-
-    @contextlib.contextmanager
-    def reading(self) -> Iterator[None]:
-        """A batch's readback, entered before its release so that no batch starting after it misses it."""
-        with self._changed:
-            self._count += 1
-        try:
-            yield
-        finally:
-            with self._changed:
-                self._count -= 1
-                self._changed.notify_all()
-
-    def wait_none(self) -> None:
-        """Until no readback is under way."""
-        with self._changed:
-            self._changed.wait_for(lambda: self._count == 0)
-
-
 class Engine:
     def __init__(self, folder: Path, lm, tokenizer, codec: AudioCodec, device: torch.device, mode: Mode,
                  backend: str, runner=None, budget: MemoryBudget | None = None):
@@ -161,7 +133,6 @@ class Engine:
         self.sample_rate = SAMPLE_RATE
         self._lock = threading.Lock()  # one generation at a time on one GPU
         self._gathering = Gathering(self._render_planned)  # render_many calls of several threads batched
-        self._readbacks = Readbacks()  # released batches still reading their audio back
         # pieces of one length decoded in one batch: on a GPU within the codec's rounding of one by one and several
         # times faster; on the CPU they stay one by one, bit-equal to lone renders
         self.decode_together = device.type == "cuda"
@@ -316,10 +287,9 @@ class Engine:
         made = [[(request, cfg, seed, next(token_sets)) for request, cfg, seed in zip(c.requests, c.cfgs, c.seeds)]
                 for c in calls]
         kept = [[] if c.cancel is not None and c.cancel.is_set() else m for c, m in zip(calls, made)]
-        with self._readbacks.reading():  # its last CUDA call: the pinned buffers freed as _decode_pieces returns
-            waves = iter(self._decode_pieces([piece for k in kept for *_, tokens in k for piece in tokens],
-                                             on_queued=batch.release))
-            generate_s = generated.seconds()
+        waves = iter(self._decode_pieces([piece for k in kept for *_, tokens in k for piece in tokens],
+                                         on_queued=batch.release))
+        generate_s = generated.seconds()
         decode_s = time.perf_counter() - t1 - generate_s
         outs = []
         for call, takes in zip(calls, kept):
@@ -426,8 +396,6 @@ class Engine:
                 raise Cancelled("Stopped.")
 
         with self._lock:
-            if self.runner is not None and self.runner.may_capture(cfg):
-                self._readbacks.wait_none()  # a capture must not overlap the CUDA calls of a batch reading back
             batched = BatchedGeneration(self.lm, self.runner, self.budget, self.device)
             return batched.plans(plans, cfg, seeds, self._prompt, on_step)
 

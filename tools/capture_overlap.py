@@ -1,9 +1,10 @@
 """Which CUDA calls of ANOTHER thread break a CUDA-graph capture (or fail themselves) while one thread captures,
-in torch.cuda.graph's default capture_error_mode="global" and in "thread_local". Settles which engine paths outside
-the engine lock must not overlap StaticRunner's lazy captures (review of c4ec18d: Readbacks covers the readback's
-Event.synchronize; open: tokens.cpu() in Voice.of_generated, the checks' models, Whisper in voice_from_clip).
+in torch.cuda.graph's default capture_error_mode="global" and in "thread_local". Run on the H200 (2026-12-04,
+BENCHMARKS.md): in global mode an event query or sync, tensor.cpu(), a small model's forward, a new device or
+pinned allocation each fail and invalidate the capture; in thread_local none does and the graph replays right.
+So StaticRunner captures in thread_local mode (tests/engine/test_runner_capture.py).
 One op per fresh process: `python3 -m tools.capture_overlap OP MODE` -> one JSON line; every op in both modes:
-`bash tests/gpu/run_gpu.sh captures` (not run yet: the 2026-12-04 session's device time ran out)."""
+`bash tests/gpu/run_gpu.sh captures`."""
 import json
 import sys
 import threading

@@ -248,11 +248,6 @@ class StaticRunner:
         buf.step.add_(1)
 
     # -- capture and replay ---------------------------------------------------------------------
-    def may_capture(self, cfg: GenerationConfig) -> bool:
-        """Whether a generation with `cfg` may capture a CUDA graph: a bucket has none for its scoring settings yet
-        (a capture must not overlap another thread's CUDA calls, engine/engine.py's Readbacks)."""
-        return not self.eager and any((S, score_key(cfg)) not in self.graphs for S in self.buckets)
-
     def _graph_for(self, S: int, cfg: GenerationConfig) -> StepGraph:
         key = (S, score_key(cfg))
         self._keep_recent(key[1])
@@ -292,7 +287,10 @@ class StaticRunner:
         graph = torch.cuda.CUDAGraph()
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
-        with torch.inference_mode(), torch.cuda.graph(graph, pool=self.pool):
+        # thread_local: the CUDA calls other threads make meanwhile (an audio readback's event sync, a voice's
+        # tokens.cpu(), a check's model, Whisper) neither break this capture nor fail, as they would in the
+        # default global mode (tools/capture_overlap.py, BENCHMARKS.md); this thread's own stay forbidden
+        with torch.inference_mode(), torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
             self._step(buf, cfg)
         return graph
 
