@@ -8,9 +8,7 @@ sm_90, sm_100 and sm_120 compile the same PTX to a slow emulation routine (check
 cubins), so those GPUs take the Triton int8 path.
 """
 import ctypes
-import glob
 import hashlib
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ from pathlib import Path
 import torch
 
 from kernels import _launch
+from kernels._cuda_libs import library_candidates, load_first
 from kernels.w4a4_ref import GROUP, QuantizedAct
 
 SOURCE = Path(__file__).parent / "csrc" / "w4a4_gemm.cu"
@@ -54,35 +53,11 @@ class CubinCache:
 
 # --- NVRTC ---------------------------------------------------------------------------------------
 
-def _nvrtc_candidates() -> list[str]:
-    """Where libnvrtc may be: an explicit path, the loader's search path, then pip's nvidia packages."""
-    found = [os.environ["VOICEDESK_NVRTC"]] if os.environ.get("VOICEDESK_NVRTC") else []
-    if sys.platform == "win32":
-        found += sorted(glob.glob(os.path.join(Path(torch.__file__).parent, "lib", "nvrtc64_*.dll")), reverse=True)
-        patterns = [os.path.join("nvidia", "**", "bin", "nvrtc64_*.dll")]
-    else:
-        major = (torch.version.cuda or "12").split(".")[0]
-        found += [f"libnvrtc.so.{major}", "libnvrtc.so"]
-        patterns = [os.path.join("nvidia", "**", "lib", "libnvrtc.so*")]
-    for root in sys.path:
-        for pattern in patterns:
-            found += sorted(p for p in glob.glob(os.path.join(root, pattern), recursive=True)
-                            if "builtins" not in p and ".alt." not in p)
-    return found
-
-
 class _Nvrtc:
     def __init__(self):
-        errors = []
-        for candidate in _nvrtc_candidates():
-            try:
-                self.lib = ctypes.CDLL(candidate)
-                break
-            except OSError as e:
-                errors.append(str(e))
-        else:
-            raise RuntimeError("NVRTC (libnvrtc) was not found; install PyTorch's CUDA build or set "
-                               "VOICEDESK_NVRTC to the library's path. Tried: " + "; ".join(errors[-3:]))
+        candidates = library_candidates(env_var="VOICEDESK_NVRTC", linux_name="libnvrtc",
+                                        windows_pattern="nvrtc64_*.dll")
+        self.lib = load_first(candidates, what="NVRTC (libnvrtc)", env_var="VOICEDESK_NVRTC")
         self.lib.nvrtcGetErrorString.restype = ctypes.c_char_p
         major, minor = ctypes.c_int(), ctypes.c_int()
         self._check(self.lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)))
