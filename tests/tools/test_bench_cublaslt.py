@@ -17,6 +17,7 @@ def test_an_fp16_gemm_within_rounding_passes_and_a_faulty_one_fails():
     ref = bench_cublaslt.reference(x, w)
     good = (x.float() @ w.float().t()).half()  # fp32 sum, one fp16 rounding: what a correct algorithm writes
     assert fp16_rounding_ratio(good, *ref) <= 1
+    assert fp16_rounding_ratio((good.float() * 1.01).half(), *ref) > 1  # 1 % off everywhere (a wrong alpha)
     half_k = (x[:, :80].float() @ w[:, :80].float().t()).half()  # a split-K that lost its second slice
     assert fp16_rounding_ratio(half_k, *ref) > 1
     swapped = good.clone()
