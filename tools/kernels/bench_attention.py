@@ -4,7 +4,8 @@ the ragged kernel (`kernels.ragged_attention`) in several tile settings, at Omni
 Run on a CUDA machine from the repository root:
 
     python -m tools.kernels.bench_attention [--shapes 560x290 560x290x8 ...] [--graph-calls 28]
-        [--before OTHER/kernels/ragged_attention.py] [--json results.jsonl]
+        [--before OTHER/kernels/ragged_attention.py [VARIANT.py:block_n=128,num_warps=8 ...]] [--no-sweep]
+        [--json results.jsonl]
 
 A shape is c x T [x n]: n sequences (default 1) of c prompt rows and T target rows each, packed as the
 runner packs them; S is the runner's bucket for the n (c + T) rows. Each variant is timed as the model
@@ -12,15 +13,18 @@ runs it: `--graph-calls` launches (one per layer) captured in a CUDA graph and r
 median per call. TFLOP/s counts the useful work only, 4 D Hq (n (c^2 + T^2) + pads^2) per call, so a
 kernel is charged for nothing it wastes. Error: the largest difference to an fp32 computation on the
 rows that matter (prompts and targets), next to SDPA's own in fp16; `exact` is the test suite's rule
-(at most twice SDPA's error plus one fp16 ulp of the largest output). `--before` times another copy of
-the kernel's module (e.g. main's, before a change) at its default settings beside these. `--libraries` also
-times PyTorch's own variable-length attention on the same packing (one sequence per range of keys): FlashAttention's
-`varlen_attn`, and SDPA on a nested (jagged) tensor with the cuDNN and flash backends, each where this PyTorch has it.
+(at most twice SDPA's error plus one fp16 ulp of the largest output). `--before` times other copies of
+the kernel's module (e.g. main's, before a change, and variants) beside these, each at its defaults or at the
+settings after its colon (`PATH:key=value,...`); `--no-sweep` leaves out this tree's fourteen settings.
+`--libraries` also times PyTorch's own variable-length attention on the same packing (one sequence per range
+of keys): FlashAttention's `varlen_attn`, and SDPA on a nested (jagged) tensor with the cuDNN and flash
+backends, each where this PyTorch has it.
 """
 import argparse
 import importlib.util
 import json
 import sys
+from pathlib import Path
 
 import torch
 
@@ -69,12 +73,16 @@ def per_call_us(fn, calls: int, replays: int = 20) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def load_kernel(path: str):
-    """`ragged_attention` of another copy of kernels/ragged_attention.py (it imports this tree's helpers)."""
-    spec = importlib.util.spec_from_file_location("ragged_attention_before", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.ragged_attention
+def load_kernel(spec: str):
+    """(name, call) for `PATH[:key=value,...]`: `ragged_attention` of another copy of
+    kernels/ragged_attention.py (it imports this tree's helpers) with those keyword settings."""
+    path, _, options = spec.partition(":")
+    settings = {key: value == "True" if value in ("True", "False") else int(value)
+                for key, _, value in (item.partition("=") for item in options.split(",") if item)}
+    module_spec = importlib.util.spec_from_file_location(f"ragged_attention_{Path(path).stem}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return spec, lambda *args: module.ragged_attention(*args, **settings)
 
 
 def sequence_bounds(ranges: KeyRanges) -> tuple[torch.Tensor, int]:
@@ -110,14 +118,14 @@ def library_variants(q, k, v, ranges) -> dict:
     return out
 
 
-def variants(q, k, v, ranges, qh, kh, vh, mask, before) -> dict:
+def variants(q, k, v, ranges, qh, kh, vh, mask, before, sweep) -> dict:
     """name -> (a call computing the attention ([S, Hq, D], or [1, Hq, S, D] for SDPA), its settings)."""
     out = {"sdpa masked (dense)": (lambda: torch.nn.functional.scaled_dot_product_attention(
         qh, kh, vh, attn_mask=mask, enable_gqa=True), None)}
-    if before is not None:
-        out["before: defaults"] = (lambda: before(q, k, v, ranges.start, ranges.end), None)
+    for name, call in before:
+        out[name] = (lambda call=call: call(q, k, v, ranges.start, ranges.end), None)
     out["ragged: defaults"] = (lambda: ragged_attention(q, k, v, ranges.start, ranges.end), None)
-    for bm, bn, w, st, g, ma in CONFIGS:
+    for bm, bn, w, st, g, ma in CONFIGS if sweep else ():
         settings = dict(block_m=bm, block_n=bn, num_warps=w, num_stages=st, group_heads=g, mask_all=ma)
         name = f"ragged {bm}x{bn} w{w} s{st}{' gqa' if g else ''}{' mask-all' if ma else ''}"
         out[name] = (lambda settings=settings: ragged_attention(q, k, v, ranges.start, ranges.end, **settings),
@@ -129,13 +137,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shapes", nargs="*", default=["560x290", "560x290x8", "150x80", "1000x600"])
     parser.add_argument("--graph-calls", type=int, default=28)
-    parser.add_argument("--before", help="another kernels/ragged_attention.py to time at its defaults")
+    parser.add_argument("--before", nargs="+", default=[],
+                        help="other kernels/ragged_attention.py copies to time, PATH or PATH:key=value,...")
+    parser.add_argument("--no-sweep", action="store_true", help="leave out the fourteen settings of this tree")
     parser.add_argument("--json", help="append one JSON line per result to this file")
     parser.add_argument("--libraries", action="store_true", help="also PyTorch's variable-length attentions")
     args = parser.parse_args(argv)
-    before = load_kernel(args.before) if args.before else None
+    before = [load_kernel(spec) for spec in args.before]
     torch.manual_seed(0)
-    print(f"{'shape':<11} {'S':>5} {'variant':<34} {'us/call':>8} {'TFLOP/s':>8} {'max err':>9} {'sdpa err':>9} exact")
+    print(f"{'shape':<11} {'S':>5} {'variant':<48} {'us/call':>8} {'TFLOP/s':>8} {'max err':>9} {'sdpa err':>9} exact")
     for shape in args.shapes:
         c, T, n = (list(map(int, shape.split("x"))) + [1])[:3]
         S, ranges = layout(c, T, n)
@@ -149,7 +159,7 @@ def main(argv=None) -> int:
         exact = torch.nn.functional.scaled_dot_product_attention(
             qh.float(), kh.float(), vh.float(), attn_mask=mask.float(), enable_gqa=True)[0].transpose(0, 1)
         real = slice(0, n * (c + T))
-        fns = variants(q, k, v, ranges, qh, kh, vh, mask, before)
+        fns = variants(q, k, v, ranges, qh, kh, vh, mask, before, not args.no_sweep)
         if args.libraries:
             fns.update(library_variants(q, k, v, ranges))
         sdpa_err = (fns["sdpa masked (dense)"][0]()[0].transpose(0, 1)[real].float() - exact[real]).abs().max().item()
@@ -161,10 +171,10 @@ def main(argv=None) -> int:
                 err = (out[real].float() - exact[real]).abs().max().item()
                 us = per_call_us(fn, args.graph_calls)
             except Exception as exc:  # a config that does not fit this GPU must not stop the others
-                print(f"{shape:<11} {S:>5} {name:<34} failed: {type(exc).__name__}: {str(exc)[:80]}", flush=True)
+                print(f"{shape:<11} {S:>5} {name:<48} failed: {type(exc).__name__}: {str(exc)[:80]}", flush=True)
                 continue
             ok = err <= allowed
-            print(f"{shape:<11} {S:>5} {name:<34} {us:8.1f} {flop / us / 1e6:8.1f} {err:9.2e} {sdpa_err:9.2e} "
+            print(f"{shape:<11} {S:>5} {name:<48} {us:8.1f} {flop / us / 1e6:8.1f} {err:9.2e} {sdpa_err:9.2e} "
                   f"{'yes' if ok else 'NO'}", flush=True)
             if args.json:
                 with open(args.json, "a") as f:
