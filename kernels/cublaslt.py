@@ -321,20 +321,28 @@ class LtMatmul:
     # --- listing candidates -----------------------------------------------------------------------
 
     def candidates(self, heuristic_count: int = 64, splits: Sequence[int] = (1, 2, 3, 4, 6, 8),
-                   grid_limit: int = 96) -> list[Candidate]:
-        """The heuristic's results, split-K and swizzle variants of its first, and the `grid_limit` grid
-        configurations that fill the GPU's waves best; each algorithm once, the default first."""
+                   neighbours: Sequence[float] = (0.25, 0.5, 2, 4), grid_limit: int = 0) -> list[Candidate]:
+        """Each algorithm once, the default first: the heuristic's results for this problem, its results for
+        M times each of `neighbours` (other tiles; kept where valid here), split-K and swizzle variants of the
+        default, and the `grid_limit` grid configurations that fill the GPU's waves best (none by default:
+        on the H200 every one was slower than the heuristic's, 2026-12-04)."""
         found, seen = [], set()
         default = self.heuristic(heuristic_count)
-        for candidate in [*default, *self.variants(default[:1], splits), *self.grid(splits, grid_limit)]:
+        others = [c for factor in neighbours for c in self.heuristic(heuristic_count, rows=_rows_near(self.m * factor))]
+        grid = self.grid(splits, grid_limit) if grid_limit else []
+        for candidate in [*default, *others, *self.variants(default[:1], splits), *grid]:
             if candidate.algo not in seen:
                 seen.add(candidate.algo)
                 found.append(candidate)
         return found
 
-    def heuristic(self, count: int = 64) -> list[Candidate]:
-        """cuBLASLt's heuristic's best `count` algorithms for this problem within the workspace, best first."""
+    def heuristic(self, count: int = 64, rows: int | None = None) -> list[Candidate]:
+        """cuBLASLt's heuristic's best `count` algorithms within the workspace, best first: for this problem,
+        or for the same one with `rows` rows of x, kept where cublasLtMatmulAlgoCheck accepts them here."""
         lib = self._lt.lib
+        asked = self.m if rows is None else rows
+        layouts = self._abcd if asked == self.m else [self._layouts[0], self._layout(self._types[1], self.k, asked),
+                                                      *[self._layout(DataType.CUDA_R_16F, self.n, asked)] * 2]
         preference = ctypes.c_void_p()
         check(lib.cublasLtMatmulPreferenceCreate(ctypes.byref(preference)), "cublasLtMatmulPreferenceCreate")
         try:
@@ -342,13 +350,21 @@ class LtMatmul:
                       Misc.CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ctypes.c_uint64(self.workspace.numel()))
             results, returned = (HeuristicResult * count)(), ctypes.c_int()
             with torch.cuda.device(self.device):
-                check(lib.cublasLtMatmulAlgoGetHeuristic(self._handle, self._desc, *self._abcd, preference, count,
+                check(lib.cublasLtMatmulAlgoGetHeuristic(self._handle, self._desc, *layouts, preference, count,
                                                          results, ctypes.byref(returned)),
                       "cublasLtMatmulAlgoGetHeuristic")
         finally:
             lib.cublasLtMatmulPreferenceDestroy(preference)
-        return [self._candidate(f"heuristic {i}", r.algo, r.workspaceSize, r.wavesCount)
-                for i, r in enumerate(results[:returned.value]) if r.state == 0]
+            if asked != self.m:
+                for layout in {layouts[1].value: layouts[1], layouts[2].value: layouts[2]}.values():
+                    lib.cublasLtMatrixLayoutDestroy(layout)
+        found = [r for r in results[:returned.value] if r.state == 0]
+        if asked == self.m:
+            return [self._candidate(f"heuristic {i}", r.algo, r.workspaceSize, r.wavesCount)
+                    for i, r in enumerate(found)]
+        checked = [(i, r, self._check(r.algo)) for i, r in enumerate(found)]
+        return [self._candidate(f"heuristic {i} for M={asked}", r.algo, *here) for i, r, here in checked
+                if here is not None]
 
     def variants(self, bases: Sequence[Candidate], splits: Sequence[int]) -> list[Candidate]:
         """Each base with K split `splits` ways (each reduction scheme) and with CTA swizzling, where valid."""
@@ -481,6 +497,11 @@ class LtMatmul:
                                  ctypes.byref(algo), ctypes.c_void_p(self.workspace.data_ptr()),
                                  self.workspace.numel(), ctypes.c_void_p(stream)), "cublasLtMatmul")
         return out
+
+
+def _rows_near(rows: float) -> int:
+    """A row count near `rows`: a multiple of 8, at least 8."""
+    return max(8, round(rows / 8) * 8)
 
 
 def _reductions(split: int, mask: int) -> list[int]:

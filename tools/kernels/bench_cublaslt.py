@@ -1,14 +1,15 @@
 """cuBLASLt algorithms we choose vs torch.mm for the LM's four projections (issue 22 targets 1-3).
 
-    python -m tools.kernels.bench_cublaslt [--rows 320 896 ...] [--dtype fp16 fp8] [--out DIR]
+    python -m tools.kernels.bench_cublaslt [--rows 320 896 ...] [--dtype fp16 fp8] [--grid 96] [--out DIR]
 
 Per projection (tools.kernels.check_w4a4_cuda.SHAPES) and number of rows M, with RANDOM operands:
-1. lists `kernels.cublaslt.LtMatmul`'s candidates (heuristic top results, split-K variants, the AlgoInit grid);
+1. lists `kernels.cublaslt.LtMatmul`'s candidates (the heuristic's results for M and for neighbouring M, split-K
+   variants; with --grid the AlgoInit grid too);
 2. checks each against float64: within fp16 rounding (`kernels.numerics.fp16_rounding_ratio` <= 1, as the
    kernel tests hold GEMMs to); FP8 with the accumulation bound of FP8 tensor cores added (`kernels/fp8_ref.py`).
    A candidate that fails or errors is reported and never chosen;
 3. screens the correct ones with a short CUDA-graph timing (8 weight sets), then times the fastest few, the
-   default (the heuristic's first, what PyTorch runs) and torch.mm (fp8: rowwise torch._scaled_mm) with
+   default (the heuristic's first; not always what torch.mm runs) and torch.mm (fp8: rowwise torch._scaled_mm) with
    `check_realtime_gpu.graph_us`; `cublaslt.choose` picks.
 Writes one JSON line per shape (every candidate with its check and times) to DIR/cublaslt.jsonl, prints a table
 (best vs torch per shape, with the algorithm's config) and the per-layer sums at 320 and 896 rows.
@@ -93,14 +94,14 @@ def operands(m: int, n: int, k: int, fp8: bool, seed: int) -> dict:
     return {"x": x, "ws": ws, "x_scales": x_scales, "w_scales": w_scales, "torch": scaled_mm}
 
 
-def bench_shape(name: str, m: int, n: int, k: int, fp8: bool, acc_bits: int | None) -> dict:
+def bench_shape(name: str, m: int, n: int, k: int, fp8: bool, acc_bits: int | None, grid: int) -> dict:
     ops = operands(m, n, k, fp8, seed=m * 7 + n + k)
     out = torch.empty(m, n, dtype=torch.float16, device="cuda")
     record = {"projection": name, "m": m, "n": n, "k": k, "dtype": "fp8" if fp8 else "fp16"}
     try:
         lt = cublaslt.LtMatmul(m, n, k, dtype=torch.float8_e4m3fn if fp8 else torch.float16)
         start = time.perf_counter()
-        candidates = lt.candidates()
+        candidates = lt.candidates(grid_limit=grid)
         record["list_s"] = round(time.perf_counter() - start, 3)
     except RuntimeError as e:
         record["error"] = str(e)
@@ -149,6 +150,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=ROWS)
     parser.add_argument("--dtype", nargs="+", default=["fp16"], choices=["fp16", "fp8"])
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
+    parser.add_argument("--grid", type=int, default=0, help="also time this many AlgoInit grid configurations")
     args = parser.parse_args()
     reason = cublaslt.unavailable_reason()
     if reason is not None:
@@ -170,7 +172,7 @@ def main() -> None:
                   "correct / listed | list s |")
             for m in args.rows:  # rows outside: a run cut short still has every projection of the first rows
                 for name, k, n in SHAPES:
-                    record = {**header, **bench_shape(name, m, n, k, fp8, acc_bits)}
+                    record = {**header, **bench_shape(name, m, n, k, fp8, acc_bits, args.grid)}
                     jsonl.write(json.dumps(record) + "\n")
                     jsonl.flush()
                     if "chosen" not in record:
