@@ -366,11 +366,6 @@ class LtMatmul:
         return [self._candidate(f"heuristic {i} for M={asked}", r.algo, *here) for i, r, here in checked
                 if here is not None]
 
-    def accept(self, algo: bytes, source: str) -> Candidate | None:
-        """A candidate from a stored algorithm (`Candidate.algo`), if cuBLASLt still accepts it for this problem."""
-        checked = self._check(Algo.from_buffer_copy(algo)) if len(algo) == ctypes.sizeof(Algo) else None
-        return None if checked is None else self._candidate(source, Algo.from_buffer_copy(algo), *checked)
-
     def variants(self, bases: Sequence[Candidate], splits: Sequence[int]) -> list[Candidate]:
         """Each base with K split `splits` ways (each reduction scheme) and with CTA swizzling, where valid."""
         found = []

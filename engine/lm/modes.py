@@ -57,12 +57,7 @@ def prepare_mode(lm, mode: Mode, device: torch.device, folder: Path, report: Rep
         lm.use_fused_kernels()
     else:
         log.warning("Triton is not available: CUDA graphs without fused kernels")
-    from engine.fileio import atomic_write_text
-    from engine.folders import user_folders
-    from engine.lm.tuned_gemms import tuned_gemms_for
-
-    gemms = tuned_gemms_for(lm, device, user_folders().cache / "kernels", atomic_write_text)
-    runner = StaticRunner(lm, buckets=budget.buckets(DEFAULT_BUCKETS), fused=fused, gemms=gemms)
+    runner = StaticRunner(lm, buckets=budget.buckets(DEFAULT_BUCKETS), fused=fused)
     runner.capture(GenerationConfig(), lambda f, m: report("capture", f, m))
     freeze_heap()
     return runner, f"{backend} ({where})"

@@ -198,7 +198,6 @@ class StaticRunner:
     recent_settings: dict[tuple, None] = field(default_factory=dict)  # score keys, least recently used first
     pinned: set[tuple] = field(default_factory=set)  # score keys captured at load: never dropped
     pool: object = None
-    gemms: object = None  # engine.lm.tuned_gemms.TunedGemms: chooses GEMM algorithms per bucket before its capture
 
     def __post_init__(self):
         p = next(self.lm.parameters())
@@ -257,8 +256,6 @@ class StaticRunner:
         buf = Buffers.allocate(S, self.lm.cfg.num_codebooks, self.device)
         entry = StepGraph(None, buf)
         if not self.eager:
-            if self.gemms is not None:
-                self.gemms.prepare(S)
             entry.graph = self._capture(buf, cfg)
         self.graphs[key] = entry
         return entry
