@@ -3,8 +3,8 @@
     python -m tools.kernels.bench_cublaslt [--rows 320 896 ...] [--dtype fp16 fp8] [--grid 96] [--out DIR]
 
 Per projection (tools.kernels.check_w4a4_cuda.SHAPES) and number of rows M, with RANDOM operands:
-1. lists `kernels.cublaslt.LtMatmul`'s candidates (the heuristic's results for M and for neighbouring M, split-K
-   variants; with --grid the AlgoInit grid too);
+1. lists `tools.kernels.cublaslt.LtMatmul`'s candidates (the heuristic's results, split-K variants of its first;
+   with --grid the AlgoInit grid too);
 2. checks each against float64: within fp16 rounding (`kernels.numerics.fp16_rounding_ratio` <= 1, as the
    kernel tests hold GEMMs to); FP8 with the accumulation bound of FP8 tensor cores added (`kernels/fp8_ref.py`).
    A candidate that fails or errors is reported and never chosen;
@@ -27,10 +27,10 @@ from functools import cache
 
 import torch
 
-from kernels import cublaslt
 from kernels.fp8 import accumulator_bits, scaled_mm_rowwise
 from kernels.fp8_ref import fp8_sum_and_bound, quantize_rows_fp8_ref
 from kernels.numerics import fp16_rounding_ratio
+from tools.kernels import cublaslt
 from tools.kernels.check_realtime_gpu import COPIES, graph_us
 from tools.kernels.check_w4a4_cuda import LAYERS, SHAPES
 

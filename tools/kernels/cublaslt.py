@@ -1,22 +1,24 @@
 """cuBLASLt GEMMs run with an algorithm we choose: y[M, N] = x[M, K] @ w[N, K]^T, as nn.Linear computes it.
 
-PyTorch runs whichever algorithm cuBLASLt's heuristic ranks first. One `LtMatmul` per GEMM problem lists
-more (`candidates`): the heuristic's top results, split-K / swizzle variants of the first of them, and
+A measurement instrument (`tools/kernels/bench_cublaslt.py`), not a product path: PyTorch runs whichever
+algorithm cuBLAS ranks first, and this asks what else cuBLASLt offers at the LM's shapes. One `LtMatmul` per
+GEMM problem lists candidates: the heuristic's results, split-K / swizzle variants of its first, and on request
 configurations built from every algorithm id with cublasLtMatmulAlgoInit + CUBLASLT_ALGO_CONFIG_* (tiles,
 stages, split-K; NVIDIA's LtSgemmCustomFind sample), each checked with cublasLtMatmulAlgoCheck. Calling it
-runs one candidate on PyTorch's current stream with a preallocated workspace: no allocation and no sync,
-so calls capture into CUDA graphs. Which candidate to run is measured by the caller
-(`tools/kernels/bench_cublaslt.py`); `choose` is the rule.
+runs one candidate on PyTorch's current stream with a preallocated workspace: no allocation and no sync, so
+calls capture into CUDA graphs. `choose` is the rule for picking one from measurements. What it found on the
+H200: BENCHMARKS.md, "cuBLASLt's other algorithms at small M".
 
 Layout: cuBLASLt is column-major. Row-major x [M, K] is column-major K x M (ld K), w [N, K] is K x N (ld K)
 and y [M, N] is N x M (ld N). So cuBLASLt computes D (N x M) = op(A) B with A = w transposed ("T") and
 B = x ("N"): its m, n, k are our N, M, K, the "TN" GEMM PyTorch issues for a linear.
 
 FP8: e4m3 x and w with fp32 scales per row of each (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F: A's
-vector has cuBLASLt's m = our N elements, one per output channel; B's our M, one per token), fp16 out.
+vector has cuBLASLt's m = our N elements, one per output channel; B's our M, one per token), fp16 out. cuBLASLt
+13.1 refuses it on the H200 (the heuristic answers CUBLAS_STATUS_INVALID_VALUE).
 
 The enum values and struct layouts below are CUDA 13's (cublasLt.h of the nvidia-cublas 13 wheel,
-cublas_api.h, library_types.h); tests/kernels/test_cublaslt_abi.py compiles them against the header.
+cublas_api.h, library_types.h); tests/tools/test_cublaslt_abi.py compiles them against the header.
 """
 import ctypes
 import functools
@@ -321,28 +323,23 @@ class LtMatmul:
     # --- listing candidates -----------------------------------------------------------------------
 
     def candidates(self, heuristic_count: int = 64, splits: Sequence[int] = (1, 2, 3, 4, 6, 8),
-                   neighbours: Sequence[float] = (0.25, 0.5, 2, 4), grid_limit: int = 0) -> list[Candidate]:
-        """Each algorithm once, the default first: the heuristic's results for this problem, its results for
-        M times each of `neighbours` (other tiles; kept where valid here), split-K and swizzle variants of the
-        default, and the `grid_limit` grid configurations that fill the GPU's waves best (none by default:
+                   grid_limit: int = 0) -> list[Candidate]:
+        """Each algorithm once, the default first: the heuristic's results, split-K and swizzle variants of
+        the default, and the `grid_limit` grid configurations that fill the GPU's waves best (none by default:
         on the H200 every one was slower than the heuristic's, 2026-12-04)."""
         found, seen = [], set()
         default = self.heuristic(heuristic_count)
-        others = [c for factor in neighbours for c in self.heuristic(heuristic_count, rows=_rows_near(self.m * factor))]
         grid = self.grid(splits, grid_limit) if grid_limit else []
-        for candidate in [*default, *others, *self.variants(default[:1], splits), *grid]:
+        for candidate in [*default, *self.variants(default[:1], splits), *grid]:
             if candidate.algo not in seen:
                 seen.add(candidate.algo)
                 found.append(candidate)
         return found
 
-    def heuristic(self, count: int = 64, rows: int | None = None) -> list[Candidate]:
-        """cuBLASLt's heuristic's best `count` algorithms within the workspace, best first: for this problem,
-        or for the same one with `rows` rows of x, kept where cublasLtMatmulAlgoCheck accepts them here."""
+    def heuristic(self, count: int = 64) -> list[Candidate]:
+        """cuBLASLt's heuristic's best `count` algorithms for this problem within the workspace, best first
+        (it gave 8 at most on the H200, whatever the count)."""
         lib = self._lt.lib
-        asked = self.m if rows is None else rows
-        layouts = self._abcd if asked == self.m else [self._layouts[0], self._layout(self._types[1], self.k, asked),
-                                                      *[self._layout(DataType.CUDA_R_16F, self.n, asked)] * 2]
         preference = ctypes.c_void_p()
         check(lib.cublasLtMatmulPreferenceCreate(ctypes.byref(preference)), "cublasLtMatmulPreferenceCreate")
         try:
@@ -350,21 +347,13 @@ class LtMatmul:
                       Misc.CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ctypes.c_uint64(self.workspace.numel()))
             results, returned = (HeuristicResult * count)(), ctypes.c_int()
             with torch.cuda.device(self.device):
-                check(lib.cublasLtMatmulAlgoGetHeuristic(self._handle, self._desc, *layouts, preference, count,
+                check(lib.cublasLtMatmulAlgoGetHeuristic(self._handle, self._desc, *self._abcd, preference, count,
                                                          results, ctypes.byref(returned)),
                       "cublasLtMatmulAlgoGetHeuristic")
         finally:
             lib.cublasLtMatmulPreferenceDestroy(preference)
-            if asked != self.m:
-                for layout in {layouts[1].value: layouts[1], layouts[2].value: layouts[2]}.values():
-                    lib.cublasLtMatrixLayoutDestroy(layout)
-        found = [r for r in results[:returned.value] if r.state == 0]
-        if asked == self.m:
-            return [self._candidate(f"heuristic {i}", r.algo, r.workspaceSize, r.wavesCount)
-                    for i, r in enumerate(found)]
-        checked = [(i, r, self._check(r.algo)) for i, r in enumerate(found)]
-        return [self._candidate(f"heuristic {i} for M={asked}", r.algo, *here) for i, r, here in checked
-                if here is not None]
+        return [self._candidate(f"heuristic {i}", r.algo, r.workspaceSize, r.wavesCount)
+                for i, r in enumerate(results[:returned.value]) if r.state == 0]
 
     def variants(self, bases: Sequence[Candidate], splits: Sequence[int]) -> list[Candidate]:
         """Each base with K split `splits` ways (each reduction scheme) and with CTA swizzling, where valid."""
@@ -497,11 +486,6 @@ class LtMatmul:
                                  ctypes.byref(algo), ctypes.c_void_p(self.workspace.data_ptr()),
                                  self.workspace.numel(), ctypes.c_void_p(stream)), "cublasLtMatmul")
         return out
-
-
-def _rows_near(rows: float) -> int:
-    """A row count near `rows`: a multiple of 8, at least 8."""
-    return max(8, round(rows / 8) * 8)
 
 
 def _reductions(split: int, mask: int) -> list[int]:

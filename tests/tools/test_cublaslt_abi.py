@@ -1,7 +1,9 @@
-"""kernels/cublaslt.py's ctypes structs and enum values against CUDA 13's cublasLt.h, compiled with gcc.
+"""tools/kernels/cublaslt.py's ctypes structs and enum values against CUDA 13's cublasLt.h, compiled with gcc.
 
 The header comes from the nvidia-cublas wheel (pip's nvidia/cu13/include) or a CUDA toolkit; CUDA's runtime
-headers (library_types.h, driver_types.h) from the toolkit. Skipped where either or gcc is missing.
+headers (library_types.h, driver_types.h) from the toolkit. Skipped where either or gcc is missing, or where they
+do not build for a missing header (on the H200 image it failed to build twice, 2026-12-04, gcc's message
+not kept); any other failure fails.
 """
 import ctypes
 import glob
@@ -12,7 +14,7 @@ import sys
 
 import pytest
 
-from kernels import cublaslt
+from tools.kernels import cublaslt
 
 ENUMS = (cublaslt.DataType, cublaslt.Status, cublaslt.Misc, cublaslt.Desc, cublaslt.Cap, cublaslt.Config,
          cublaslt.Reduction)
@@ -68,6 +70,9 @@ def test_structs_and_enums_match_the_header(tmp_path):
         (stubs / header).write_text("")
     built = subprocess.run(["gcc", f"-I{stubs}", f"-I{CUBLAS_INCLUDE}", f"-I{RUNTIME_INCLUDE}", str(source), "-o",
                             str(binary)], capture_output=True, text=True)
+    missing = [line for line in built.stderr.splitlines() if "fatal error" in line and "No such file" in line]
+    if built.returncode and missing:  # an incomplete set of headers: nothing to compare
+        pytest.skip(f"the CUDA headers here do not build: {missing[0].strip()}")
     assert built.returncode == 0, built.stderr
     printed = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.splitlines()
     got = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in printed}

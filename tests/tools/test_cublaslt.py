@@ -1,10 +1,11 @@
-"""kernels/cublaslt.py: the choice rule and the "no cuBLASLt" path anywhere; on a GPU every listed candidate
+"""tools/kernels/cublaslt.py: the choice rule and the "no cuBLASLt" path anywhere; on a GPU every listed candidate
 against float64 and a graph-captured call against an eager one. (Struct layouts: test_cublaslt_abi.py.)"""
 import pytest
 import torch
 
-from kernels import _cuda_libs, cublaslt
+from kernels import _cuda_libs
 from kernels.numerics import fp16_rounding_ratio
+from tools.kernels import cublaslt
 
 ON_GPU = torch.cuda.is_available()
 
