@@ -77,23 +77,10 @@ def _norm_rope_heads(
 
 
 @triton.jit
-def _copy_heads(src, dst, stride_dst_head, n_heads, HALF: tl.constexpr, BLOCK_H: tl.constexpr,
-                BLOCK_HALF: tl.constexpr):
-    heads = tl.arange(0, BLOCK_H)[:, None]
-    cols = tl.arange(0, BLOCK_HALF)[None, :]
-    mask = (heads < n_heads) & (cols < HALF)
-    lo = src + heads * (2 * HALF) + cols
-    out_lo = dst + heads * stride_dst_head + cols
-    tl.store(out_lo, tl.load(lo, mask=mask), mask=mask)
-    tl.store(out_lo + HALF, tl.load(lo + HALF, mask=mask), mask=mask)
-
-
-@triton.jit
 def _qk_norm_rope_kernel(
     qkv_ptr,  # [rows, (N_Q_HEADS + 2 * N_KV_HEADS) * 2 * HALF]: q heads, then k heads, then v heads
     q_ptr,  # [rows, N_Q_HEADS, 2 * HALF]
     k_ptr,  # [rows, N_KV_HEADS, 2 * HALF]
-    v_ptr,  # [rows, N_KV_HEADS, 2 * HALF]
     q_weight_ptr,  # [2 * HALF]
     k_weight_ptr,
     cos_ptr,  # [n_positions, 2 * HALF]; row r is at position r % n_positions
@@ -103,8 +90,6 @@ def _qk_norm_rope_kernel(
     stride_q_head,
     stride_k,
     stride_k_head,
-    stride_v,
-    stride_v_head,
     stride_cos,
     stride_sin,
     n_positions,
@@ -117,7 +102,7 @@ def _qk_norm_rope_kernel(
     BLOCK_HALF: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
-    part = tl.program_id(1)  # 0: q, 1: k, 2: v
+    part = tl.program_id(1)  # 0: q, 1: k (v is left where it is)
     src = qkv_ptr + row * stride_qkv
     position = row % n_positions
     cos = cos_ptr + position * stride_cos
@@ -125,17 +110,14 @@ def _qk_norm_rope_kernel(
     if part == 0:
         _norm_rope_heads(src, q_ptr + row * stride_q, stride_q_head, q_weight_ptr, cos, sin, N_Q_HEADS, eps,
                          HALF, BLOCK_Q_HEADS, BLOCK_HALF)
-    elif part == 1:
+    else:
         _norm_rope_heads(src + N_Q_HEADS * 2 * HALF, k_ptr + row * stride_k, stride_k_head, k_weight_ptr,
                          cos, sin, N_KV_HEADS, eps, HALF, BLOCK_KV_HEADS, BLOCK_HALF)
-    else:
-        _copy_heads(src + (N_Q_HEADS + N_KV_HEADS) * 2 * HALF, v_ptr + row * stride_v, stride_v_head,
-                    N_KV_HEADS, HALF, BLOCK_KV_HEADS, BLOCK_HALF)
 
 
 def qk_norm_rope(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor, cos: torch.Tensor,
                  sin: torch.Tensor, n_q_heads: int, n_kv_heads: int, eps: float, *,
-                 out: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+                 out: tuple[torch.Tensor, torch.Tensor] | None = None,
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Heads of the fused qkv projection, q and k RMSNormed per head and rotated (NeoX RoPE).
 
@@ -152,8 +134,8 @@ def qk_norm_rope(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tens
     n_q_heads, n_kv_heads : int
     eps : float
         Norm epsilon.
-    out : tuple of three torch.Tensor, optional
-        `(q, k, v)` buffers shaped like the return values (any row and head strides).
+    out : tuple of two torch.Tensor, optional
+        `(q, k)` buffers shaped like the return values (any row and head strides).
 
     Returns
     -------
@@ -162,7 +144,7 @@ def qk_norm_rope(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tens
     k : torch.Tensor
         [rows, n_kv_heads, D].
     v : torch.Tensor
-        [rows, n_kv_heads, D], a copy of the v heads.
+        [rows, n_kv_heads, D], a view of the v heads in `qkv` (no copy: attention takes any row stride).
     """
     rows, width = qkv.shape
     head_dim = q_weight.shape[0]
@@ -178,17 +160,17 @@ def qk_norm_rope(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tens
     for name, t in (("cos", cos), ("sin", sin)):
         check(name, t, (n_positions, head_dim), (qkv.dtype,))
     device = device_of(qkv, q_weight, k_weight, cos, sin)
-    q_out, k_out, v_out = out if out is not None else (None, None, None)
+    q_out, k_out = out if out is not None else (None, None)
     q = output("q out", q_out, (rows, n_q_heads, head_dim), qkv.dtype, device)
     k = output("k out", k_out, (rows, n_kv_heads, head_dim), qkv.dtype, device)
-    v = output("v out", v_out, (rows, n_kv_heads, head_dim), qkv.dtype, device)
+    v = qkv[:, (n_q_heads + n_kv_heads) * head_dim:].unflatten(1, (n_kv_heads, head_dim))
     half = head_dim // 2
     block_half = triton.next_power_of_2(half)
     block_q_heads = triton.next_power_of_2(n_q_heads)
     with on_device(device):
-        _qk_norm_rope_kernel[(rows, 3)](
-            qkv, q, k, v, q_weight, k_weight, cos, sin,
-            qkv.stride(0), q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        _qk_norm_rope_kernel[(rows, 2)](
+            qkv, q, k, q_weight, k_weight, cos, sin,
+            qkv.stride(0), q.stride(0), q.stride(1), k.stride(0), k.stride(1),
             cos.stride(0), sin.stride(0),
             n_positions, eps,
             N_Q_HEADS=n_q_heads, N_KV_HEADS=n_kv_heads, HALF=half,

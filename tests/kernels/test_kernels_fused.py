@@ -138,8 +138,10 @@ def test_qk_norm_rope(rows, n_q, n_kv, head_dim, positions, dtype):
     qkv = randn(rows, width + 8, dtype=dtype, scale=3.0)[:, :width]
     q_weight, k_weight = norm_weight(head_dim, dtype, seed=4), norm_weight(head_dim, dtype, seed=5)
     cos, sin = rope_tables(positions, head_dim, dtype)
-    out = tuple(poisoned(rows, n, head_dim, dtype=dtype) for n in (n_q, n_kv, n_kv))
+    out = tuple(poisoned(rows, n, head_dim, dtype=dtype) for n in (n_q, n_kv))
     q, k, v = qk_norm_rope(qkv, q_weight, k_weight, cos, sin, n_q, n_kv, EPS, out=out)
+    assert q is out[0] and k is out[1]
+    assert v.data_ptr() == qkv[:, (n_q + n_kv) * head_dim:].data_ptr()  # the v heads where they are, not a copy
     torch_q, torch_k, torch_v = qk_norm_rope_ref(qkv, q_weight, k_weight, cos, sin, n_q, n_kv, EPS)
     exact_q, exact_k, _ = qk_norm_rope_ref(qkv.double(), q_weight.double(), k_weight.double(), cos.double(),
                                            sin.double(), n_q, n_kv, EPS)
@@ -233,7 +235,7 @@ def _bad_calls():
         "positions do not tile rows": lambda: qk_norm_rope(qkv, qk_w, qk_w, cos[:2], sin[:2], 2, 1, EPS),
         "cos dtype": lambda: qk_norm_rope(qkv, qk_w, qk_w, cos.float(), sin, 2, 1, EPS),
         "q out shape": lambda: qk_norm_rope(qkv, qk_w, qk_w, cos, sin, 2, 1, EPS,
-                                           out=(torch.empty(3, 1, 16, dtype=h, device=DEVICE),) * 3),
+                                           out=(torch.empty(3, 1, 16, dtype=h, device=DEVICE),) * 2),
         "odd gate_up": lambda: swiglu(randn(3, 63, dtype=h)),
         "swiglu out shape": lambda: swiglu(x, out=torch.empty(3, 64, dtype=h, device=DEVICE)),
         "uncond missing": lambda: cfg_score(logits, None, 2.0, PENALTY, MASK_ID),
@@ -278,7 +280,7 @@ def test_out_buffers_replay_in_a_cuda_graph():
 
     def fresh_outputs():
         return {"norm": (torch.empty_like(x), torch.empty_like(x)),
-                "qkv": tuple(torch.empty(rows, n, d, dtype=h, device=DEVICE) for n in (n_q, n_kv, n_kv)),
+                "qkv": tuple(torch.empty(rows, n, d, dtype=h, device=DEVICE) for n in (n_q, n_kv)),
                 "swiglu": torch.empty(rows, 3072, dtype=h, device=DEVICE),
                 "score": (torch.empty(8, 300, dtype=torch.int64, device=DEVICE),
                           torch.empty(8, 300, device=DEVICE))}
