@@ -100,6 +100,19 @@ def test_ragged_attention_writes_into_a_view():
     assert torch.equal(flat.view(S, hq, d), ragged_attention(q, k, v, start, end, **SMALL))
 
 
+def test_ragged_attention_reads_v_where_qk_norm_rope_leaves_it():
+    """The fused model's layout: q and k in buffers of their own, v a view of the qkv projection's output
+    (kernels.qk_norm_rope), so v's row stride is not k's. Equal to a contiguous v, bit for bit."""
+    S, hq, hkv, d = 45, 4, 2, 16
+    q, k, _ = qkv(S, hq, hkv, d, torch.float16)
+    projection = qkv(S, hq + 2 * hkv, 1, d, torch.float16, seed=1)[0]  # [S, hq + 2 hkv, d]: q, k, v heads
+    v = projection[:, hq + hkv:]
+    start, end = packed_ranges([0, 23, 36, 45])
+    for group_heads in (False, True):
+        got = ragged_attention(q, k, v, start, end, group_heads=group_heads, **SMALL)
+        assert torch.equal(got, ragged_attention(q, k, v.contiguous(), start, end, group_heads=group_heads, **SMALL))
+
+
 def test_key_range_mask():
     start, end = packed_ranges([0, 2, 3, 5])
     want = torch.tensor([[1, 1, 0, 0, 0], [1, 1, 0, 0, 0], [0, 0, 1, 0, 0], [0, 0, 0, 1, 1], [0, 0, 0, 1, 1]])
