@@ -1,6 +1,6 @@
-"""tools/kernels/bench_attention.py's `--before PATH[:key=value,...]`: each copy of the kernel module is
-called with the settings written after its colon (ints and booleans), none without a colon."""
-from tools.kernels.bench_attention import load_kernel
+"""tools/kernels/bench_attention.py: `--before PATH[:key=value,...]` calls each copy of the kernel module with the
+settings written after its colon (ints and booleans), none without a colon; the operands have the model's layout."""
+from tools.kernels.bench_attention import HEAD_DIM, N_KV_HEADS, N_Q_HEADS, load_kernel, operands
 
 
 def test_before_spec_passes_its_settings(tmp_path):
@@ -10,3 +10,12 @@ def test_before_spec_passes_its_settings(tmp_path):
     assert name == f"{path}:block_n=128,group_heads=False,hopper=True"
     assert call(1, 2) == ((1, 2), {"block_n": 128, "group_heads": False, "hopper": True})
     assert load_kernel(str(path))[1](3) == ((3,), {})
+
+
+def test_operands_are_laid_out_as_the_fused_model_has_them():
+    """v a view of the qkv projection's output (read with its row stride, as the model's attention reads it),
+    q and k in buffers of their own."""
+    q, k, v = operands(3, device="cpu")  # Triton's interpreter without CUDA (tests/conftest.py)
+    width = (N_Q_HEADS + 2 * N_KV_HEADS) * HEAD_DIM
+    assert v.stride() == (width, HEAD_DIM, 1) and v.storage_offset() == (N_Q_HEADS + N_KV_HEADS) * HEAD_DIM
+    assert q.is_contiguous() and k.is_contiguous()

@@ -30,6 +30,7 @@ import torch
 
 from engine.lm.model import KeyRanges
 from engine.lm.runner import DEFAULT_BUCKETS
+from kernels.qk_norm_rope import qk_norm_rope
 from kernels.ragged_attention import ragged_attention
 
 N_Q_HEADS, N_KV_HEADS, HEAD_DIM = 16, 8, 128
@@ -49,6 +50,15 @@ def layout(c: int, T: int, n: int = 1) -> tuple[int, KeyRanges]:
                           dtype=torch.int32, device="cuda")
     block = torch.bucketize(torch.arange(S, dtype=torch.int32, device="cuda"), bounds[1:], right=True)
     return S, KeyRanges(bounds[block].contiguous(), bounds[block + 1].contiguous())
+
+
+def operands(S: int, device: str = "cuda") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q [S, Hq, D], k and v [S, Hkv, D] fp16 as the fused model hands them to attention: `qk_norm_rope` of a
+    random qkv projection output (unit norm weights, no rotation), so v is read in place with its row stride."""
+    qkv = torch.randn(S, (N_Q_HEADS + 2 * N_KV_HEADS) * HEAD_DIM, device=device, dtype=torch.float16)
+    ones = torch.ones(HEAD_DIM, device=device, dtype=torch.float16)
+    no_rotation = torch.zeros(1, HEAD_DIM, device=device, dtype=torch.float16)
+    return qk_norm_rope(qkv, ones, ones, ones[None], no_rotation, N_Q_HEADS, N_KV_HEADS, 1e-6)
 
 
 def per_call_us(fn, calls: int, replays: int = 20) -> float:
@@ -149,9 +159,7 @@ def main(argv=None) -> int:
     for shape in args.shapes:
         c, T, n = (list(map(int, shape.split("x"))) + [1])[:3]
         S, ranges = layout(c, T, n)
-        q = torch.randn(S, N_Q_HEADS, HEAD_DIM, device="cuda", dtype=torch.float16)
-        k = torch.randn(S, N_KV_HEADS, HEAD_DIM, device="cuda", dtype=torch.float16)
-        v = torch.randn(S, N_KV_HEADS, HEAD_DIM, device="cuda", dtype=torch.float16)
+        q, k, v = operands(S)
         mask = ranges.additive_mask(torch.float16)
         qh, kh, vh = (t.transpose(0, 1)[None] for t in (q, k, v))  # [1, H, S, D] views, as the model has them
         pads = S - n * (c + T)
