@@ -53,11 +53,13 @@ class CubinCache:
 
 # --- NVRTC ---------------------------------------------------------------------------------------
 
+NVRTC_ENV = "VOICEDESK_NVRTC"  # an explicit path to libnvrtc, tried first
+
+
 class _Nvrtc:
     def __init__(self):
-        candidates = library_candidates(env_var="VOICEDESK_NVRTC", linux_name="libnvrtc",
-                                        windows_pattern="nvrtc64_*.dll")
-        self.lib = load_first(candidates, what="NVRTC (libnvrtc)", env_var="VOICEDESK_NVRTC")
+        candidates = library_candidates(env_var=NVRTC_ENV, linux_name="libnvrtc", windows_pattern="nvrtc64_*.dll")
+        self.lib = load_first(candidates, what="NVRTC (libnvrtc)", env_var=NVRTC_ENV)
         self.lib.nvrtcGetErrorString.restype = ctypes.c_char_p
         major, minor = ctypes.c_int(), ctypes.c_int()
         self._check(self.lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)))
