@@ -39,7 +39,20 @@ def _pinned_buffer(ctx):
     torch.empty(1 << 16, pin_memory=True)
 
 
-@pytest.mark.parametrize("other_thread", [_event_synchronize, _tensor_cpu, _small_model, _pinned_buffer])
+def _audio_readback(ctx):
+    """What engine/codec.py's queue_decode and QueuedDecode.waves do: a non-blocking copy into a pinned buffer,
+    an event recorded after it and waited for, then the buffer freed (back to PyTorch's pinned cache)."""
+    host = torch.empty(ctx["x"].shape, pin_memory=True)
+    host.copy_(ctx["x"], non_blocking=True)
+    done = torch.cuda.Event()
+    done.record()
+    done.synchronize()
+    assert torch.equal(host, ctx["x"].cpu())
+    del host
+
+
+@pytest.mark.parametrize("other_thread", [_event_synchronize, _tensor_cpu, _small_model, _pinned_buffer,
+                                          _audio_readback])
 def test_a_capture_beside_another_threads_cuda_calls_replays_the_reference(other_thread):
     plain = load_lm(DEMO_MODEL, "cuda")
     fused = load_lm(DEMO_MODEL, "cuda").use_fused_kernels()
