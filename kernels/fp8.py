@@ -26,6 +26,17 @@ class FP8Rows(NamedTuple):
     dtype: torch.dtype  # the activation's dtype (the linear returns this dtype)
 
 
+class FP8Product(NamedTuple):
+    """A W8A8 FP8 linear's product before its scales, for a consumer that applies them as it reads (the
+    fused SwiGLU): unit-scale `_scaled_mm` with bf16 output runs well faster than rowwise scaling."""
+
+    raw: torch.Tensor  # [rows, N] bf16: codes @ qweight^T, summed by the FP8 tensor cores, rounded once
+    row_scales: torch.Tensor  # [rows] fp32: the activation rows' scales
+    col_scales: torch.Tensor  # [N] fp32: the weight's output-channel scales
+    shape: torch.Size  # the output's shape [..., N]
+    dtype: torch.dtype  # the dtype the scaled product is rounded to (the activation's)
+
+
 def new_fp8_rows(shape: torch.Size, dtype: torch.dtype, device: torch.device) -> FP8Rows:
     """Empty FP8Rows for an activation of this shape and dtype."""
     k = shape[-1]
@@ -131,6 +142,20 @@ def fp8_rows_linear(a: FP8Rows, qweight: torch.Tensor, wscales: torch.Tensor,
     y = scaled_mm_rowwise(a.codes, a.scales, qweight, wscales, a.dtype)
     y = y if bias is None else y.add_(bias)
     return y.view(*a.shape[:-1], y.shape[-1])
+
+
+@functools.cache
+def _unit_scale(device: torch.device) -> torch.Tensor:
+    """A scalar fp32 one on `device` (made once, on the first forward: warm-up runs before any graph capture)."""
+    return torch.ones((), dtype=torch.float32, device=device)
+
+
+def fp8_rows_product(a: FP8Rows, qweight: torch.Tensor, wscales: torch.Tensor) -> FP8Product:
+    """codes @ qweight^T with unit scales, in bf16 (e4m3 sums of 1024 products reach ~2e8, past fp16's
+    range); the scales a.scales [rows] and wscales [N] are left to the consumer."""
+    one = _unit_scale(a.codes.device)
+    raw = torch._scaled_mm(a.codes, qweight.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # [rows, N]
+    return FP8Product(raw, a.scales, wscales, torch.Size((*a.shape[:-1], qweight.shape[0])), a.dtype)
 
 
 def fp8_linear(x: torch.Tensor, smooth: torch.Tensor, qweight: torch.Tensor, wscales: torch.Tensor,

@@ -3,6 +3,10 @@
 Numerics are PyTorch's `F.silu(gate) * up` in the model dtype: silu computed in fp32 as
 `g / (1 + exp(-g))` (CUDA's `expf` and a correctly rounded division) and rounded to the model
 dtype, then the product computed in fp32 and rounded again.
+
+`swiglu_scaled` reads an FP8 gate_up product before its scales (kernels.fp8.FP8Product: bf16 raw sums,
+per-row and per-column fp32 scales), scales each element in fp32 and rounds it to the model dtype, as
+rowwise `_scaled_mm` writes its output, then the same silu_mul.
 """
 import torch
 
@@ -37,6 +41,39 @@ def _swiglu_kernel(
     tl.store(out_ptr + row * stride_out + cols, silu_mul(gate, up).to(out_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _swiglu_scaled_kernel(
+    raw_ptr,  # [rows, 2 * n_cols] bf16: gate, then up, before their scales
+    row_scales_ptr,  # [rows] fp32
+    col_scales_ptr,  # [2 * n_cols] fp32
+    out_ptr,  # [rows, n_cols]
+    stride_raw,
+    stride_out,
+    n_cols,
+    BLOCK: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    row_scale = tl.load(row_scales_ptr + row)
+    dtype = out_ptr.dtype.element_ty
+    gate = tl.load(raw_ptr + row * stride_raw + cols, mask=mask, other=0.0).to(tl.float32)
+    up = tl.load(raw_ptr + row * stride_raw + n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    gate = (gate * row_scale * tl.load(col_scales_ptr + cols, mask=mask, other=0.0)).to(dtype)
+    up = (up * row_scale * tl.load(col_scales_ptr + n_cols + cols, mask=mask, other=0.0)).to(dtype)
+    tl.store(out_ptr + row * stride_out + cols, silu_mul(gate, up).to(dtype), mask=mask)
+
+
+def _block(n_cols: int) -> int:
+    return min(_MAX_BLOCK, triton.next_power_of_2(n_cols))
+
+
+def _halves(width: int) -> int:
+    if width % 2:
+        raise ValueError(f"gate_up width {width} is odd: expected the gate and up halves side by side")
+    return width // 2
+
+
 def swiglu(gate_up: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     """silu(gate) * up for the fused gate_up projection output.
 
@@ -54,16 +91,54 @@ def swiglu(gate_up: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.T
         [rows, I], `F.silu(gate) * up` rounded as PyTorch rounds it.
     """
     rows, width = gate_up.shape
-    if width % 2:
-        raise ValueError(f"gate_up width {width} is odd: expected the gate and up halves side by side")
-    n_cols = width // 2
+    n_cols = _halves(width)
     check("gate_up", gate_up, (rows, width), FLOAT_DTYPES)
     device = device_of(gate_up)
     out = output("out", out, (rows, n_cols), gate_up.dtype, device)
-    block = min(_MAX_BLOCK, triton.next_power_of_2(n_cols))
+    block = _block(n_cols)
     with on_device(device):
         _swiglu_kernel[(rows, triton.cdiv(n_cols, block))](
             gate_up, out, gate_up.stride(0), out.stride(0), n_cols,
+            BLOCK=block, num_warps=num_warps(block), enable_fp_fusion=False,
+        )
+    return out
+
+
+def swiglu_scaled(raw: torch.Tensor, *, row_scales: torch.Tensor, col_scales: torch.Tensor,
+                  out_dtype: torch.dtype, out: torch.Tensor | None = None) -> torch.Tensor:
+    """silu(gate) * up of an FP8 gate_up product whose scales are still to be applied.
+
+    Parameters
+    ----------
+    raw : torch.Tensor
+        [rows, 2 * I] bf16 unscaled product (gate half, then up half), last dimension contiguous.
+    row_scales : torch.Tensor
+        [rows] fp32 activation scales.
+    col_scales : torch.Tensor
+        [2 * I] fp32 weight scales.
+    out_dtype : torch.dtype
+        The model dtype: each scaled element is rounded to it, and so is the result.
+    out : torch.Tensor, optional
+        [rows, I] buffer of out_dtype to write the result into.
+
+    Returns
+    -------
+    torch.Tensor
+        [rows, I], `swiglu` of `(raw * row_scales[:, None] * col_scales[None, :]).to(out_dtype)`.
+    """
+    rows, width = raw.shape
+    n_cols = _halves(width)
+    check("raw", raw, (rows, width), (torch.bfloat16,))
+    check("row_scales", row_scales, (rows,), (torch.float32,))
+    check("col_scales", col_scales, (width,), (torch.float32,))
+    if out_dtype not in FLOAT_DTYPES:
+        raise ValueError(f"out_dtype: expected one of {[str(d) for d in FLOAT_DTYPES]}, got {out_dtype}")
+    device = device_of(raw, row_scales, col_scales)
+    out = output("out", out, (rows, n_cols), out_dtype, device)
+    block = _block(n_cols)
+    with on_device(device):
+        _swiglu_scaled_kernel[(rows, triton.cdiv(n_cols, block))](
+            raw, row_scales, col_scales, out, raw.stride(0), out.stride(0), n_cols,
             BLOCK=block, num_warps=num_warps(block), enable_fp_fusion=False,
         )
     return out
@@ -73,3 +148,10 @@ def swiglu_ref(gate_up: torch.Tensor) -> torch.Tensor:
     """Plain-PyTorch `swiglu`, as transformers' Qwen3MLP computes it on the two halves."""
     gate, up = gate_up.chunk(2, dim=-1)
     return torch.nn.functional.silu(gate) * up
+
+
+def swiglu_scaled_ref(raw: torch.Tensor, *, row_scales: torch.Tensor, col_scales: torch.Tensor,
+                      out_dtype: torch.dtype) -> torch.Tensor:
+    """Plain-PyTorch `swiglu_scaled` (in float64 throughout given out_dtype float64: the exact value)."""
+    gate_up = raw.to(row_scales.dtype) * row_scales[:, None] * col_scales[None, :]  # [rows, 2I]
+    return swiglu_ref(gate_up.to(out_dtype))

@@ -248,7 +248,8 @@ class W8A8FP8Linear(_QuantizedLinear):
     with `rank` > 0 `lora_down` L1 [K, R] and `lora_up` L2^T [N, R] in the model dtype (else None).
     On GPUs with FP8 tensor cores forward() is one Triton quantize kernel and one `torch._scaled_mm`
     (graph-capturable), or the `_scaled_mm` alone when the fused norm or SwiGLU before it hands over
-    its output already quantized; elsewhere it is the fp32 reference (`kernels/fp8_ref.py`).
+    its output already quantized; with `product_out` the `_scaled_mm` has unit scales and the consumer
+    applies them; elsewhere it is the fp32 reference (`kernels/fp8_ref.py`).
     """
 
     def __init__(self, in_features: int, out_features: int, rank: int, bias: bool,
@@ -260,6 +261,7 @@ class W8A8FP8Linear(_QuantizedLinear):
                          bias, dtype, device)
         self.rank = rank
         self.backend: str | None = None  # None: chosen from the device; or force "ref" / "scaled_mm"
+        self.product_out = False  # set by the model where the fused SwiGLU after me applies the scales (FP8Product)
         make = functools.partial(torch.empty, dtype=dtype, device=device)
         self.register_buffer("lora_down", make(in_features, rank) if rank else None)
         self.register_buffer("lora_up", make(out_features, rank) if rank else None)
@@ -289,16 +291,28 @@ class W8A8FP8Linear(_QuantizedLinear):
         reference backend, or the low-rank branch, which reads the unquantized input)."""
         return self.smooth if self.backend_name() == "scaled_mm" and self.lora_down is None else None
 
-    def forward(self, x: torch.Tensor | fp8.FP8Rows) -> torch.Tensor:
-        if isinstance(x, fp8.FP8Rows):  # quantized upstream for us (see fp8_input_smooth)
-            return fp8.fp8_rows_linear(x, self.qweight, self.wscales, self.bias)
-        if self.backend_name() == "ref":
-            return fp8_linear_ref(x, self)
+    def can_return_product(self) -> bool:
+        """True when forward() can hand its consumer the product before the scales (`product_out`,
+        `kernels.fp8.FP8Product`): the `_scaled_mm` backend with nothing to add after the scales (no
+        low-rank branch, no bias)."""
+        return self.fp8_input_smooth() is not None and self.bias is None
+
+    def forward(self, x: torch.Tensor | fp8.FP8Rows) -> torch.Tensor | fp8.FP8Product:
+        if not isinstance(x, fp8.FP8Rows):  # else quantized upstream for us (see fp8_input_smooth)
+            if self.backend_name() == "ref":
+                return fp8_linear_ref(x, self)
+            if self.lora_down is not None:  # off by default: plain torch ops are enough for an option
+                return self._forward_low_rank(x)
+            x = fp8.FP8Rows(*fp8.quantize_act_fp8(x.reshape(-1, self.in_features), self.smooth), x.shape, x.dtype)
+        if self.product_out:
+            return fp8.fp8_rows_product(x, self.qweight, self.wscales)
+        return fp8.fp8_rows_linear(x, self.qweight, self.wscales, self.bias)
+
+    def _forward_low_rank(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, self.in_features)  # [M, K]
         y = fp8.fp8_linear(x2, self.smooth, self.qweight, self.wscales, self.bias)  # [M, N]
-        if self.lora_down is not None:  # off by default: plain torch ops are enough for an option
-            xs = x2.float() / self.smooth
-            y += ((xs @ self.lora_down.float()) @ self.lora_up.float().t()).to(y.dtype)
+        xs = x2.float() / self.smooth
+        y += ((xs @ self.lora_down.float()) @ self.lora_up.float().t()).to(y.dtype)
         return y.reshape(*x.shape[:-1], self.out_features)
 
 

@@ -94,3 +94,65 @@ def test_fp8_linears_take_their_input_quantized_by_the_kernel_before_them(models
     hook.remove()
     assert handed == [FP8Rows, torch.Tensor]
     assert torch.equal(fused, separate)
+
+
+@pytest.mark.skipif(not _scaled_mm_runs(), reason=f"no rowwise torch._scaled_mm on this {DEVICE}")
+def test_fp8_gate_up_leaves_its_scales_to_the_swiglu(models_and_prompt):
+    """Realtime on FP8 GPUs: gate_up returns its product before the scales (unit-scale `_scaled_mm`, bf16)
+    and the fused SwiGLU applies them. Against the exact SwiGLU of the same e4m3 codes (float64), each
+    element may miss by what its roundings allow: the bf16 product (2^-8 relative, this path only), the
+    scaled gate and up, silu and the product in the model dtype (half an ulp each), what the FP8 sum may
+    lose (`fp8_sum_and_bound`). The rowwise path (no bf16 rounding) must meet the same budget without
+    the 2^-8: the budget is the analysis of both, not a tolerance fitted to one."""
+    from engine.quant import QuantConfig, W8A8FP8Linear, quantize_
+    from kernels import fp8
+    from kernels.fp8_ref import fp8_sum_and_bound
+
+    plain, _, prompt = models_and_prompt
+    batch = build_cfg_batch([prompt], plain.cfg.audio_mask_id, DEVICE)
+    lm = load_lm(DEMO_MODEL, DEVICE)
+    with torch.inference_mode():
+        quantize_(lm, QuantConfig(fp8=("*",)), lambda m: m(batch.input_ids, batch.audio_mask, batch.attn_mask))
+    for module in lm.modules():
+        if isinstance(module, W8A8FP8Linear):
+            module.backend = "scaled_mm"
+    lm.use_fused_kernels()
+    mlps = [block.mlp for block in lm.layers]
+    assert all(mlp.gate_up_proj.product_out for mlp in mlps)
+    acc_bits = fp8.accumulator_bits(torch.device(DEVICE)) if DEVICE == "cuda" else 23
+
+    def run() -> list[tuple[fp8.FP8Rows, torch.Tensor]]:
+        seen = [[] for _ in mlps]  # per layer: gate_up's FP8Rows, then down_proj's input
+        hooks = [hook for mlp, got in zip(mlps, seen) for hook in (
+            mlp.gate_up_proj.register_forward_pre_hook(lambda m, args, got=got: got.append(args[0])),
+            mlp.down_proj.register_forward_pre_hook(lambda m, args, got=got: got.append(args[0])))]
+        with torch.inference_mode():
+            lm(batch.input_ids, batch.audio_mask, batch.attn_mask, rows=batch.rows)
+        for hook in hooks:
+            hook.remove()
+        return seen
+
+    def worst_ratio(seen, product_rounding: float) -> float:
+        worst = 0.0
+        for mlp, (rows, h) in zip(mlps, seen):
+            gate_up = mlp.gate_up_proj
+            exact, bound = fp8_sum_and_bound(rows.codes, gate_up.qweight, acc_bits)  # [M, 2I] float64
+            outer = rows.scales.double()[:, None] * gate_up.wscales.double()[None, :]
+            half = exact.shape[1] // 2
+            g, u = (exact * outer).split(half, dim=1)
+            dg, du = (bound * outer).split(half, dim=1)
+            eps = torch.finfo(rows.dtype).eps / 2  # half an ulp, relative, in the model dtype
+            silu = torch.nn.functional.silu(g)
+            want = silu * u
+            dg, du = dg + g.abs() * (product_rounding + eps), du + u.abs() * (product_rounding + eps)
+            allowed = 1.1 * u.abs() * dg + silu.abs() * du + 2 * eps * want.abs() + 2.0 ** -24 * want.abs().max()
+            err = (h.reshape(want.shape).double() - want).abs()
+            worst = max(worst, (err / allowed).max().item())
+        return worst
+
+    fused = run()
+    assert all(type(got) is torch.Tensor for _, got in fused)  # SwiGLU's output: scaled, in the model dtype
+    assert worst_ratio(fused, product_rounding=torch.finfo(torch.bfloat16).eps / 2) <= 1
+    for mlp in mlps:
+        mlp.gate_up_proj.product_out = False  # the rowwise path: scales inside the GEMM
+    assert worst_ratio(run(), product_rounding=0.0) <= 1

@@ -27,7 +27,7 @@ from engine.quant import (
 )
 from kernels import fp8
 from kernels._triton import HAS_TRITON
-from kernels.fp8_ref import FP8_DTYPE, FP8_MAX, fp8_output_ratio, quantize_rows_fp8_ref
+from kernels.fp8_ref import FP8_DTYPE, FP8_MAX, fp8_output_ratio, fp8_sum_and_bound, quantize_rows_fp8_ref
 from kernels.rmsnorm import add_rmsnorm, add_rmsnorm_fp8, rmsnorm, rmsnorm_fp8
 from tools.fidelity import sqnr_db
 
@@ -153,6 +153,31 @@ def fp8_layer(k, n, rank=0, bias=True, seed=0, dtype=torch.float32):
     linear = nn.Linear(k, n, bias=bias).to(DEVICE, dtype)
     calibration = outlier_activations(64, k, seed=seed + 1)
     return linear, W8A8FP8Linear.from_linear(linear, calibration.abs().amax(0), QuantConfig(fp8_rank=rank))
+
+
+@needs_scaled_mm
+def test_linear_returns_its_product_before_the_scales_only_with_nothing_to_add_after_them():
+    """With `product_out` (set by the model where the fused SwiGLU follows): the unit-scale product in
+    bf16, within what the FP8 sum may lose plus one bf16 rounding of the exact sum of the codes, and
+    the two scale vectors; offered only on the `_scaled_mm` backend without a bias or low-rank branch."""
+    layers = {name: fp8_layer(96, 48, rank=rank, bias=bias, seed=4, dtype=torch.float16)[1]
+              for name, rank, bias in (("plain", 0, False), ("biased", 0, True), ("ranked", 16, False))}
+    for layer in layers.values():
+        layer.backend = "scaled_mm"
+    assert [layer.can_return_product() for layer in layers.values()] == [True, False, False]
+    layer = layers["plain"]
+    layer.backend = "ref"
+    assert not layer.can_return_product()  # the reference computes the scaled output itself
+    layer.backend, layer.product_out = "scaled_mm", True
+    x = outlier_activations(10, 96, seed=5, dtype=torch.float16).view(2, 5, 96)
+    product = layer(x)
+    codes, scales = fp8.quantize_act_fp8(x.view(10, 96), layer.smooth)
+    assert isinstance(product, fp8.FP8Product) and product.shape == (2, 5, 48) and product.dtype == torch.float16
+    assert product.raw.dtype == torch.bfloat16 and product.raw.shape == (10, 48)
+    assert torch.equal(product.row_scales, scales) and torch.equal(product.col_scales, layer.wscales)
+    exact, bound = fp8_sum_and_bound(codes, layer.qweight, fp8.accumulator_bits(codes.device) if ON_GPU else 23)
+    allowed = bound + exact.abs() * torch.finfo(torch.bfloat16).eps / 2  # the sum's loss, then bf16's rounding
+    assert ((product.raw.double() - exact).abs() <= allowed).all()
 
 
 @needs_scaled_mm

@@ -17,7 +17,7 @@ from kernels.cfg_score import cfg_score, cfg_score_ref
 from kernels.numerics import ulp_distance
 from kernels.qk_norm_rope import qk_norm_rope, qk_norm_rope_ref
 from kernels.rmsnorm import add_rmsnorm, add_rmsnorm_ref, rmsnorm, rmsnorm_ref
-from kernels.swiglu import swiglu, swiglu_ref
+from kernels.swiglu import swiglu, swiglu_ref, swiglu_scaled, swiglu_scaled_ref
 
 ON_GPU = torch.cuda.is_available()  # without CUDA, tests/conftest.py has turned on Triton's interpreter
 DEVICE = "cuda" if ON_GPU else "cpu"
@@ -173,6 +173,30 @@ def test_swiglu_is_bit_exact_on_gpu(dtype):
     assert torch.equal(y, expected), f"{(y != expected).sum().item()} of {y.numel()} elements differ"
 
 
+def fp8_product(rows, intermediate, seed=0):
+    """An FP8 gate_up product before its scales: raw bf16 sums ~1e3 (e4m3 products summed), row scales
+    and column scales spread over a factor 4 each, so a scale applied on the wrong axis or half shows."""
+    raw = randn(rows, 2 * intermediate + 16, dtype=torch.float32, scale=1000.0, seed=seed)
+    raw = raw.to(torch.bfloat16)[:, :2 * intermediate]  # [rows, 2I], a row stride past the width
+    row_scales = 1e-3 * (0.5 + 1.5 * randn(rows, seed=seed + 1).abs().clamp(max=1))  # [rows]
+    col_scales = 0.5 + 1.5 * randn(2 * intermediate, seed=seed + 2).abs().clamp(max=1)  # [2I]
+    return raw, row_scales, col_scales
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows,intermediate", SWIGLU_SHAPES)
+def test_swiglu_scaled(rows, intermediate, dtype):
+    """The scaled variant against torch on the same bf16 product and scales (an fp64 exact value of
+    that function): each scaled element rounded to the model dtype where rowwise `_scaled_mm` rounds it."""
+    raw, row_scales, col_scales = fp8_product(rows, intermediate)
+    y = swiglu_scaled(raw, row_scales=row_scales, col_scales=col_scales, out_dtype=dtype,
+                      out=poisoned(rows, intermediate, dtype=dtype))
+    torch_out = swiglu_scaled_ref(raw, row_scales=row_scales, col_scales=col_scales, out_dtype=dtype)
+    exact = swiglu_scaled_ref(raw, row_scales=row_scales.double(), col_scales=col_scales.double(),
+                              out_dtype=torch.float64)
+    assert_matches_torch(y, torch_out, exact)
+
+
 # ---------------------------------------------------------------- CFG scoring
 
 CODEBOOKS, CLASSES, MASK_ID, PENALTY = 8, 1025, 1024, 5.0
@@ -238,6 +262,10 @@ def _bad_calls():
                                            out=(torch.empty(3, 1, 16, dtype=h, device=DEVICE),) * 2),
         "odd gate_up": lambda: swiglu(randn(3, 63, dtype=h)),
         "swiglu out shape": lambda: swiglu(x, out=torch.empty(3, 64, dtype=h, device=DEVICE)),
+        "scaled raw dtype": lambda: swiglu_scaled(x, row_scales=x[:, 0].float(), col_scales=x[0].float(),
+                                                  out_dtype=h),
+        "scaled col_scales size": lambda: swiglu_scaled(x.bfloat16(), row_scales=x[:, 0].float(),
+                                                        col_scales=x[0, :32].float(), out_dtype=h),
         "uncond missing": lambda: cfg_score(logits, None, 2.0, PENALTY, MASK_ID),
         "uncond shape": lambda: cfg_score(logits, logits[:, :2], 2.0, PENALTY, MASK_ID),
         "mask id": lambda: cfg_score(logits, logits, 2.0, PENALTY, 1025),
