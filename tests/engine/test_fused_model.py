@@ -63,13 +63,10 @@ def _scaled_mm_runs() -> bool:
         return False
 
 
-@pytest.mark.skipif(not _scaled_mm_runs(), reason=f"no rowwise torch._scaled_mm on this {DEVICE}")
-def test_fp8_linears_take_their_input_quantized_by_the_kernel_before_them(models_and_prompt):
-    """Realtime on FP8 GPUs: input_norm and post_attn_norm hand qkv_proj and gate_up_proj e4m3 codes
-    (FP8Rows) instead of fp16; the result must equal each linear quantizing its own input (the same
-    kernels' output, the same quantizer), bit for bit."""
+def _all_fp8_fused_lm(models_and_prompt):
+    """The demo LM with every linear W8A8 FP8 on the `_scaled_mm` backend (what runs on an FP8 GPU: Triton
+    quantizer + _scaled_mm), fused kernels on, and the prompt's CFG batch."""
     from engine.quant import QuantConfig, W8A8FP8Linear, quantize_
-    from kernels.fp8 import FP8Rows
 
     plain, _, prompt = models_and_prompt
     batch = build_cfg_batch([prompt], plain.cfg.audio_mask_id, DEVICE)
@@ -78,8 +75,18 @@ def test_fp8_linears_take_their_input_quantized_by_the_kernel_before_them(models
         quantize_(lm, QuantConfig(fp8=("*",)), lambda m: m(batch.input_ids, batch.audio_mask, batch.attn_mask))
     for module in lm.modules():
         if isinstance(module, W8A8FP8Linear):
-            module.backend = "scaled_mm"  # what runs on an FP8 GPU: Triton quantizer + _scaled_mm
-    lm.use_fused_kernels()
+            module.backend = "scaled_mm"
+    return lm.use_fused_kernels(), batch
+
+
+@pytest.mark.skipif(not _scaled_mm_runs(), reason=f"no rowwise torch._scaled_mm on this {DEVICE}")
+def test_fp8_linears_take_their_input_quantized_by_the_kernel_before_them(models_and_prompt):
+    """Realtime on FP8 GPUs: input_norm and post_attn_norm hand qkv_proj and gate_up_proj e4m3 codes
+    (FP8Rows) instead of fp16; the result must equal each linear quantizing its own input (the same
+    kernels' output, the same quantizer), bit for bit."""
+    from kernels.fp8 import FP8Rows
+
+    lm, batch = _all_fp8_fused_lm(models_and_prompt)
     block = lm.layers[0]
     assert block.input_norm.fp8_smooth is block.attn.qkv_proj.smooth
     assert block.post_attn_norm.fp8_smooth is block.mlp.gate_up_proj.smooth
@@ -104,19 +111,10 @@ def test_fp8_gate_up_leaves_its_scales_to_the_swiglu(models_and_prompt):
     scaled gate and up, silu and the product in the model dtype (half an ulp each), what the FP8 sum may
     lose (`fp8_sum_and_bound`). The rowwise path (no bf16 rounding) must meet the same budget without
     the 2^-8: the budget is the analysis of both, not a tolerance fitted to one."""
-    from engine.quant import QuantConfig, W8A8FP8Linear, quantize_
     from kernels import fp8
     from kernels.fp8_ref import fp8_sum_and_bound
 
-    plain, _, prompt = models_and_prompt
-    batch = build_cfg_batch([prompt], plain.cfg.audio_mask_id, DEVICE)
-    lm = load_lm(DEMO_MODEL, DEVICE)
-    with torch.inference_mode():
-        quantize_(lm, QuantConfig(fp8=("*",)), lambda m: m(batch.input_ids, batch.audio_mask, batch.attn_mask))
-    for module in lm.modules():
-        if isinstance(module, W8A8FP8Linear):
-            module.backend = "scaled_mm"
-    lm.use_fused_kernels()
+    lm, batch = _all_fp8_fused_lm(models_and_prompt)
     mlps = [block.mlp for block in lm.layers]
     assert all(mlp.gate_up_proj.product_out for mlp in mlps)
     acc_bits = fp8.accumulator_bits(torch.device(DEVICE)) if DEVICE == "cuda" else 23
