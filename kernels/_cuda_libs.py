@@ -8,11 +8,13 @@ from pathlib import Path
 import torch
 
 
-def library_candidates(*, env_var: str, linux_name: str, windows_pattern: str) -> list[str]:
+def library_candidates(*, env_var: str, linux_name: str, windows_pattern: str,
+                       skip: tuple[str, ...] = ()) -> list[str]:
     """Where a library may be, best first: the path in $env_var, the loader's search path (the name for
     torch.version.cuda's major first, which finds the copy PyTorch has loaded), then pip's nvidia packages.
 
-    linux_name is the file name without `.so` (`libnvrtc`); windows_pattern a glob (`nvrtc64_*.dll`).
+    linux_name is the file name without `.so` (`libnvrtc`); windows_pattern a glob (`nvrtc64_*.dll`); pip's
+    files whose path contains one of `skip` are left out (other builds that match the glob).
     """
     found = [os.environ[env_var]] if os.environ.get(env_var) else []
     if sys.platform == "win32":
@@ -25,7 +27,7 @@ def library_candidates(*, env_var: str, linux_name: str, windows_pattern: str) -
     for root in sys.path:
         for pattern in patterns:
             found += sorted(p for p in glob.glob(os.path.join(root, pattern), recursive=True)
-                            if "builtins" not in p and ".alt." not in p)
+                            if not any(part in p for part in skip))
     return found
 
 

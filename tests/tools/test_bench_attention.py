@@ -19,3 +19,13 @@ def test_operands_are_laid_out_as_the_fused_model_has_them():
     width = (N_Q_HEADS + 2 * N_KV_HEADS) * HEAD_DIM
     assert v.stride() == (width, HEAD_DIM, 1) and v.storage_offset() == (N_Q_HEADS + N_KV_HEADS) * HEAD_DIM
     assert q.is_contiguous() and k.is_contiguous()
+
+
+def test_before_spec_path_may_hold_a_colon(tmp_path):
+    """A Windows drive letter (here: a folder named with a colon) belongs to the path, not to the settings."""
+    folder = tmp_path / "D:kernels"
+    folder.mkdir()
+    path = folder / "variant.py"
+    path.write_text("def ragged_attention(*args, **settings):\n    return args, settings\n")
+    assert load_kernel(str(path))[1](1) == ((1,), {})
+    assert load_kernel(f"{path}:block_n=64")[1](2) == ((2,), {"block_n": 64})

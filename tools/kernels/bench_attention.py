@@ -84,9 +84,11 @@ def per_call_us(fn, calls: int, replays: int = 20) -> float:
 
 
 def load_kernel(spec: str):
-    """(name, call) for `PATH[:key=value,...]`: `ragged_attention` of another copy of
-    kernels/ragged_attention.py (it imports this tree's helpers) with those keyword settings."""
-    path, _, options = spec.partition(":")
+    """(name, call) for `PATH[:key=value,...]` (the settings after the last colon): `ragged_attention` of
+    another copy of kernels/ragged_attention.py (it imports this tree's helpers) with those keyword settings."""
+    path, colon, options = spec.rpartition(":")
+    if not colon or (options and "=" not in options):  # no settings: the colon is the path's (a Windows drive)
+        path, options = spec, ""
     settings = {key: value == "True" if value in ("True", "False") else int(value)
                 for key, _, value in (item.partition("=") for item in options.split(",") if item)}
     module_spec = importlib.util.spec_from_file_location(f"ragged_attention_{Path(path).stem}", path)
