@@ -52,11 +52,12 @@ REALTIME_ENV = "VOICEDESK_REALTIME"  # "auto" (default), "w4a4" or "fp8"
 HOPPER_NOTE = "Hopper has no INT4 tensor cores"
 
 
-# FP8 where it pays: qkv_proj and gate_up_proj, whose inputs the fused norms quantize in their own pass, and
-# o_proj, whose input the attention kernel quantizes (scaled by a bound from v). down_proj (1024 outputs) stays
-# FP16: with rowwise scales it ran no faster in FP8 on an H200 and would need a separate quantize kernel
-# (BENCHMARKS.md, realtime profile of 2026-11-30; unit scales, the consumer applying them: 2026-12-04).
-FP8_LINEARS = ("*.qkv_proj", "*.o_proj", "*.gate_up_proj")
+# FP8 where it pays: qkv_proj and gate_up_proj, whose inputs the fused norms quantize in their own pass.
+# On an H200 at M = 896 rows, o_proj and down_proj (1024 outputs) ran no faster in FP8 than in FP16 with
+# rowwise scales and would need a separate quantize kernel each, so they stay FP16 (BENCHMARKS.md, realtime
+# profile of 2026-11-30). o_proj's input quantized by the attention kernel (`fused_ops.attention`, wired)
+# cost Realtime 10-29 ms per generation on 2026-12-04 (the e4m3 epilogue made the attention 2.7x slower).
+FP8_LINEARS = ("*.qkv_proj", "*.gate_up_proj")
 
 
 def realtime_scheme(arch: int | None, fp8_ok: bool, choice: str = "auto") -> str:
@@ -80,7 +81,7 @@ def realtime_config(device: torch.device) -> QuantConfig:
     arch = w4a4_cuda.arch_of(device) if device.type == "cuda" else None
     choice = os.environ.get(REALTIME_ENV, "auto").strip().lower() or "auto"
     if realtime_scheme(arch, fp8.fp8_supported(device), choice) == "fp8":
-        return QuantConfig(fp8=FP8_LINEARS, keep_fp16=("*.down_proj",))
+        return QuantConfig(fp8=FP8_LINEARS, keep_fp16=("*.o_proj", "*.down_proj"))
     return QuantConfig()
 
 

@@ -266,8 +266,8 @@ def test_realtime_scheme(arch, fp8_ok, choice, want):
 
 
 def test_realtime_fp8_config_quantizes_the_linears_after_a_norm(monkeypatch):
-    """qkv_proj and gate_up_proj in FP8 (their inputs come quantized from the fused norms), o_proj too (its
-    input comes quantized from the attention kernel); down_proj in FP16."""
+    """qkv_proj and gate_up_proj in FP8 (their inputs come quantized from the fused norms); o_proj and
+    down_proj in FP16, where FP8 measured no faster on the H200."""
     from engine.quant import realtime
 
     monkeypatch.setattr(realtime, "realtime_scheme", lambda arch, fp8_ok, choice="auto": "fp8")
@@ -275,7 +275,7 @@ def test_realtime_fp8_config_quantizes_the_linears_after_a_norm(monkeypatch):
     shapes = {"attn.qkv_proj": (1024, 4096), "attn.o_proj": (2048, 1024), "mlp.gate_up_proj": (1024, 6144),
               "mlp.down_proj": (3072, 1024)}
     plan = {name: cfg.scheme(f"layers.3.{name}", nn.Linear(k, n, device="meta")) for name, (k, n) in shapes.items()}
-    assert plan == {"attn.qkv_proj": "fp8", "attn.o_proj": "fp8", "mlp.gate_up_proj": "fp8", "mlp.down_proj": "fp16"}
+    assert plan == {"attn.qkv_proj": "fp8", "attn.o_proj": "fp16", "mlp.gate_up_proj": "fp8", "mlp.down_proj": "fp16"}
 
 
 def test_realtime_scheme_rejects_unknown_choices():
