@@ -1,8 +1,7 @@
 """GPU kernels only, each beside a plain-PyTorch reference with the exact numerics of the code it replaces.
 
-LM: `rmsnorm` (RMSNorm, residual-add + RMSNorm, the sublayer output possibly an FP8 product before its scales),
-`qk_norm_rope` (per-head q/k norm + RoPE from the fused qkv projection), `swiglu` (silu(gate) * up;
-`swiglu_scaled` from an FP8 product before its scales, `swiglu_scaled_fp8` quantizing its output too), `cfg_score`
+LM: `rmsnorm` (RMSNorm, residual-add + RMSNorm), `qk_norm_rope` (per-head q/k norm + RoPE from the fused qkv
+projection), `swiglu` (silu(gate) * up; `swiglu_scaled` from an FP8 product before its scales), `cfg_score`
 (classifier-free guidance scoring of the unmasking loop), `ragged_attention` (attention over packed sequences,
 skipping the blocks outside each row's key range). Codec: `snake` (Snake activation with the conv bias and residual
 folded in). Realtime mode: `w4a4_ref` (the W4A4 numerics contract), `w4a4_triton` (int8/FP8 tensor cores, any

@@ -118,12 +118,10 @@ class MLP(nn.Module):
         self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
         self.fused = False
-        self.fp8_smooth: torch.Tensor | None = None  # fused: SwiGLU quantizes for an FP8 down_proj
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.fused:
-            return self.down_proj(fused.swiglu(self.gate_up_proj(x), self.fp8_smooth))
-        return self.down_proj(silu_mul(self.gate_up_proj(x)))
+        act = fused.swiglu if self.fused else silu_mul
+        return self.down_proj(act(self.gate_up_proj(x)))
 
 
 class Block(nn.Module):
@@ -193,12 +191,8 @@ class OmniVoiceLM(nn.Module):
         for block in self.layers:  # FP8 linears after a norm take their input quantized by the norm kernel
             block.input_norm.fp8_smooth = _fp8_input_smooth(block.attn.qkv_proj)
             block.post_attn_norm.fp8_smooth = _fp8_input_smooth(block.mlp.gate_up_proj)
-            # ... and gate_up leaves its scales to the fused SwiGLU (unit-scale FP8 GEMMs run faster), which
-            # quantizes for an FP8 down_proj, whose scales the residual add + RMSNorm after it applies
-            mlp = block.mlp
-            mlp.gate_up_proj.product_out = _can_return_product(mlp.gate_up_proj)
-            mlp.fp8_smooth = _fp8_input_smooth(mlp.down_proj) if mlp.gate_up_proj.product_out else None
-            mlp.down_proj.product_out = _can_return_product(mlp.down_proj)
+            # ... and gate_up leaves its scales to the fused SwiGLU (unit-scale FP8 GEMMs run faster)
+            block.mlp.gate_up_proj.product_out = _can_return_product(block.mlp.gate_up_proj)
             # o_proj takes its input quantized by the attention kernel, its scales left to post_attn_norm's add
             block.attn.fp8_smooth = _fp8_input_smooth(block.attn.o_proj)
             block.attn.o_proj.product_out = _can_return_product(block.attn.o_proj)

@@ -52,13 +52,12 @@ REALTIME_ENV = "VOICEDESK_REALTIME"  # "auto" (default), "w4a4" or "fp8"
 HOPPER_NOTE = "Hopper has no INT4 tensor cores"
 
 
-# FP8 where it pays: qkv_proj and gate_up_proj, whose inputs the fused norms quantize in their own pass, and
-# down_proj, whose input the fused SwiGLU quantizes and whose unit-scale product the next residual add + RMSNorm
-# scales (with rowwise scales it ran no faster in FP8 than in FP16 at 1024 outputs; unit scales take 0.65-0.75x
-# FP16's time, BENCHMARKS.md 2026-12-04). o_proj stays FP16: its input quantized by the attention kernel
-# (`fused_ops.attention`, wired) cost Realtime 10-29 ms per generation on 2026-12-04 (the e4m3 epilogue made the
-# attention 2.7x slower).
-FP8_LINEARS = ("*.qkv_proj", "*.gate_up_proj", "*.down_proj")
+# FP8 where it pays: qkv_proj and gate_up_proj, whose inputs the fused norms quantize in their own pass.
+# On an H200 at M = 896 rows, o_proj and down_proj (1024 outputs) ran no faster in FP8 than in FP16 with
+# rowwise scales and would need a separate quantize kernel each, so they stay FP16 (BENCHMARKS.md, realtime
+# profile of 2026-11-30). o_proj's input quantized by the attention kernel (`fused_ops.attention`, wired)
+# cost Realtime 10-29 ms per generation on 2026-12-04 (the e4m3 epilogue made the attention 2.7x slower).
+FP8_LINEARS = ("*.qkv_proj", "*.gate_up_proj")
 
 
 def realtime_scheme(arch: int | None, fp8_ok: bool, choice: str = "auto") -> str:
@@ -82,7 +81,7 @@ def realtime_config(device: torch.device) -> QuantConfig:
     arch = w4a4_cuda.arch_of(device) if device.type == "cuda" else None
     choice = os.environ.get(REALTIME_ENV, "auto").strip().lower() or "auto"
     if realtime_scheme(arch, fp8.fp8_supported(device), choice) == "fp8":
-        return QuantConfig(fp8=FP8_LINEARS, keep_fp16=("*.o_proj",))
+        return QuantConfig(fp8=FP8_LINEARS, keep_fp16=("*.o_proj", "*.down_proj"))
     return QuantConfig()
 
 
