@@ -58,18 +58,6 @@ def _round_to_e4m3(v):
 
 
 @triton.jit
-def e4m3_codes(xs, scale):
-    """e4m3 codes of xs / scale (fp32; scale broadcasts against xs), clamped to +-FP8_MAX, IEEE division
-    and round to nearest even as `kernels.fp8_ref.e4m3_codes_ref`; a scale of 0 gives codes 0."""
-    safe = tl.where(scale > 0, scale, 1.0)
-    v = tl.math.div_rn(xs, safe)
-    v = tl.minimum(tl.maximum(v, -_E4M3_MAX), _E4M3_MAX)
-    if _INTERPRET:
-        v = _round_to_e4m3(v)
-    return v.to(tl.float8e4nv)
-
-
-@triton.jit
 def store_e4m3_row(x, smooth_ptr, codes_row_ptr, scale_ptr, cols, col_ok):
     """Quantize one activation row: e4m3 codes of x / smooth at codes_row_ptr[cols] and the row's
     scale (amax / FP8_MAX) at scale_ptr[0]. x is the row in fp32, already rounded as the model rounds it
@@ -77,7 +65,12 @@ def store_e4m3_row(x, smooth_ptr, codes_row_ptr, scale_ptr, cols, col_ok):
     xs = tl.math.div_rn(x, tl.load(smooth_ptr + cols, mask=col_ok, other=1.0))
     amax = tl.max(tl.abs(xs), axis=0)
     scale = tl.math.div_rn(tl.full((1,), 0.0, tl.float32) + amax, tl.full((1,), _E4M3_MAX, tl.float32))  # [1]
-    tl.store(codes_row_ptr + cols, e4m3_codes(xs, scale), mask=col_ok)
+    safe = tl.where(scale > 0, scale, 1.0)  # an all-zero row gets codes 0
+    v = tl.math.div_rn(xs, safe)
+    v = tl.minimum(tl.maximum(v, -_E4M3_MAX), _E4M3_MAX)
+    if _INTERPRET:
+        v = _round_to_e4m3(v)
+    tl.store(codes_row_ptr + cols, v.to(tl.float8e4nv), mask=col_ok)
     tl.store(scale_ptr + tl.arange(0, 1), scale)
 
 

@@ -29,18 +29,12 @@ FP8_DTYPE = torch.float8_e4m3fn
 FP8_MAX = 448.0
 
 
-def e4m3_codes_ref(t: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    """e4m3 codes [R, K] of each row of a 2-D tensor divided by its given fp32 scale [R] (in fp32; a
-    scale of 0 gives codes 0)."""
-    safe = torch.where(scales > 0, scales, torch.ones_like(scales))
-    return (t.float() / safe[:, None]).clamp_(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
-
-
 def quantize_rows_fp8_ref(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """e4m3 codes [R, K] and fp32 scales [R] of each row of a 2-D tensor (computed in fp32)."""
     t = t.float()
     scales = ieee_div(t.abs().amax(dim=1), FP8_MAX)  # [R]
-    return e4m3_codes_ref(t, scales), scales
+    safe = torch.where(scales > 0, scales, torch.ones_like(scales))
+    return (t / safe[:, None]).clamp_(-FP8_MAX, FP8_MAX).to(FP8_DTYPE), scales
 
 
 def fp8_linear_ref(x: torch.Tensor, layer) -> torch.Tensor:

@@ -7,11 +7,6 @@ Replaces Qwen3 attention's view / q_norm / k_norm / transpose / rotate-half / ca
 Output layout is [rows, heads, head_dim] (rows = batch * seq, "NHD"). For attention, view it as
 [B, S, H, D] and `.transpose(1, 2)`: SDPA takes that [B, H, S, D] view without a copy (its flash,
 cuDNN and memory-efficient backends work in [B, S, H, D] order anyway).
-
-On request the kernel also bounds each row's v for an FP8 o_proj (`v_bound`): the attention output
-is a convex combination of v rows, so a query row's o_proj input, divided by o_proj's smoothing
-factors, is bounded by the largest bound of the keys it attends to (kernels.ragged_attention's FP8
-output uses it as the row's scale).
 """
 import torch
 
@@ -90,8 +85,6 @@ def _qk_norm_rope_kernel(
     k_weight_ptr,
     cos_ptr,  # [n_positions, 2 * HALF]; row r is at position r % n_positions
     sin_ptr,
-    v_smooth_ptr,  # [N_Q_HEADS * 2 * HALF] fp32: o_proj's smoothing factors (V_BOUND only)
-    v_bound_ptr,  # [rows] fp32 (V_BOUND only)
     stride_qkv,  # how far to move the pointer to go one row (or one head) further, per tensor
     stride_q,
     stride_q_head,
@@ -107,8 +100,6 @@ def _qk_norm_rope_kernel(
     BLOCK_Q_HEADS: tl.constexpr,
     BLOCK_KV_HEADS: tl.constexpr,
     BLOCK_HALF: tl.constexpr,
-    V_BOUND: tl.constexpr,  # also write v_bound_ptr[row] (see _store_v_bound)
-    BLOCK_D: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     part = tl.program_id(1)  # 0: q, 1: k (v is left where it is)
@@ -122,32 +113,11 @@ def _qk_norm_rope_kernel(
     else:
         _norm_rope_heads(src + N_Q_HEADS * 2 * HALF, k_ptr + row * stride_k, stride_k_head, k_weight_ptr,
                          cos, sin, N_KV_HEADS, eps, HALF, BLOCK_KV_HEADS, BLOCK_HALF)
-        if V_BOUND:  # the lighter half of the grid (8 KV heads against 16 query heads) also bounds v
-            _store_v_bound(src + (N_Q_HEADS + N_KV_HEADS) * 2 * HALF, v_smooth_ptr, v_bound_ptr + row,
-                           N_KV_HEADS, N_Q_HEADS // N_KV_HEADS, 2 * HALF, BLOCK_KV_HEADS, BLOCK_D)
-
-
-@triton.jit
-def _store_v_bound(v_row, smooth_ptr, bound_ptr, N_KV_HEADS: tl.constexpr, GROUPS: tl.constexpr,
-                   D: tl.constexpr, BLOCK_KV_HEADS: tl.constexpr, BLOCK_D: tl.constexpr):
-    """bound_ptr[0] = max over query heads h and dims d of |v[h // GROUPS, d]| / smooth[h * D + d], as
-    max over KV heads g of |v[g, d]| / min over g's query heads of their smooth: IEEE division rounds
-    monotonically, so both give the same fp32 (half the divisions)."""
-    kv_heads = tl.arange(0, BLOCK_KV_HEADS)[:, None]
-    dims = tl.arange(0, BLOCK_D)[None, :]
-    ok = (kv_heads < N_KV_HEADS) & (dims < D)
-    v = tl.abs(tl.load(v_row + kv_heads * D + dims, mask=ok, other=0.0).to(tl.float32))  # [BKV, BD]
-    smooth = tl.load(smooth_ptr + kv_heads * GROUPS * D + dims, mask=ok, other=1.0)
-    for g in tl.static_range(1, GROUPS):
-        smooth = tl.minimum(smooth, tl.load(smooth_ptr + (kv_heads * GROUPS + g) * D + dims, mask=ok, other=1.0))
-    bound = tl.max(tl.max(tl.math.div_rn(v, smooth), axis=1), axis=0)
-    tl.store(bound_ptr + tl.arange(0, 1), tl.full((1,), 0.0, tl.float32) + bound)
 
 
 def qk_norm_rope(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor, cos: torch.Tensor,
                  sin: torch.Tensor, n_q_heads: int, n_kv_heads: int, eps: float, *,
                  out: tuple[torch.Tensor, torch.Tensor] | None = None,
-                 v_bound: tuple[torch.Tensor, torch.Tensor] | None = None,
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Heads of the fused qkv projection, q and k RMSNormed per head and rotated (NeoX RoPE).
 
@@ -166,10 +136,6 @@ def qk_norm_rope(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tens
         Norm epsilon.
     out : tuple of two torch.Tensor, optional
         `(q, k)` buffers shaped like the return values (any row and head strides).
-    v_bound : tuple of two torch.Tensor, optional
-        `(smooth, bound)`: smooth [n_q_heads * D] fp32 (o_proj's smoothing factors, positive) and bound
-        [rows] fp32, into which the kernel writes, per row r, the max over query heads h and d of
-        |v[r, h // (n_q_heads // n_kv_heads), d]| / smooth[h * D + d], an IEEE division (`v_bound_ref`).
 
     Returns
     -------
@@ -193,13 +159,7 @@ def qk_norm_rope(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tens
         check(name, t, (head_dim,), (qkv.dtype,))
     for name, t in (("cos", cos), ("sin", sin)):
         check(name, t, (n_positions, head_dim), (qkv.dtype,))
-    v_smooth, bound = v_bound if v_bound is not None else (None, None)
-    if v_bound is not None:
-        if n_q_heads % n_kv_heads:
-            raise ValueError(f"v_bound needs n_q_heads a multiple of n_kv_heads, got {n_q_heads}, {n_kv_heads}")
-        check("v_bound smooth", v_smooth, (n_q_heads * head_dim,), (torch.float32,))
-        check("v_bound", bound, (rows,), (torch.float32,))
-    device = device_of(qkv, q_weight, k_weight, cos, sin, *(v_bound or ()))
+    device = device_of(qkv, q_weight, k_weight, cos, sin)
     q_out, k_out = out if out is not None else (None, None)
     q = output("q out", q_out, (rows, n_q_heads, head_dim), qkv.dtype, device)
     k = output("k out", k_out, (rows, n_kv_heads, head_dim), qkv.dtype, device)
@@ -209,15 +169,13 @@ def qk_norm_rope(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tens
     block_q_heads = triton.next_power_of_2(n_q_heads)
     with on_device(device):
         _qk_norm_rope_kernel[(rows, 2)](
-            qkv, q, k, q_weight, k_weight, cos, sin, v_smooth, bound,
+            qkv, q, k, q_weight, k_weight, cos, sin,
             qkv.stride(0), q.stride(0), q.stride(1), k.stride(0), k.stride(1),
             cos.stride(0), sin.stride(0),
             n_positions, eps,
             N_Q_HEADS=n_q_heads, N_KV_HEADS=n_kv_heads, HALF=half,
             BLOCK_Q_HEADS=block_q_heads, BLOCK_KV_HEADS=triton.next_power_of_2(n_kv_heads),
             BLOCK_HALF=block_half,
-            V_BOUND=v_bound is not None,
-            BLOCK_D=triton.next_power_of_2(head_dim),
             num_warps=num_warps(2 * block_q_heads * block_half), enable_fp_fusion=False,
         )
     return q, k, v
@@ -240,13 +198,3 @@ def qk_norm_rope_ref(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.
     q = rmsnorm_ref(q, q_weight, eps)
     k = rmsnorm_ref(k, k_weight, eps)
     return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v
-
-
-def v_bound_ref(v: torch.Tensor, smooth: torch.Tensor, n_q_heads: int) -> torch.Tensor:
-    """Plain-PyTorch `qk_norm_rope`'s v_bound: v [rows, Hkv, D], smooth [Hq * D] -> [rows] fp32, the max
-    over query heads h and d of |v[r, h // groups, d]| / smooth[h * D + d], divided in float64 and rounded
-    once (the same fp32 as IEEE fp32 division: a quotient of 24-bit values rounded to 53 bits first
-    rounds the same way to 24)."""
-    groups = n_q_heads // v.shape[1]
-    v_q = v.double().abs().repeat_interleave(groups, dim=1)  # [rows, Hq, D]
-    return (v_q / smooth.double().view(n_q_heads, -1)).amax(dim=(1, 2)).float()

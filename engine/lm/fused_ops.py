@@ -4,8 +4,7 @@ Where the consumer is a W8A8 FP8 linear, the norms get its smoothing factors and
 (e4m3 codes + per-row scales) instead of the fp16 activation: one kernel fewer per linear. (SwiGLU
 does not: fused with the 3072-wide quantizer it measured slower on an H200 than the two kernels.)
 An FP8 gate_up hands SwiGLU its product before the scales (FP8Product), which SwiGLU applies as it reads;
-the residual add + RMSNorm does the same for an FP8 sublayer output. An FP8 o_proj takes its input from the
-ragged attention kernel as e4m3 codes, scaled by a bound the q/k norm kernel computes from v.
+the residual add + RMSNorm does the same for an FP8 sublayer output.
 """
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import torch.nn.functional as F
 
 from kernels.fp8 import FP8Product, FP8Rows
 from kernels.qk_norm_rope import qk_norm_rope as _qk_norm_rope
-from kernels.ragged_attention import ragged_attention, ragged_attention_fp8
+from kernels.ragged_attention import ragged_attention
 from kernels.rmsnorm import add_rmsnorm as _add_rmsnorm
 from kernels.rmsnorm import add_rmsnorm_fp8, rmsnorm_fp8
 from kernels.rmsnorm import rmsnorm as _rmsnorm
@@ -38,34 +37,27 @@ def add_rmsnorm(h: torch.Tensor | FP8Product, residual: torch.Tensor,
     return _add_rmsnorm(h, residual, norm.weight, norm.eps)
 
 
-def qk_norm_rope(qkv: torch.Tensor, q_norm, k_norm, cos: torch.Tensor, sin: torch.Tensor, n_q: int, n_kv: int,
-                 v_smooth: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
-    """[B, S, (n_q + 2 n_kv) D] -> q [B, n_q, S, D], k and v [B, n_kv, S, D] (views, no copies), and given
-    o_proj's smoothing factors `v_smooth`, each row's v bound [B * S] fp32 (for `attention`), else None."""
+def qk_norm_rope(qkv: torch.Tensor, q_norm, k_norm, cos: torch.Tensor, sin: torch.Tensor,
+                 n_q: int, n_kv: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """[B, S, (n_q + 2 n_kv) D] -> q [B, n_q, S, D], k and v [B, n_kv, S, D] (views, no copies)."""
     B, S, _ = qkv.shape
-    bound = None if v_smooth is None else torch.empty(B * S, dtype=torch.float32, device=qkv.device)
-    q, k, v = _qk_norm_rope(qkv.view(B * S, -1), q_norm.weight, k_norm.weight, cos, sin, n_q, n_kv, q_norm.eps,
-                            v_bound=None if v_smooth is None else (v_smooth, bound))
-    return (*(t.view(B, S, t.shape[1], t.shape[2]).transpose(1, 2) for t in (q, k, v)), bound)
+    q, k, v = _qk_norm_rope(qkv.view(B * S, -1), q_norm.weight, k_norm.weight, cos, sin, n_q, n_kv, q_norm.eps)
+    return tuple(t.view(B, S, t.shape[1], t.shape[2]).transpose(1, 2) for t in (q, k, v))
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask, v_bound: torch.Tensor | None = None,
-              smooth: torch.Tensor | None = None) -> torch.Tensor | FP8Rows:
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask) -> torch.Tensor:
     """q [B, Hq, S, D], k/v [B, Hkv, S, D] -> [B, S, Hq * D] (o_proj's input layout).
 
     KeyRanges (the runner's packed layout, B = 1): the ragged kernel, which skips the blocks outside
-    each row's range; given `v_bound` and o_proj's `smooth`, its output as FP8Rows for an FP8 o_proj. A
-    mask tensor: SDPA with the GQA grouping done by the backend (no K/V copies).
+    each row's range. A mask tensor: SDPA with the GQA grouping done by the backend (no K/V copies).
     """
     B, Hq, S, D = q.shape
     if isinstance(mask, torch.Tensor):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)  # [B, Hq, S, D]
         return out.transpose(1, 2).reshape(B, S, Hq * D)
-    q, k, v = (t[0].transpose(0, 1) for t in (q, k, v))  # [S, H, D]
-    if v_bound is not None:
-        rows = ragged_attention_fp8(q, k, v, mask.start, mask.end, v_bound=v_bound, smooth=smooth)
-        return rows._replace(shape=torch.Size((1, S, Hq * D)))
-    return ragged_attention(q, k, v, mask.start, mask.end).view(1, S, Hq * D)  # [S, Hq, D] -> o_proj's layout
+    out = ragged_attention(q[0].transpose(0, 1), k[0].transpose(0, 1), v[0].transpose(0, 1),
+                           mask.start, mask.end)  # [S, Hq, D]
+    return out.view(1, S, Hq * D)
 
 
 def swiglu(gate_up: torch.Tensor | FP8Product) -> torch.Tensor:

@@ -91,17 +91,14 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
         self.fused = False
-        self.fp8_smooth: torch.Tensor | None = None  # fused: the attention kernel quantizes for an FP8 o_proj
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         B, S, _ = x.shape
         q_dim, kv_dim = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
         if self.fused:
-            smooth = None if isinstance(mask, torch.Tensor) else self.fp8_smooth  # the ragged kernel quantizes
-            q, k, v, v_bound = fused.qk_norm_rope(self.qkv_proj(x), self.q_norm, self.k_norm, cos, sin,
-                                                  self.num_heads, self.num_kv_heads, v_smooth=smooth)  # [B, H, S, D]
-            out = fused.attention(q, k, v, mask, v_bound=v_bound, smooth=smooth)  # [B, S, Hq * D] or FP8Rows
-            return self.o_proj(out)
+            q, k, v = fused.qk_norm_rope(self.qkv_proj(x), self.q_norm, self.k_norm, cos, sin,
+                                         self.num_heads, self.num_kv_heads)  # [B, H, S, D] each
+            return self.o_proj(fused.attention(q, k, v, mask))  # attention out: [B, S, Hq * D]
         q, k, v = self.qkv_proj(x).split([q_dim, kv_dim, kv_dim], dim=-1)
         # per-head norm before RoPE, as Qwen3 does
         q = self.q_norm(q.view(B, S, self.num_heads, self.head_dim)).transpose(1, 2)  # [B, Hq, S, D]
@@ -193,9 +190,6 @@ class OmniVoiceLM(nn.Module):
             block.post_attn_norm.fp8_smooth = _fp8_input_smooth(block.mlp.gate_up_proj)
             # ... and gate_up leaves its scales to the fused SwiGLU (unit-scale FP8 GEMMs run faster)
             block.mlp.gate_up_proj.product_out = _can_return_product(block.mlp.gate_up_proj)
-            # o_proj takes its input quantized by the attention kernel, its scales left to post_attn_norm's add
-            block.attn.fp8_smooth = _fp8_input_smooth(block.attn.o_proj)
-            block.attn.o_proj.product_out = _can_return_product(block.attn.o_proj)
         return self
 
     def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:

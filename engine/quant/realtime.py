@@ -53,10 +53,9 @@ HOPPER_NOTE = "Hopper has no INT4 tensor cores"
 
 
 # FP8 where it pays: qkv_proj and gate_up_proj, whose inputs the fused norms quantize in their own pass.
-# On an H200 at M = 896 rows, o_proj and down_proj (1024 outputs) ran no faster in FP8 than in FP16 with
-# rowwise scales and would need a separate quantize kernel each, so they stay FP16 (BENCHMARKS.md, realtime
-# profile of 2026-11-30). o_proj's input quantized by the attention kernel (`fused_ops.attention`, wired)
-# cost Realtime 10-29 ms per generation on 2026-12-04 (the e4m3 epilogue made the attention 2.7x slower).
+# On an H200 at M = 896 rows, o_proj and down_proj (1024 outputs) ran no faster in FP8 than in FP16
+# (cuBLAS's 128x128 FP8 tiles cover 56 of 132 SMs) and would need a separate quantize kernel each, so
+# they stay FP16 (BENCHMARKS.md, realtime profile of 2026-11-30).
 FP8_LINEARS = ("*.qkv_proj", "*.gate_up_proj")
 
 

@@ -178,74 +178,8 @@ def test_fp8_down_proj_product_joins_the_residual_stream_in_the_next_norm(models
     monkeypatch.setattr(fused_ops, "add_rmsnorm", recording)
     with torch.inference_mode():
         lm(batch.input_ids, batch.audio_mask, batch.attn_mask, rows=batch.rows)
-    post_attn_norms = [block.post_attn_norm for block in lm.layers]  # o_proj's products: the test below
-    products = [call for call in calls if isinstance(call[0], FP8Product) and call[2] not in post_attn_norms]
+    products = [call for call in calls if isinstance(call[0], FP8Product)]
     assert [norm for _, _, norm, _ in products] == [block.input_norm for block in lm.layers[1:]] + [lm.norm]
     for h, residual, _, new_residual in products:
-        value = scaled_product_ref(h.raw, row_scales=h.row_scales, col_scales=h.col_scales, out_dtype=h.dtype)
-        assert torch.equal(new_residual, residual + value.view(h.shape))
-
-
-@pytest.mark.skipif(not _scaled_mm_runs(), reason=f"no rowwise torch._scaled_mm on this {DEVICE}")
-def test_fp8_o_proj_takes_the_attention_kernels_codes_and_leaves_its_scales_to_the_norm(models_and_prompt,
-                                                                                        monkeypatch):
-    """Realtime on FP8 GPUs, on the runner's packed layout (KeyRanges): the q/k norm kernel bounds v with
-    o_proj's smoothing factors, the ragged attention kernel hands o_proj e4m3 codes at the bounds' scales
-    (FP8Rows), o_proj returns its product before the scales (FP8Product) and post_attn_norm's residual add
-    applies them. Per layer, bit for bit: the bound is `v_bound_ref` of the layer's v; the scales are the
-    reference's; the codes are the reference quantizer's of the same kernel's attention output; the new
-    residual is the stream plus the product's value."""
-    from engine.lm import fused_ops
-    from engine.lm.decode import unmask_schedule
-    from engine.lm.model import KeyRanges, rope_cos_sin
-    from engine.lm.runner import pack, packed_rows
-    from kernels.fp8 import FP8Product, scaled_product_ref
-    from kernels.fp8_ref import e4m3_codes_ref
-    from kernels.qk_norm_rope import v_bound_ref
-    from kernels.ragged_attention import ragged_attention, v_bound_row_scales_ref
-
-    lm, _ = _all_fp8_fused_lm(models_and_prompt)
-    prompt = models_and_prompt[2]
-    assert all(block.attn.fp8_smooth is block.attn.o_proj.smooth for block in lm.layers)
-    assert all(block.attn.o_proj.product_out for block in lm.layers)
-    S = packed_rows(prompt) + 7  # prompt, uncond target, pads: three ranges, tiles straddling them
-    buf = pack([prompt], S, lm.cfg.audio_mask_id, [unmask_schedule(8, 8, 32, 0.1)], [0])
-    ranges = KeyRanges(buf.key_start.to(DEVICE), buf.key_end.to(DEVICE))
-    cos, sin = rope_cos_sin(S, lm.cfg.head_dim, lm.cfg.rope_theta, torch.float32, torch.device(DEVICE))
-    positions = buf.positions.to(DEVICE)
-    attended, normed, o_proj_inputs = [], [], []
-    attention, add_rmsnorm = fused_ops.attention, fused_ops.add_rmsnorm
-
-    def recording_attention(q, k, v, mask, v_bound=None, smooth=None):
-        out = attention(q, k, v, mask, v_bound=v_bound, smooth=smooth)
-        attended.append((q, k, v, v_bound, smooth, out))
-        return out
-
-    def recording_norm(h, residual, norm):
-        out = add_rmsnorm(h, residual, norm)
-        normed.append((h, residual, norm, out[1]))
-        return out
-
-    monkeypatch.setattr(fused_ops, "attention", recording_attention)
-    monkeypatch.setattr(fused_ops, "add_rmsnorm", recording_norm)
-    hooks = [block.attn.o_proj.register_forward_pre_hook(lambda m, args: o_proj_inputs.append(args[0]))
-             for block in lm.layers]
-    with torch.inference_mode():
-        lm(buf.ids.to(DEVICE), buf.audio_mask.to(DEVICE), ranges, rows=buf.rows.to(DEVICE),
-           rope=(cos[positions], sin[positions]))
-    for hook in hooks:
-        hook.remove()
-    post_attn = [call for call in normed if any(call[2] is block.post_attn_norm for block in lm.layers)]
-    assert len(attended) == len(post_attn) == len(o_proj_inputs) == len(lm.layers)
-    for block, (q, k, v, v_bound, smooth, rows), given, (h, residual, _, new_residual) in zip(
-            lm.layers, attended, o_proj_inputs, post_attn):
-        assert smooth is block.attn.o_proj.smooth and given is rows
-        q, k, v = (t[0].transpose(0, 1) for t in (q, k, v))  # [S, H, D]
-        assert torch.equal(v_bound, v_bound_ref(v, smooth, q.shape[1]))
-        scales = v_bound_row_scales_ref(ranges.start, ranges.end, v_bound)
-        assert torch.equal(rows.scales, scales)
-        out = ragged_attention(q, k, v, ranges.start, ranges.end).flatten(1)  # [S, Hq D]
-        assert torch.equal(rows.codes.view(torch.uint8), e4m3_codes_ref(out.float() / smooth, scales).view(torch.uint8))
-        assert isinstance(h, FP8Product) and h.row_scales is rows.scales
         value = scaled_product_ref(h.raw, row_scales=h.row_scales, col_scales=h.col_scales, out_dtype=h.dtype)
         assert torch.equal(new_residual, residual + value.view(h.shape))

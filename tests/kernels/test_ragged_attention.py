@@ -138,14 +138,13 @@ def test_ragged_attention_model_shapes(dtype, group_heads):
 
 def test_ragged_attention_compiles_for_hopper_with_wgmma():
     """The interpreter never compiles: build the kernel with its default tiles for sm_90 (Triton's own
-    compiler and ptxas, no GPU needed), with fp16 and with e4m3 output, and check both products are
-    wgmma and nothing spills."""
+    compiler and ptxas, no GPU needed) and check both products are wgmma and nothing spills."""
     pytest.importorskip("triton.backends.nvidia.compiler", reason="Triton without its NVIDIA backend")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     run = subprocess.run([sys.executable, "-m", "tools.kernels.aot", "attention", "90"], capture_output=True,
                          text=True, env=env, cwd=Path(__file__).parents[2], timeout=300, check=False)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.count("STACK:0 ") == 2 and run.stdout.count("LOCAL:0 ") == 2, run.stdout  # no spills
+    assert run.stdout.count("STACK:0 ") == 1 and run.stdout.count("LOCAL:0 ") == 1, run.stdout  # no spills
     for mma in ("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",  # q k^T: 64 rows x 64 keys
                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"):  # p v: 64 rows x head_dim 128
-        assert run.stdout.count(mma) == 2, run.stdout
+        assert mma in run.stdout, run.stdout

@@ -68,29 +68,21 @@ def realtime_builds() -> list[Build]:
 
 def attention_builds() -> list[Build]:
     """The ragged attention kernel HiFi and realtime launch, at the model's head shapes (16 query
-    heads over 8 KV heads of 128) with the wrapper's default tiles: fp16 output, and e4m3 codes for an
-    FP8 o_proj (`ragged_attention_fp8`)."""
+    heads over 8 KV heads of 128) with the wrapper's default tiles."""
     import inspect
 
     from kernels import ragged_attention as ra
 
     defaults = {k: p.default for k, p in inspect.signature(ra.ragged_attention).parameters.items()
                 if p.default is not inspect.Parameter.empty}
-
-    def build(name: str, fp8: bool) -> Build:
-        signature = _signature(f"q_ptr:*fp16 k_ptr:*fp16 v_ptr:*fp16 o_ptr:*{'fp8e4nv' if fp8 else 'fp16'} "
-                               "start_ptr:*i32 end_ptr:*i32 "
-                               "stride_qs:i32 stride_qh:i32 stride_ks:i32 stride_kh:i32 stride_vs:i32 stride_vh:i32 "
-                               "stride_os:i32 stride_oh:i32 n_rows:i32 qk_scale:fp32 "
-                               "GROUPS HEADS IEEE HEAD_DIM BLOCK_M BLOCK_N MASK_ALL FP8 "
-                               "v_bound_ptr:*fp32 smooth_ptr:*fp32 scales_ptr:*fp32")
-        constants = {"GROUPS": 2, "HEADS": 2 if defaults["group_heads"] else 1, "IEEE": False, "HEAD_DIM": 128,
-                     "BLOCK_M": defaults["block_m"], "BLOCK_N": defaults["block_n"], "MASK_ALL": defaults["mask_all"],
-                     "FP8": fp8}
-        return Build(name, ra._ragged_attention_kernel, signature, constants, defaults["num_warps"],
-                     defaults["num_stages"])
-
-    return [build("ragged attention fp16", False), build("ragged attention e4m3 out", True)]
+    signature = _signature("q_ptr:*fp16 k_ptr:*fp16 v_ptr:*fp16 o_ptr:*fp16 start_ptr:*i32 end_ptr:*i32 "
+                           "stride_qs:i32 stride_qh:i32 stride_ks:i32 stride_kh:i32 stride_vs:i32 stride_vh:i32 "
+                           "stride_os:i32 stride_oh:i32 n_rows:i32 qk_scale:fp32 "
+                           "GROUPS HEADS IEEE HEAD_DIM BLOCK_M BLOCK_N MASK_ALL")
+    constants = {"GROUPS": 2, "HEADS": 2 if defaults["group_heads"] else 1, "IEEE": False, "HEAD_DIM": 128,
+                 "BLOCK_M": defaults["block_m"], "BLOCK_N": defaults["block_n"], "MASK_ALL": defaults["mask_all"]}
+    return [Build("ragged attention fp16", ra._ragged_attention_kernel, signature, constants,
+                  defaults["num_warps"], defaults["num_stages"])]
 
 
 def fused_gemm_builds() -> list[Build]:
