@@ -158,14 +158,6 @@ def fp8_rows_product(a: FP8Rows, qweight: torch.Tensor, wscales: torch.Tensor) -
     return FP8Product(raw, a.scales, wscales, torch.Size((*a.shape[:-1], qweight.shape[0])), a.dtype)
 
 
-def scaled_product_ref(raw: torch.Tensor, *, row_scales: torch.Tensor, col_scales: torch.Tensor,
-                       out_dtype: torch.dtype) -> torch.Tensor:
-    """An FP8Product's value, as its consumers apply the scales: raw [rows, N] * row_scales [rows] * col_scales
-    [N] in the scales' dtype, rounded to out_dtype (what rowwise `_scaled_mm` writes; float64 scales and
-    out_dtype give the exact value)."""
-    return (raw.to(row_scales.dtype) * row_scales[:, None] * col_scales[None, :]).to(out_dtype)
-
-
 def fp8_linear(x: torch.Tensor, smooth: torch.Tensor, qweight: torch.Tensor, wscales: torch.Tensor,
                bias: torch.Tensor | None = None) -> torch.Tensor:
     """y = W8A8-FP8(x / smooth, qweight) + bias for x [M, K]; returns [M, N] in x's dtype."""

@@ -12,7 +12,6 @@ import torch
 
 from kernels._launch import FLOAT_DTYPES, check, device_of, num_warps, on_device, output
 from kernels._triton import exp_f32, tl, triton
-from kernels.fp8 import scaled_product_ref
 
 _MAX_BLOCK = 1024
 
@@ -154,4 +153,5 @@ def swiglu_ref(gate_up: torch.Tensor) -> torch.Tensor:
 def swiglu_scaled_ref(raw: torch.Tensor, *, row_scales: torch.Tensor, col_scales: torch.Tensor,
                       out_dtype: torch.dtype) -> torch.Tensor:
     """Plain-PyTorch `swiglu_scaled` (in float64 throughout given out_dtype float64: the exact value)."""
-    return swiglu_ref(scaled_product_ref(raw, row_scales=row_scales, col_scales=col_scales, out_dtype=out_dtype))
+    gate_up = raw.to(row_scales.dtype) * row_scales[:, None] * col_scales[None, :]  # [rows, 2I]
+    return swiglu_ref(gate_up.to(out_dtype))

@@ -3,8 +3,7 @@
 Where the consumer is a W8A8 FP8 linear, the norms get its smoothing factors and return FP8Rows
 (e4m3 codes + per-row scales) instead of the fp16 activation: one kernel fewer per linear. (SwiGLU
 does not: fused with the 3072-wide quantizer it measured slower on an H200 than the two kernels.)
-An FP8 gate_up hands SwiGLU its product before the scales (FP8Product), which SwiGLU applies as it reads;
-the residual add + RMSNorm does the same for an FP8 sublayer output.
+An FP8 gate_up hands SwiGLU its product before the scales (FP8Product), which SwiGLU applies as it reads.
 """
 from __future__ import annotations
 
@@ -28,10 +27,8 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float,
     return _rmsnorm(x, weight, eps)
 
 
-def add_rmsnorm(h: torch.Tensor | FP8Product, residual: torch.Tensor,
-                norm) -> tuple[torch.Tensor | FP8Rows, torch.Tensor]:
-    """(norm(residual + h), residual + h); the first quantized when norm.fp8_smooth is set. h may be an FP8
-    linear's product before its scales (FP8Product), which the kernel applies as it reads."""
+def add_rmsnorm(h: torch.Tensor, residual: torch.Tensor, norm) -> tuple[torch.Tensor | FP8Rows, torch.Tensor]:
+    """(norm(residual + h), residual + h); the first quantized when norm.fp8_smooth is set."""
     if norm.fp8_smooth is not None:
         return add_rmsnorm_fp8(h, residual, norm.weight, norm.eps, norm.fp8_smooth)
     return _add_rmsnorm(h, residual, norm.weight, norm.eps)

@@ -213,11 +213,9 @@ class OmniVoiceLM(nn.Module):
         mlp_out = None
         for layer in self.layers:
             x, mlp_out = layer(x, cos, sin, attn_mask, mlp_out)
-        if mlp_out is None:
-            x = self.norm(x)
-        else:  # fused: the last block's MLP output joins the stream in the final norm's pass
-            x, _ = fused.add_rmsnorm(mlp_out, x, self.norm)
+        if mlp_out is not None:
+            x = x + mlp_out
         if rows is None:
-            return self.audio_heads(x).view(B, S, cfg.num_codebooks, cfg.audio_vocab_size)
-        x = x.reshape(B * S, H).index_select(0, rows)  # [N, H]; the norm is per row
-        return self.audio_heads(x).view(-1, cfg.num_codebooks, cfg.audio_vocab_size)
+            return self.audio_heads(self.norm(x)).view(B, S, cfg.num_codebooks, cfg.audio_vocab_size)
+        x = x.reshape(B * S, H).index_select(0, rows)  # [N, H]
+        return self.audio_heads(self.norm(x)).view(-1, cfg.num_codebooks, cfg.audio_vocab_size)

@@ -133,27 +133,6 @@ def test_norms_quantize_in_the_same_pass(m, k, dtype):
     assert torch.equal(fused_residual, new_residual)
 
 
-@needs_triton
-@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
-@pytest.mark.parametrize("m,k", FUSED_SHAPES)
-def test_add_rmsnorm_fp8_applies_the_scales_of_an_fp8_product(m, k, dtype):
-    """The sublayer output as an FP8 linear's product before its scales (o_proj's, down_proj's): the same
-    FP8Rows and new residual as from its value scaled and rounded to the model dtype beforehand."""
-    gen = torch.Generator().manual_seed(k)
-    raw = outlier_activations(m, k, seed=k, dtype=torch.bfloat16) * 100  # [m, k] e4m3 sums
-    row_scales = (0.5 + torch.rand(m, generator=gen)).to(DEVICE) / 100  # [m]
-    col_scales = (0.5 + torch.rand(k, generator=gen)).to(DEVICE)  # [k]
-    residual = outlier_activations(m, k, seed=k + 1, dtype=dtype)
-    weight = (1 + 0.2 * torch.randn(k, generator=gen)).to(DEVICE, dtype)
-    smooth = (0.5 + torch.rand(k, generator=gen)).to(DEVICE)
-    product = fp8.FP8Product(raw, row_scales, col_scales, torch.Size((m, k)), dtype)
-    value = fp8.scaled_product_ref(raw, row_scales=row_scales, col_scales=col_scales, out_dtype=dtype)
-    rows, new_residual = add_rmsnorm_fp8(product, residual, weight, 1e-6, smooth)
-    want_rows, want_residual = add_rmsnorm_fp8(value, residual, weight, 1e-6, smooth)
-    assert torch.equal(new_residual, want_residual)
-    assert_same_rows(rows, want_rows.codes, want_rows.scales, (m, k), dtype)
-
-
 @needs_scaled_mm
 def test_linear_takes_fp8_rows_from_the_kernel_before_it():
     _, layer = fp8_layer(96, 48, seed=4, dtype=torch.float16)
