@@ -13,12 +13,15 @@ def library_candidates(*, env_var: str, linux_name: str, windows_pattern: str,
     """Where a library may be, best first: the path in $env_var, the loader's search path (the name for
     torch.version.cuda's major first, which finds the copy PyTorch has loaded), then pip's nvidia packages.
 
-    linux_name is the file name without `.so` (`libnvrtc`); windows_pattern a glob (`nvrtc64_*.dll`); pip's
-    files whose path contains one of `skip` are left out (other builds that match the glob).
+    linux_name is the file name without `.so` (`libnvrtc`); windows_pattern a glob (`nvrtc64_*.dll`); files
+    the globs find whose path contains one of `skip` are left out (other builds that match the glob).
     """
+    def matches(pattern: str) -> list[str]:
+        return sorted(p for p in glob.glob(pattern, recursive=True) if not any(part in p for part in skip))
+
     found = [os.environ[env_var]] if os.environ.get(env_var) else []
     if sys.platform == "win32":
-        found += sorted(glob.glob(os.path.join(Path(torch.__file__).parent, "lib", windows_pattern)), reverse=True)
+        found += matches(os.path.join(Path(torch.__file__).parent, "lib", windows_pattern))[::-1]
         patterns = [os.path.join("nvidia", "**", "bin", windows_pattern)]
     else:
         major = (torch.version.cuda or "12").split(".")[0]
@@ -26,8 +29,7 @@ def library_candidates(*, env_var: str, linux_name: str, windows_pattern: str,
         patterns = [os.path.join("nvidia", "**", "lib", f"{linux_name}.so*")]
     for root in sys.path:
         for pattern in patterns:
-            found += sorted(p for p in glob.glob(os.path.join(root, pattern), recursive=True)
-                            if not any(part in p for part in skip))
+            found += matches(os.path.join(root, pattern))
     return found
 
 

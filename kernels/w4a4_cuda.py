@@ -57,11 +57,15 @@ NVRTC_ENV = "VOICEDESK_NVRTC"  # an explicit path to libnvrtc, tried first
 NVRTC_COMPANIONS = (".alt.",)  # Windows' nvrtc64_*.alt.dll matches NVRTC's glob but is another build of it
 
 
+def nvrtc_candidates() -> list[str]:
+    """Where libnvrtc may be, best first (`library_candidates`), without its companion builds."""
+    return library_candidates(env_var=NVRTC_ENV, linux_name="libnvrtc", windows_pattern="nvrtc64_*.dll",
+                              skip=NVRTC_COMPANIONS)
+
+
 class _Nvrtc:
     def __init__(self):
-        candidates = library_candidates(env_var=NVRTC_ENV, linux_name="libnvrtc", windows_pattern="nvrtc64_*.dll",
-                                        skip=NVRTC_COMPANIONS)
-        self.lib = load_first(candidates, what="NVRTC (libnvrtc)", env_var=NVRTC_ENV)
+        self.lib = load_first(nvrtc_candidates(), what="NVRTC (libnvrtc)", env_var=NVRTC_ENV)
         self.lib.nvrtcGetErrorString.restype = ctypes.c_char_p
         major, minor = ctypes.c_int(), ctypes.c_int()
         self._check(self.lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)))

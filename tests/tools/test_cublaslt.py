@@ -1,12 +1,9 @@
 """tools/kernels/cublaslt.py: the choice rule and the "no cuBLASLt" path anywhere; on a GPU every listed candidate
 against float64 and a graph-captured call against an eager one. (Struct layouts: test_cublaslt_abi.py.)"""
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-from kernels import _cuda_libs, w4a4_cuda
+from kernels import _cuda_libs
 from kernels.numerics import fp16_rounding_ratio
 from tools.kernels import cublaslt
 
@@ -167,20 +164,3 @@ def test_fp8_with_row_scales_matches_float64_where_supported():
     y = lt(x, w, candidates[0], x_scales=x_scales, w_scales=w_scales)
     assert fp16_rounding_ratio(y, *reference(x, w, x_scales, w_scales, accumulator_bits(y.device))) <= 1
 
-
-def test_the_library_search_skips_only_the_named_companions(tmp_path, monkeypatch):
-    """pip's nvidia-cuda-nvrtc on Windows holds nvrtc64_*.alt.dll beside nvrtc64_*.dll, both matching NVRTC's
-    glob: NVRTC's search skips the .alt build, a search without `skip` keeps every match."""
-    bin_dir = tmp_path / "nvidia" / "cuda_nvrtc" / "bin"
-    bin_dir.mkdir(parents=True)
-    for name in ("nvrtc64_130_0.dll", "nvrtc64_130_0.alt.dll", "nvrtc-builtins64_130.dll"):
-        (bin_dir / name).touch()
-    monkeypatch.setattr(sys, "platform", "win32")
-    monkeypatch.setattr(sys, "path", [str(tmp_path)])
-    monkeypatch.delenv(w4a4_cuda.NVRTC_ENV, raising=False)
-    search = dict(env_var=w4a4_cuda.NVRTC_ENV, linux_name="libnvrtc", windows_pattern="nvrtc64_*.dll")
-    kept = _cuda_libs.library_candidates(**search, skip=w4a4_cuda.NVRTC_COMPANIONS)
-    everything = _cuda_libs.library_candidates(**search)
-    assert [Path(p).name for p in kept if str(tmp_path) in p] == ["nvrtc64_130_0.dll"]
-    assert sorted(Path(p).name for p in everything if str(tmp_path) in p) == ["nvrtc64_130_0.alt.dll",
-                                                                              "nvrtc64_130_0.dll"]
