@@ -4,7 +4,7 @@
 #
 #   bash tests/gpu/run_gpu.sh [--wheels DIR] STEP...
 #
-# Steps: setup ckpt bench profile kernels attention realtime fp8acc gemm gemmfused w4a4 decode captures gputests. `--wheels DIR` names a folder of
+# Steps: setup ckpt bench profile kernels attention attnfp8 realtime fp8acc gemm gemmfused w4a4 decode captures gputests. `--wheels DIR` names a folder of
 # wheels to install first (without dependencies) for what the GPU image lacks, e.g. omnivoice 0.2.1 (for the
 # `upstream` bench mode), pydub, soundfile, cffi, pycparser and platformdirs built for its Python.
 # Results go to $OUT (default: a new temporary folder); the full-size random-weight checkpoint is made once
@@ -33,6 +33,8 @@ for step in "$@"; do
              done ;;
     kernels) python3 -m tools.kernels.bench_fused --dtype fp16 --rows 600 1200 2>&1 | tail -30 ;;
     attention) timeout 150 python3 -m tools.kernels.bench_attention 2>&1 | tail -40 ;;
+    attnfp8) python3 -m tools.kernels.aot_attention_fp8 2>&1 | tail -2; timeout 150 python3 -m pytest -q -p no:cacheprovider \
+             tests/tools/test_attention_fp8.py 2>&1 | tail -5; timeout 120 python3 -m tools.kernels.bench_attention_fp8 --json "$OUT/attention_fp8.jsonl" 2>&1 | tail -20 ;;
     realtime) timeout 120 python3 -m tools.kernels.check_realtime_gpu 2>&1 | tail -45 ;;
     fp8acc) timeout 120 python3 -m tools.kernels.fp8_accumulation 2>&1 | tail -20 ;;
     gemm) timeout 120 python3 -m tools.kernels.bench_gemm_n1024 2>&1 | tail -20 ;;
