@@ -4,7 +4,7 @@
 #
 #   bash tests/gpu/run_gpu.sh [--wheels DIR] STEP...
 #
-# Steps: setup ckpt bench profile kernels attention attnfp8 realtime fp8acc gemm gemmfused w4a4 decode captures gputests. `--wheels DIR` names a folder of
+# Steps: setup ckpt bench profile kernels attention attnfp8 realtime fp8acc fp8scaling gemm gemmfused w4a4 decode captures gputests. `--wheels DIR` names a folder of
 # wheels to install first (without dependencies) for what the GPU image lacks, e.g. omnivoice 0.2.1 (for the
 # `upstream` bench mode), pydub, soundfile, cffi, pycparser and platformdirs built for its Python.
 # Results go to $OUT (default: a new temporary folder); the full-size random-weight checkpoint is made once
@@ -37,6 +37,7 @@ for step in "$@"; do
              tests/tools/test_attention_fp8.py 2>&1 | tail -5; timeout 120 python3 -m tools.kernels.bench_attention_fp8 --json "$OUT/attention_fp8.jsonl" 2>&1 | tail -20 ;;
     realtime) timeout 120 python3 -m tools.kernels.check_realtime_gpu 2>&1 | tail -45 ;;
     fp8acc) timeout 120 python3 -m tools.kernels.fp8_accumulation 2>&1 | tail -20 ;;
+    fp8scaling) timeout 120 python3 -m tools.kernels.bench_fp8_scaling --json "$OUT/fp8_scaling.json" 2>&1 | tail -30 ;;
     gemm) timeout 120 python3 -m tools.kernels.bench_gemm_n1024 2>&1 | tail -20 ;;
     gemmfused) timeout 200 python3 -m tools.kernels.bench_gemm_fused 2>&1 | tail -60 ;;
     w4a4) timeout 90 python3 -m tools.kernels.check_w4a4_cuda --quick --no-bench 2>&1 | tail -25 ;;
