@@ -16,9 +16,9 @@ def fp8_attention_build() -> Build:
     signature = _signature("q_ptr:*fp8e4nv sq_ptr:*fp32 k_ptr:*fp8e4nv sk_ptr:*fp32 vt_ptr:*fp8e4nv sv_ptr:*fp32 "
                            "o_ptr:*fp16 start_ptr:*i32 end_ptr:*i32 stride_qs:i32 stride_qh:i32 stride_sqs:i32 "
                            "stride_ks:i32 stride_kh:i32 stride_sks:i32 stride_vth:i32 stride_vtd:i32 stride_os:i32 "
-                           "stride_oh:i32 n_rows:i32 qk_scale:fp32 P_SHIFT GROUPS HEAD_DIM BLOCK_M BLOCK_N")
-    constants = {"P_SHIFT": a8.P_SHIFT, "GROUPS": 2, "HEAD_DIM": 128, "BLOCK_M": defaults["block_m"],
-                 "BLOCK_N": defaults["block_n"]}
+                           "stride_oh:i32 n_rows:i32 qk_scale:fp32 P_SHIFT KEY_PAD GROUPS HEAD_DIM BLOCK_M BLOCK_N")
+    constants = {"P_SHIFT": a8.P_SHIFT, "KEY_PAD": a8.KEY_PAD, "GROUPS": 2, "HEAD_DIM": 128,
+                 "BLOCK_M": defaults["block_m"], "BLOCK_N": defaults["block_n"]}
     return Build("ragged attention e4m3", a8._ragged_attention_fp8_kernel, signature, constants,
                  defaults["num_warps"], defaults["num_stages"])
 

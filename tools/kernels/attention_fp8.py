@@ -15,7 +15,7 @@ online softmax as the fp16 kernel; only the operands and the two products change
   per-channel scale factors out of the sum exactly, so v's error stays e4m3's 2**-4 of each element
   (down to amax * 2**-15, far below any value that matters). The cost: the scale needs the amax over
   the sequence (a cross-program reduction in the product; a calibrated static bound would do).
-  v is stored transposed, [Hkv, D, S_pad] (keys contiguous): an FP8 wgmma takes its B operand K-major
+  v is stored transposed, [Hkv, D, vt_keys(S)] (keys contiguous): an FP8 wgmma takes its B operand K-major
   only, and p.v's reduction dimension is the keys.
 - p: exp2(s - m + 8), in (0, 256] instead of (0, 1]: the shift is exact and cancels in acc / l, and it
   moves p's subnormal range from below 2**-6 down to below 2**-14 (p's relative rounding error stays
@@ -34,7 +34,8 @@ from kernels._triton import _INTERPRET, tl, triton
 from kernels.fp8_ref import FP8_DTYPE, quantize_rows_fp8_ref
 
 P_SHIFT = 8.0  # p = exp2(s - m + P_SHIFT) <= 2**8: e4m3's normal range covers p down to 2**-14 of the max
-KEY_PAD = 16  # vt's key dimension is padded to this many keys (16-byte aligned rows of the transposed codes)
+KEY_PAD = 16  # key blocks start at multiples of this (16-byte aligned loads of vt's rows)
+MAX_BLOCK_N = 128  # vt is zero-padded by this many keys past S: a key block never reads past its end
 
 
 class Fp8Operands(NamedTuple):
@@ -42,7 +43,7 @@ class Fp8Operands(NamedTuple):
     sq: torch.Tensor  # [S, Hq] fp32: amax / 448 of each (row, head)
     k8: torch.Tensor  # [S, Hkv, D] e4m3
     sk: torch.Tensor  # [S, Hkv] fp32
-    vt8: torch.Tensor  # [Hkv, D, S_pad] e4m3: v transposed, keys contiguous, zero past S
+    vt8: torch.Tensor  # [Hkv, D, vt_keys(S)] e4m3: v transposed, keys contiguous, zero past S
     sv: torch.Tensor  # [Hkv, D] fp32: amax / 448 of each (KV head, channel) over all rows
 
 
@@ -54,11 +55,16 @@ def quantize_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor)
     k8, sk = quantize_rows_fp8_ref(k.reshape(S * hkv, d))
     vt = v.permute(1, 2, 0).reshape(hkv * d, S)  # rows: (KV head, channel), over all keys
     vt8, sv = quantize_rows_fp8_ref(vt)
-    s_pad = triton.cdiv(S, KEY_PAD) * KEY_PAD
+    s_pad = vt_keys(S)
     padded = torch.zeros(hkv, d, s_pad, dtype=FP8_DTYPE, device=q.device)
     padded[:, :, :S] = vt8.reshape(hkv, d, S)
     return Fp8Operands(q8.reshape(S, hq, d), sq.reshape(S, hq), k8.reshape(S, hkv, d), sk.reshape(S, hkv), padded,
                        sv.reshape(hkv, d))
+
+
+def vt_keys(S: int) -> int:
+    """Length of vt's key dimension: S rounded up to KEY_PAD, plus MAX_BLOCK_N keys of zeros."""
+    return triton.cdiv(S, KEY_PAD) * KEY_PAD + MAX_BLOCK_N
 
 
 def dequantized(ops: Fp8Operands) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -83,13 +89,14 @@ def _round_to_e4m3(x):
 
 @triton.jit
 def _attend_block_fp8(q8, sq, acc, l_i, m_i, k_ptr, sk_ptr, vt_ptr, n0, start, end, dims, stride_ks, stride_sks,
-                      stride_vtd, n_rows, P_SHIFT: tl.constexpr, INTERPRET: tl.constexpr, BLOCK_N: tl.constexpr,
-                      MASKED: tl.constexpr):
+                      stride_vtd, n_rows, P_SHIFT: tl.constexpr, INTERPRET: tl.constexpr, KEY_PAD: tl.constexpr,
+                      BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
     """One key block of the online softmax, as `kernels.ragged_attention._attend_block` with e4m3 products."""
-    keys = n0 + tl.arange(0, BLOCK_N)
+    keys = tl.multiple_of(n0, KEY_PAD) + tl.arange(0, BLOCK_N)
     key_rows = tl.minimum(keys, n_rows - 1) if MASKED else keys
     k8 = tl.load(k_ptr + key_rows[:, None] * stride_ks + dims[None, :])  # [BN, D] e4m3, D contiguous
-    vt8 = tl.load(vt_ptr + dims[:, None] * stride_vtd + key_rows[None, :])  # [D, BN] e4m3, keys contiguous
+    # [D, BN] e4m3, keys contiguous and 16-aligned, never clamped (vt's zero padding covers every block's end)
+    vt8 = tl.load(vt_ptr + dims[:, None] * stride_vtd + keys[None, :])
     sk = tl.load(sk_ptr + key_rows * stride_sks)  # [BN] fp32
     s = tl.dot(q8, tl.trans(k8)) * sq[:, None] * sk[None, :]  # [BM, BN] fp32, base-2 logits
     if MASKED:
@@ -114,6 +121,7 @@ def _ragged_attention_fp8_kernel(
     stride_qs, stride_qh, stride_sqs, stride_ks, stride_kh, stride_sks, stride_vth, stride_vtd, stride_os, stride_oh,
     n_rows, qk_scale,
     P_SHIFT: tl.constexpr,
+    KEY_PAD: tl.constexpr,
     GROUPS: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -128,9 +136,14 @@ def _ragged_attention_fp8_kernel(
     end = tl.load(end_ptr + rows, mask=row_ok, other=0)
     lo = tl.min(start, axis=0)
     hi = tl.max(end, axis=0)
+    # key blocks start on multiples of KEY_PAD (16-byte aligned rows of vt: vectorised, pipelined loads), so a
+    # tile whose first key is not aligned starts with one masked head block below it
+    aligned_lo = lo // KEY_PAD * KEY_PAD
+    head_end = aligned_lo + tl.where(aligned_lo == lo, 0, BLOCK_N)
     shared_end = tl.min(tl.where(row_ok, end, n_rows), axis=0)
     same_start = tl.max(tl.where(row_ok, start, 0), axis=0) == lo
-    unmasked_end = lo + tl.where(same_start, (shared_end - lo) // BLOCK_N * BLOCK_N, 0)
+    whole_blocks = tl.where(same_start & (shared_end > head_end), (shared_end - head_end) // BLOCK_N, 0)
+    unmasked_end = head_end + whole_blocks * BLOCK_N
     dims = tl.arange(0, HEAD_DIM)
     q8 = tl.load(q_ptr + rows[:, None] * stride_qs + head[:, None] * stride_qh + dims[None, :], mask=row_ok[:, None],
                  other=0.0)  # [GROUPS * BM, D] e4m3
@@ -141,14 +154,18 @@ def _ragged_attention_fp8_kernel(
     k_head = k_ptr + kv_head * stride_kh
     sk_head = sk_ptr + kv_head
     vt_head = vt_ptr + kv_head * stride_vth
-    for n0 in range(lo, unmasked_end, BLOCK_N):
+    for n0 in range(aligned_lo, head_end, BLOCK_N):
         acc, l_i, m_i = _attend_block_fp8(q8, sq, acc, l_i, m_i, k_head, sk_head, vt_head, n0, start, end, dims,
-                                          stride_ks, stride_sks, stride_vtd, n_rows, P_SHIFT, _INTERPRET, BLOCK_N,
-                                          False)
+                                          stride_ks, stride_sks, stride_vtd, n_rows, P_SHIFT, _INTERPRET, KEY_PAD,
+                                          BLOCK_N, True)
+    for n0 in range(head_end, unmasked_end, BLOCK_N):
+        acc, l_i, m_i = _attend_block_fp8(q8, sq, acc, l_i, m_i, k_head, sk_head, vt_head, n0, start, end, dims,
+                                          stride_ks, stride_sks, stride_vtd, n_rows, P_SHIFT, _INTERPRET, KEY_PAD,
+                                          BLOCK_N, False)
     for n0 in range(unmasked_end, hi, BLOCK_N):
         acc, l_i, m_i = _attend_block_fp8(q8, sq, acc, l_i, m_i, k_head, sk_head, vt_head, n0, start, end, dims,
-                                          stride_ks, stride_sks, stride_vtd, n_rows, P_SHIFT, _INTERPRET, BLOCK_N,
-                                          True)
+                                          stride_ks, stride_sks, stride_vtd, n_rows, P_SHIFT, _INTERPRET, KEY_PAD,
+                                          BLOCK_N, True)
     sv = tl.load(sv_ptr + kv_head * HEAD_DIM + dims)  # [D]
     out = acc * sv[None, :] / tl.where(l_i > 0, l_i, 1.0)[:, None]
     tl.store(o_ptr + rows[:, None] * stride_os + head[:, None] * stride_oh + dims[None, :],
@@ -162,13 +179,14 @@ def ragged_attention_fp8(ops: Fp8Operands, key_start: torch.Tensor, key_end: tor
     key_start[r] <= j < key_end[r] ([S] int32, non-empty); [S, Hq, D] fp16 (or into `out`)."""
     S, hq, d = ops.q8.shape
     hkv = ops.k8.shape[1]
-    if hq % hkv or d < 16 or d & (d - 1):
-        raise ValueError(f"need Hq a multiple of Hkv and a power-of-two head_dim >= 16, got {hq}, {hkv}, {d}")
+    if hq % hkv or d < 32 or d & (d - 1) or block_n < 32 or block_n > MAX_BLOCK_N:
+        raise ValueError(f"need Hq a multiple of Hkv, a power-of-two head_dim >= 32 and 32 <= block_n <= "
+                         f"{MAX_BLOCK_N} (FP8 MMAs take 32 products a step), got {hq}, {hkv}, {d}, {block_n}")
     check("q8", ops.q8, (S, hq, d), (FP8_DTYPE,))
     check("sq", ops.sq, (S, hq), (torch.float32,))
     check("k8", ops.k8, (S, hkv, d), (FP8_DTYPE,))
     check("sk", ops.sk, (S, hkv), (torch.float32,))
-    check("vt8", ops.vt8, (hkv, d, triton.cdiv(S, KEY_PAD) * KEY_PAD), (FP8_DTYPE,))
+    check("vt8", ops.vt8, (hkv, d, vt_keys(S)), (FP8_DTYPE,))
     check("sv", ops.sv, (hkv, d), (torch.float32,))
     check("key_start", key_start, (S,), (torch.int32,))
     check("key_end", key_end, (S,), (torch.int32,))
@@ -182,7 +200,7 @@ def ragged_attention_fp8(ops: Fp8Operands, key_start: torch.Tensor, key_end: tor
             ops.q8.stride(0), ops.q8.stride(1), ops.sq.stride(0), ops.k8.stride(0), ops.k8.stride(1),
             ops.sk.stride(0), ops.vt8.stride(0), ops.vt8.stride(1), o.stride(0), o.stride(1),
             S, math.log2(math.e) / math.sqrt(d),
-            P_SHIFT=P_SHIFT, GROUPS=hq // hkv, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n,
+            P_SHIFT=P_SHIFT, KEY_PAD=KEY_PAD, GROUPS=hq // hkv, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n,
             num_warps=num_warps, num_stages=num_stages,
         )
     return o
