@@ -6,14 +6,20 @@ float64 attention of the same scores over |v|, per output element):
 - quantizer: each element within u |x| of its value, or 2**-10 scales (half e4m3's subnormal step) below 2**-6.
 - kernel vs float64 attention of the dequantized operands: only p's e4m3 rounding and the sums differ.
   p's rounding moves sum p v / l by at most u ra; p below 2**-14 of the row's max (subnormal after the 2**8
-  shift) by at most 2**-18 each, times max |v|; scores carry the MMA accumulator's rounding, at most
-  2**-bits sum_d |q_d k_d| / sqrt(D) (bits: `kernels.fp8.accumulator_bits`, 23 in fp32), which moves the
-  weights by a factor within exp(+-2 ds); p.v adds one such rounding of ra per 32 keys; fp16 output: one ulp.
+  shift) by at most 2**-18 each, times max |v|; scores carry the MMA accumulator's truncation (Triton never
+  promotes it to fp32), at most 2**-bits sum_d |q_d k_d| / sqrt(D) per step of 32 products (bits:
+  `kernels.fp8.accumulator_bits`, 23 in fp32), which moves the weights by a factor within exp(+-2 ds); p.v
+  adds one such truncation of ra per 32 keys; fp16 output: one ulp.
 - kernel vs float64 attention of the unquantized inputs: the above, plus what the quantization itself does:
   the scores' actual change ds_ij (float64, dequantized minus exact) moves the weights by exp(+-2 max_j ds_ij),
   v's rounding adds u ra.
 """
+import ast
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -75,10 +81,11 @@ def quantized_bound(ops, start, end, ref_q):
     """How far the kernel may land from float64 attention of its dequantized operands (module docstring)."""
     qd, kd, vd = dequantized(ops)
     ra = ragged_attention_ref(qd, kd, vd.abs(), start, end)
-    ds = 2.0 ** -acc_bits() * row_max(scores(qd.abs(), kd.abs()), start, end).t()[..., None]  # [S, Hq, 1]
+    steps = math.ceil(qd.shape[2] / 32)  # MMA steps of q.k, each truncating by 2**-bits of the running magnitude
+    ds = steps * 2.0 ** -acc_bits() * row_max(scores(qd.abs(), kd.abs()), start, end).t()[..., None]  # [S, Hq, 1]
     n_keys = (end - start).double()[:, None, None]
     vmax = vd.abs().amax()
-    return ((U + math.expm1(1) * 2 * ds + torch.ceil(n_keys / 32) * 2.0 ** -acc_bits()) * ra
+    return ((U + torch.expm1(2 * ds) + torch.ceil(n_keys / 32) * 2.0 ** -acc_bits()) * ra
             + n_keys * 2.0 ** -18 * vmax + torch.finfo(torch.float16).eps * ref_q.abs())
 
 
@@ -122,3 +129,20 @@ def test_matches_float64_attention_of_the_unquantized_inputs(bounds, hq, hkv, d)
     bound = quantized_bound(ops, start, end, ref_q) + (torch.expm1(2 * ds) * (1 + U) + U) * ra
     worst = ((out - exact).abs() / bound).max().item()
     assert worst <= 1, f"error {worst:.3g} of the bound"
+
+
+def test_compiles_for_hopper_with_fp8_wgmma_and_pipelined_v():
+    """The interpreter never compiles: build the kernel at its defaults for sm_90 (Triton's compiler and ptxas, no
+    GPU) and check both products are FP8 wgmma (QGMMA), v's transposed rows arrive by pipelined copies (no
+    byte-wise shared stores through registers, as when key blocks started unaligned) and nothing spills."""
+    pytest.importorskip("triton.backends.nvidia.compiler", reason="Triton without its NVIDIA backend")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-m", "tools.kernels.aot_attention_fp8", "90"], capture_output=True,
+                         text=True, env=env, cwd=Path(__file__).parents[2], timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "STACK:0 " in run.stdout and "LOCAL:0 " in run.stdout, run.stdout
+    for mma in ("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3",  # q k^T: 64 rows x 64 keys
+                "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"):  # p v: 64 rows x head_dim 128
+        assert mma in run.stdout, run.stdout
+    sass = ast.literal_eval(run.stdout.split("sass: ")[1].splitlines()[0])
+    assert sass["QGMMA"] > 0 and sass["STS.U8"] == 0 and sass["STL"] == 0, sass

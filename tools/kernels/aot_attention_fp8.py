@@ -1,11 +1,20 @@
 """Compile the FP8 attention prototype (tools/kernels/attention_fp8.py) for sm_90 without a GPU and report its
-tensor-core instructions, registers and spills: `python -m tools.kernels.aot_attention_fp8 [arch ...]` (default 90;
-run it without TRITON_INTERPRET). The same report as `python -m tools.kernels.aot attention` gives for main's
-fp16 kernel, at the wrapper's defaults and the model's heads (16 query heads over 8 KV heads of 128)."""
+tensor-core instructions (PTX and SASS), registers, spills and how its operands reach shared memory:
+`python -m tools.kernels.aot_attention_fp8 [arch ...]` (default 90; run it without TRITON_INTERPRET). As
+`python -m tools.kernels.aot attention` does for main's fp16 kernel: the wrapper's defaults, the model's heads
+(16 query heads over 8 KV heads of 128)."""
 import inspect
+import re
+import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 from tools.kernels.aot import Build, _signature, compile_build, mma_summary, resource_usage
+
+# SASS opcodes that say how the kernel moves its operands: QGMMA (FP8 wgmma), LDGSTS (pipelined global -> shared
+# copies), STS.U8 (byte-wise shared stores: an operand staged through registers), STL (register spills)
+SASS_OPCODES = ("QGMMA", "HGMMA", "LDGSTS", "STS.U8", "STL")
 
 
 def fp8_attention_build() -> Build:
@@ -23,6 +32,18 @@ def fp8_attention_build() -> Build:
                  defaults["num_warps"], defaults["num_stages"])
 
 
+def sass_counts(cubin: bytes) -> dict[str, int]:
+    """How often each of SASS_OPCODES occurs in the cubin's SASS (Triton's bundled cuobjdump)."""
+    import triton
+
+    cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        sass = subprocess.run([str(cuobjdump), "-sass", str(path)], capture_output=True, text=True, check=False).stdout
+    return {op: len(re.findall(rf"\b{re.escape(op)}\b", sass)) for op in SASS_OPCODES}
+
+
 def main(argv: list[str]) -> int:
     for arch in [int(a) for a in argv] or [90]:
         build = fp8_attention_build()
@@ -30,6 +51,7 @@ def main(argv: list[str]) -> int:
         print(f"== sm_{arch} {build.name}: dynamic smem {compiled.metadata.shared} B, "
               f"{resource_usage(compiled.asm['cubin'])}")
         print(f"mma: {mma_summary(compiled.asm['ptx']) or 'none'}")
+        print(f"sass: {sass_counts(compiled.asm['cubin'])}")
     return 0
 
 
