@@ -22,7 +22,11 @@ online softmax as the fp16 kernel; only the operands and the two products change
   2**-4 down to p = 2**-14 of the row's max). l sums p in fp32 before p's rounding, as FlashAttention-3
   does: E[e4m3(p)] ~ p, so the rounding shows as noise, |error| <= 2**-4 sum p|v| / l per channel.
 
-The error bounds these imply are written out (and checked) in tests/tools/test_attention_fp8.py.
+Triton 3.6 on sm_90 (`python -m tools.kernels.aot_attention_fp8`): both products become e4m3 wgmma (QGMMA) only
+when a program's tile has 64 rows per warpgroup (the defaults: 2 query heads x 32 rows, 4 warps); a 32-row tile
+(one query head per KV head, 4 warps) falls back to fp16 mma.sync on upcast codes. Its accumulators are never
+promoted to fp32 (maxNumImpreciseAcc = 2**30 in the TTGIR). The error bounds these imply are written out (and
+checked) in tests/tools/test_attention_fp8.py.
 """
 import math
 from typing import NamedTuple
