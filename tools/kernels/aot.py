@@ -66,15 +66,20 @@ def realtime_builds() -> list[Build]:
     ]
 
 
+def wrapper_defaults(wrapper) -> dict:
+    """The keyword defaults of a kernel's Python wrapper (its tiles and launch settings), by parameter name."""
+    import inspect
+
+    return {k: p.default for k, p in inspect.signature(wrapper).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
+
 def attention_builds() -> list[Build]:
     """The ragged attention kernel HiFi and realtime launch, at the model's head shapes (16 query
     heads over 8 KV heads of 128) with the wrapper's default tiles."""
-    import inspect
-
     from kernels import ragged_attention as ra
 
-    defaults = {k: p.default for k, p in inspect.signature(ra.ragged_attention).parameters.items()
-                if p.default is not inspect.Parameter.empty}
+    defaults = wrapper_defaults(ra.ragged_attention)
     signature = _signature("q_ptr:*fp16 k_ptr:*fp16 v_ptr:*fp16 o_ptr:*fp16 start_ptr:*i32 end_ptr:*i32 "
                            "stride_qs:i32 stride_qh:i32 stride_ks:i32 stride_kh:i32 stride_vs:i32 stride_vh:i32 "
                            "stride_os:i32 stride_oh:i32 n_rows:i32 qk_scale:fp32 "

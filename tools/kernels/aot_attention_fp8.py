@@ -3,14 +3,13 @@ tensor-core instructions (PTX and SASS), registers, spills and how its operands 
 `python -m tools.kernels.aot_attention_fp8 [arch ...]` (default 90; run it without TRITON_INTERPRET). As
 `python -m tools.kernels.aot attention` does for main's fp16 kernel: the wrapper's defaults, the model's heads
 (16 query heads over 8 KV heads of 128)."""
-import inspect
 import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from tools.kernels.aot import Build, _signature, compile_build, mma_summary, resource_usage
+from tools.kernels.aot import Build, _signature, compile_build, mma_summary, resource_usage, wrapper_defaults
 
 # SASS opcodes that say how the kernel moves its operands: QGMMA (FP8 wgmma), LDGSTS (pipelined global -> shared
 # copies), STS.U8 (byte-wise shared stores: an operand staged through registers), STL (register spills)
@@ -20,8 +19,7 @@ SASS_OPCODES = ("QGMMA", "HGMMA", "LDGSTS", "STS.U8", "STL")
 def fp8_attention_build() -> Build:
     from tools.kernels import attention_fp8 as a8
 
-    defaults = {k: p.default for k, p in inspect.signature(a8.ragged_attention_fp8).parameters.items()
-                if p.default is not inspect.Parameter.empty}
+    defaults = wrapper_defaults(a8.ragged_attention_fp8)
     signature = _signature("q_ptr:*fp8e4nv sq_ptr:*fp32 k_ptr:*fp8e4nv sk_ptr:*fp32 vt_ptr:*fp8e4nv sv_ptr:*fp32 "
                            "o_ptr:*fp16 start_ptr:*i32 end_ptr:*i32 stride_qs:i32 stride_qh:i32 stride_sqs:i32 "
                            "stride_ks:i32 stride_kh:i32 stride_sks:i32 stride_vth:i32 stride_vtd:i32 stride_os:i32 "
