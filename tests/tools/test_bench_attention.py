@@ -29,3 +29,7 @@ def test_before_spec_path_may_hold_a_colon(tmp_path):
     path.write_text("def ragged_attention(*args, **settings):\n    return args, settings\n")
     assert load_kernel(str(path))[1](1) == ((1,), {})
     assert load_kernel(f"{path}:block_n=64")[1](2) == ((2,), {"block_n": 64})
+    folder = tmp_path / "a:b=c"  # a colon-part with "=" that is still the path's: it holds a separator
+    folder.mkdir()
+    (folder / "variant.py").write_text(path.read_text())
+    assert load_kernel(str(folder / "variant.py"))[1](3) == ((3,), {})

@@ -87,8 +87,8 @@ def load_kernel(spec: str):
     """(name, call) for `PATH[:key=value,...]` (the settings after the last colon): `ragged_attention` of
     another copy of kernels/ragged_attention.py (it imports this tree's helpers) with those keyword settings."""
     path, colon, options = spec.rpartition(":")
-    if not colon or (options and "=" not in options):  # no settings: the colon is the path's (a Windows drive)
-        path, options = spec, ""
+    if not colon or (options and "=" not in options) or any(sep in options for sep in "/\\"):
+        path, options = spec, ""  # no settings: the colon is the path's (a drive letter, a folder's name)
     settings = {key: value == "True" if value in ("True", "False") else int(value)
                 for key, _, value in (item.partition("=") for item in options.split(",") if item)}
     module_spec = importlib.util.spec_from_file_location(f"ragged_attention_{Path(path).stem}", path)
