@@ -145,7 +145,7 @@ def fp8_rows_linear(a: FP8Rows, qweight: torch.Tensor, wscales: torch.Tensor,
 
 
 @functools.cache
-def _unit_scale(device: torch.device) -> torch.Tensor:
+def unit_scale(device: torch.device) -> torch.Tensor:
     """A scalar fp32 one on `device` (made once, on the first forward: warm-up runs before any graph capture)."""
     return torch.ones((), dtype=torch.float32, device=device)
 
@@ -153,7 +153,7 @@ def _unit_scale(device: torch.device) -> torch.Tensor:
 def fp8_rows_product(a: FP8Rows, qweight: torch.Tensor, wscales: torch.Tensor) -> FP8Product:
     """codes @ qweight^T with unit scales, in bf16 (e4m3 sums of 1024 products reach ~2e8, past fp16's
     range); the scales a.scales [rows] and wscales [N] are left to the consumer."""
-    one = _unit_scale(a.codes.device)
+    one = unit_scale(a.codes.device)
     raw = torch._scaled_mm(a.codes, qweight.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # [rows, N]
     return FP8Product(raw, a.scales, wscales, torch.Size((*a.shape[:-1], qweight.shape[0])), a.dtype)
 

@@ -9,7 +9,6 @@ eager FP16."""
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from tools.bench_modes import ModeUnderTest, load_mode
+from tools.provenance import commit_id
 from tools.trace import profile_call
 from tools.workloads import Workload, select
 
@@ -185,18 +185,10 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def _git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent).stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
-
-
 def stamp(device: torch.device, random_weights: bool, command: str) -> dict:
     info = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "torch": torch.__version__,
             "command": command, "random_weights": random_weights, "device": str(device),
-            "commit": os.environ.get("VOICEDESK_COMMIT") or _git_commit()}
+            "commit": commit_id()}
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
         try:

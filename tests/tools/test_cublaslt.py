@@ -163,4 +163,3 @@ def test_fp8_with_row_scales_matches_float64_where_supported():
         pytest.skip("this cuBLASLt has no outer-vector FP8 scaling here")
     y = lt(x, w, candidates[0], x_scales=x_scales, w_scales=w_scales)
     assert fp16_rounding_ratio(y, *reference(x, w, x_scales, w_scales, accumulator_bits(y.device))) <= 1
-

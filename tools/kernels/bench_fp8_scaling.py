@@ -25,9 +25,7 @@ FP16_PARTIALS fp16 roundings of it (split-K partials: torch lets cuBLAS reduce t
 Random operands (x ~ N(0, 1), w ~ 0.05 N(0, 1)): say so where figures are used. Well under 60 s on an H200.
 """
 import argparse
-import functools
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -35,8 +33,10 @@ from dataclasses import dataclass
 
 import torch
 
+from kernels.fp8 import unit_scale
 from kernels.fp8_ref import FP8_DTYPE, FP8_MAX, FP8_PROMOTION_K, fp8_sum_and_bound, quantize_rows_fp8_ref
 from kernels.numerics import ieee_div
+from tools.provenance import commit_id
 
 SHAPES = (("o_proj", 2048, 1024), ("down", 3072, 1024), ("qkv", 1024, 4096), ("gate_up", 1024, 6144))  # name, K, N
 ROWS = (320, 896)
@@ -152,15 +152,9 @@ class Variant:
     call: Callable[[Operands, int], torch.Tensor]  # (operands, weight set) -> y [M, N]
 
 
-@functools.cache
-def _unit(device: torch.device) -> torch.Tensor:
-    """A scalar fp32 one, made once (outside the graph capture)."""
-    return torch.ones((), dtype=torch.float32, device=device)
-
-
 def _scaled(out_dtype: torch.dtype, unit: bool = False) -> Callable[[Operands, int], torch.Tensor]:
     def call(ops: Operands, i: int) -> torch.Tensor:
-        sa, sb = (_unit(ops.x.device),) * 2 if unit else (ops.x_scales, ops.w_scales[i])
+        sa, sb = (unit_scale(ops.x.device),) * 2 if unit else (ops.x_scales, ops.w_scales[i])
         return torch._scaled_mm(ops.x, ops.ws[i].t(), scale_a=sa, scale_b=sb, out_dtype=out_dtype)
     return call
 
@@ -219,14 +213,6 @@ def probe_shape(name: str, k: int, n: int, m: int, *, device: str, acc_bits: int
     return rows
 
 
-def _commit() -> str | None:
-    """The checkout's commit, where there is a git checkout."""
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="also write the header and rows here")
@@ -243,7 +229,7 @@ def main() -> int:
     acc_bits = accumulator_bits(torch.device("cuda"))
     header = {"gpu": props.name, "sm": f"{props.major}{props.minor}", "torch": torch.__version__,
               "cuda": torch.version.cuda, "acc_bits": acc_bits,
-              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": _commit(), "operands": "random",
+              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit_id(), "operands": "random",
               "command": "python -m tools.kernels.bench_fp8_scaling " + " ".join(sys.argv[1:])}
     print(json.dumps(header))
     print(f"{'layer':<9}{'M':>5} " + "".join(f"{v.name:>19}" for v in VARIANTS) + "   (us; check ratio <= 1)")
