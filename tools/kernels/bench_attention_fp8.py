@@ -5,7 +5,7 @@ runner's packing of a baseline generation (560 prompt + 290 target rows) and a 3
 
 Each variant is timed as `tools.kernels.bench_attention` times kernels (`--graph-calls` launches captured in
 one CUDA graph, the median per call of 20 replays). Variants: main's kernel at its defaults; the FP8 kernel on
-operands quantized beforehand, at its defaults and a few other tiles (its sm_90 build spills at the defaults:
+operands quantized beforehand, at its defaults and a few other tiles (each tile's sm_90 registers and spills:
 `python -m tools.kernels.aot_attention_fp8`); the FP8 kernel with the prototype's PyTorch quantizer in the
 graph (an upper bound for the quantizing: the product would do it inside kernels/qk_norm_rope.py). Error: the
 largest difference to float64 attention of the unquantized fp16 inputs on the rows that matter, and the same
