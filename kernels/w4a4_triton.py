@@ -1,6 +1,7 @@
 """W4A4 in Triton: the fused activation quantizer and the W4A4 GEMM through 8-bit `tl.dot`.
 
-This is the sm_90 path (Hopper has no INT4 tensor cores) and the fallback wherever Triton runs. The
+This runs W4A4 where INT4 tensor cores are missing (sm_90, sm_100, sm_120: only when VOICEDESK_REALTIME=w4a4
+asks, since realtime mode takes FP8 there) and is the fallback wherever Triton runs. The
 GEMM takes its INT4 codes one per byte, so both operands go from global to shared memory untouched
 and into the tensor cores (wgmma on Hopper):
 - "e4m3" containers on sm_89+: codes in [-8, 7] are exact FP8 e4m3 values; every partial sum of a

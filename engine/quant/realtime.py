@@ -1,5 +1,5 @@
 """Realtime mode's quantization: which scheme runs on this GPU (W4A4 on INT4 tensor cores; W8A8 FP8 on
-Hopper, which has none), and the cached conversion of a checkpoint."""
+GPUs without them: Hopper, Blackwell), and the cached conversion of a checkpoint."""
 from __future__ import annotations
 
 import hashlib
@@ -49,7 +49,7 @@ def synthetic_calibration(lm: nn.Module, batches: int = 4, seq_len: int = 256, s
 
 
 REALTIME_ENV = "VOICEDESK_REALTIME"  # "auto" (default), "w4a4" or "fp8"
-HOPPER_NOTE = "Hopper has no INT4 tensor cores"
+NO_INT4_NOTE = "no INT4 tensor cores on this GPU"
 
 
 # FP8 where it pays: qkv_proj and gate_up_proj, whose inputs the fused norms quantize in their own pass.
@@ -59,16 +59,18 @@ HOPPER_NOTE = "Hopper has no INT4 tensor cores"
 FP8_LINEARS = ("*.qkv_proj", "*.gate_up_proj")
 
 
-def realtime_scheme(arch: int | None, fp8_ok: bool, choice: str = "auto") -> str:
-    """'w4a4' or 'fp8': what realtime mode quantizes to on a GPU of compute capability `arch` (e.g. 90;
-    None without a GPU), given whether the FP8 path runs there and the user's `choice`.
+def realtime_scheme(*, int4_native: bool, fp8_ok: bool, choice: str = "auto") -> str:
+    """'w4a4' or 'fp8': what realtime mode quantizes to on a GPU, given whether W4A4 runs there on INT4
+    tensor cores (`w4a4_cuda.is_supported`), whether the FP8 path runs there, and the user's `choice`.
 
-    W4A4 runs on INT4 tensor cores on sm_80/86/89. Hopper (sm_90) has none, and W8A8 FP8 is the faster
-    realtime backend there; "w4a4" forces W4A4 (Triton) and "fp8" forces FP8 wherever it runs.
+    W4A4 runs on INT4 tensor cores on sm_80/86/89 (A100, RTX 30, L4 / RTX 40). Hopper (sm_90) and Blackwell
+    (sm_100, RTX 50's sm_120) have none: W4A4 there is an int8 emulation in Triton, about 8x slower than
+    fp16 per GEMM on an H200, so "auto" takes W8A8 FP8 wherever it runs and W4A4 is not native. "w4a4"
+    forces W4A4 and "fp8" forces FP8 wherever it runs.
     """
     if choice not in ("auto", "w4a4", "fp8"):
         raise VoiceDeskError(f"{REALTIME_ENV}={choice!r}: choose auto, w4a4 or fp8")
-    wants_fp8 = choice == "fp8" or (choice == "auto" and arch == 90)
+    wants_fp8 = choice == "fp8" or (choice == "auto" and not int4_native)
     if wants_fp8 and not fp8_ok:
         log.warning("W8A8 FP8 does not run on this device (it needs sm_89+, Triton and torch._scaled_mm): "
                     "realtime mode uses W4A4")
@@ -76,23 +78,28 @@ def realtime_scheme(arch: int | None, fp8_ok: bool, choice: str = "auto") -> str
 
 
 def realtime_config(device: torch.device) -> QuantConfig:
-    """The quant config of realtime mode on `device` (see `realtime_scheme`; env VOICEDESK_REALTIME)."""
-    arch = w4a4_cuda.arch_of(device) if device.type == "cuda" else None
+    """The quant config of realtime mode on `device` (see `realtime_scheme`; env VOICEDESK_REALTIME); W4A4
+    (its PyTorch reference) without a GPU."""
+    if device.type != "cuda":
+        return QuantConfig()
     choice = os.environ.get(REALTIME_ENV, "auto").strip().lower() or "auto"
-    if realtime_scheme(arch, fp8.fp8_supported(device), choice) == "fp8":
+    scheme = realtime_scheme(int4_native=w4a4_cuda.is_supported(device), fp8_ok=fp8.fp8_supported(device),
+                             choice=choice)
+    if scheme == "fp8":
         return QuantConfig(fp8=FP8_LINEARS, keep_fp16=("*.o_proj", "*.down_proj"))
     return QuantConfig()
 
 
 def backend_label(model: nn.Module) -> str:
     """What runs the quantized linears of `model`, for the UI, e.g. "W4A4 INT4-MMA" or
-    "W8A8 FP8 (Hopper has no INT4 tensor cores)"."""
+    "W8A8 FP8 (no INT4 tensor cores on this GPU)"."""
     layers = [m for m in model.modules() if isinstance(m, (W4A4Linear, W8A8FP8Linear))]
     labels = sorted({m.backend_label() for m in layers})
     label = " + ".join(labels) or "FP16 (no layer quantized)"
-    hopper = any(m.qweight.is_cuda and w4a4_cuda.arch_of(m.qweight.device) == 90 for m in layers)
-    if hopper and FP8_LABELS["scaled_mm"] in labels:
-        label += f" ({HOPPER_NOTE})"
+    no_int4 = any(m.qweight.is_cuda and w4a4_cuda.arch_of(m.qweight.device) not in w4a4_cuda.NATIVE_INT4_ARCHS
+                  for m in layers)
+    if no_int4 and FP8_LABELS["scaled_mm"] in labels:
+        label += f" ({NO_INT4_NOTE})"
     return label
 
 
@@ -108,8 +115,8 @@ def quantize_for_realtime(lm: nn.Module, folder: Path, report: Callable[[float, 
                           cfg: QuantConfig | None = None) -> str:
     """Put the LM in realtime mode: load the cached conversion of this checkpoint, or make it.
 
-    `cfg` defaults to `realtime_config` of the LM's device: W4A4, or W8A8 FP8 on Hopper. Returns the
-    backend label for the UI, e.g. "W4A4 INT4-MMA" or "W8A8 FP8 (Hopper has no INT4 tensor cores)".
+    `cfg` defaults to `realtime_config` of the LM's device: W4A4, or W8A8 FP8 where INT4 is not native. Returns the
+    backend label for the UI, e.g. "W4A4 INT4-MMA" or "W8A8 FP8 (no INT4 tensor cores on this GPU)".
     """
     first = next(lm.parameters())
     cfg = cfg or realtime_config(first.device)

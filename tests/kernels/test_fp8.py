@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -25,7 +26,7 @@ from engine.quant import (
     realtime_scheme,
     save_quantized,
 )
-from kernels import fp8
+from kernels import fp8, w4a4_cuda
 from kernels._triton import HAS_TRITON
 from kernels.fp8_ref import FP8_DTYPE, FP8_MAX, fp8_output_ratio, fp8_sum_and_bound, quantize_rows_fp8_ref
 from kernels.rmsnorm import add_rmsnorm, add_rmsnorm_fp8, rmsnorm, rmsnorm_fp8
@@ -231,17 +232,47 @@ def test_fp8_conversion_plan_and_file_round_trip(tmp_path):
         assert torch.equal(model(x), fresh(x))
 
 
-@pytest.mark.parametrize("arch,fp8_ok,choice,want", [
-    (90, True, "auto", "fp8"),  # Hopper: no INT4 tensor cores
-    (90, True, "w4a4", "w4a4"),  # forced
-    (90, False, "auto", "w4a4"),  # an old PyTorch without rowwise _scaled_mm
-    (89, True, "auto", "w4a4"),  # Ada: INT4 tensor cores
-    (89, True, "fp8", "fp8"),
-    (86, False, "fp8", "w4a4"),  # no FP8 tensor cores
-    (None, False, "auto", "w4a4"),
+@pytest.mark.parametrize("int4_native,fp8_ok,choice,want", [
+    (False, True, "auto", "fp8"),  # Hopper, Blackwell (RTX 50): no INT4 tensor cores
+    (False, True, "w4a4", "w4a4"),  # forced
+    (False, False, "auto", "w4a4"),  # an old PyTorch without rowwise _scaled_mm
+    (True, True, "auto", "w4a4"),  # Ada: INT4 tensor cores
+    (True, True, "fp8", "fp8"),
+    (True, False, "fp8", "w4a4"),  # RTX 30: no FP8 tensor cores
+    (True, False, "auto", "w4a4"),
 ])
-def test_realtime_scheme(arch, fp8_ok, choice, want):
-    assert realtime_scheme(arch, fp8_ok, choice) == want
+def test_realtime_scheme(int4_native, fp8_ok, choice, want):
+    assert realtime_scheme(int4_native=int4_native, fp8_ok=fp8_ok, choice=choice) == want
+
+
+@pytest.mark.parametrize("arch,nvrtc,fp8_ok,want", [
+    (90, True, True, "fp8"),  # H100 / H200
+    (120, True, True, "fp8"),  # RTX 50: W4A4 would be the Triton int8 emulation
+    (100, True, True, "fp8"),  # B200
+    (89, True, True, "w4a4"),  # L4, RTX 40
+    (89, False, True, "fp8"),  # Ada whose NVRTC is missing: W4A4 would be emulated too
+    (86, True, False, "w4a4"),  # RTX 30
+])
+def test_realtime_config_takes_fp8_where_int4_is_not_native(monkeypatch, arch, nvrtc, fp8_ok, want):
+    """The device's facts reach the choice: native INT4 is the W4A4 CUDA kernel's own test (arch and NVRTC)."""
+    from engine.quant import realtime
+
+    monkeypatch.setattr(w4a4_cuda, "arch_of", lambda device: arch)
+    monkeypatch.setattr(w4a4_cuda, "nvrtc_available", lambda: nvrtc)
+    monkeypatch.setattr(w4a4_cuda, "nvrtc", lambda: SimpleNamespace(supported_archs=lambda: [80, 86, 87, 89, 90, 120]))
+    monkeypatch.setattr(fp8, "fp8_supported", lambda device: fp8_ok)
+    monkeypatch.delenv(realtime.REALTIME_ENV, raising=False)
+    cfg = realtime.realtime_config(torch.device("cuda"))
+    assert ("fp8" if cfg.fp8 else "w4a4") == want
+
+
+def test_realtime_config_without_a_gpu_is_w4a4_and_silent(caplog):
+    """The CPU runs W4A4's reference; nothing warns that FP8 is missing there."""
+    from engine.quant import realtime
+
+    with caplog.at_level("WARNING"):
+        assert realtime.realtime_config(torch.device("cpu")) == QuantConfig()
+    assert not caplog.records
 
 
 def test_realtime_fp8_config_quantizes_the_linears_after_a_norm(monkeypatch):
@@ -249,8 +280,10 @@ def test_realtime_fp8_config_quantizes_the_linears_after_a_norm(monkeypatch):
     down_proj in FP16, where FP8 measured no faster on the H200."""
     from engine.quant import realtime
 
-    monkeypatch.setattr(realtime, "realtime_scheme", lambda arch, fp8_ok, choice="auto": "fp8")
-    cfg = realtime.realtime_config(torch.device("cpu"))
+    monkeypatch.setattr(realtime, "realtime_scheme", lambda **facts: "fp8")
+    monkeypatch.setattr(w4a4_cuda, "is_supported", lambda device: False)
+    monkeypatch.setattr(fp8, "fp8_supported", lambda device: True)
+    cfg = realtime.realtime_config(torch.device("cuda"))
     shapes = {"attn.qkv_proj": (1024, 4096), "attn.o_proj": (2048, 1024), "mlp.gate_up_proj": (1024, 6144),
               "mlp.down_proj": (3072, 1024)}
     plan = {name: cfg.scheme(f"layers.3.{name}", nn.Linear(k, n, device="meta")) for name, (k, n) in shapes.items()}
@@ -259,7 +292,7 @@ def test_realtime_fp8_config_quantizes_the_linears_after_a_norm(monkeypatch):
 
 def test_realtime_scheme_rejects_unknown_choices():
     with pytest.raises(VoiceDeskError, match="VOICEDESK_REALTIME"):
-        realtime_scheme(90, True, "int4")
+        realtime_scheme(int4_native=False, fp8_ok=True, choice="int4")
 
 
 @needs_triton
