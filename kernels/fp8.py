@@ -15,6 +15,7 @@ from kernels._triton import _INTERPRET, HAS_TRITON, tl, triton
 from kernels.fp8_ref import FP8_DTYPE, FP8_MAX
 
 _E4M3_MAX = tl.constexpr(FP8_MAX) if HAS_TRITON else None  # e4m3's largest finite value, inside kernels
+FP8_TENSOR_CORES = (8, 9)  # the first compute capability with FP8 MMA (Ada); Hopper and Blackwell have it too
 
 
 class FP8Rows(NamedTuple):
@@ -191,7 +192,7 @@ def accumulator_bits(device: torch.device) -> int:
 @functools.cache
 def fp8_supported(device: torch.device) -> bool:
     """True where this path runs: FP8 tensor cores (sm_89+), Triton, and a PyTorch with rowwise `_scaled_mm`."""
-    if device.type != "cuda" or not HAS_TRITON or torch.cuda.get_device_capability(device) < (8, 9):
+    if device.type != "cuda" or not HAS_TRITON or torch.cuda.get_device_capability(device) < FP8_TENSOR_CORES:
         return False
     try:
         a = torch.zeros(16, 32, device=device).to(FP8_DTYPE)

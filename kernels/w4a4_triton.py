@@ -22,6 +22,7 @@ import torch
 
 from kernels import _launch
 from kernels._triton import _INTERPRET, libdevice, tl, triton
+from kernels.fp8 import FP8_TENSOR_CORES
 from kernels.w4a4_ref import GROUP, QuantizedAct, unpack_int4
 
 RANKS = (16, 32, 64, 128)  # tl.dot needs a power of two >= 16 for the low-rank dimension
@@ -184,11 +185,15 @@ def _check_rank(lora: torch.Tensor) -> int:
     return rank
 
 
+def layout_for(capability: tuple[int, int]) -> str:
+    """The code layout `w4a4_gemm` runs fastest with on a GPU of this compute capability: "e4m3" with FP8
+    tensor cores (sm_89+), else "int8"."""
+    return "e4m3" if capability >= FP8_TENSOR_CORES else "int8"
+
+
 def mma_layout(device: torch.device) -> str:
-    """The code layout `w4a4_gemm` runs fastest with here: "e4m3" with FP8 tensor cores (sm_89+), else "int8"."""
-    if device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 9):
-        return "e4m3"
-    return "int8"
+    """`layout_for` this device ("int8" off CUDA: the interpreter)."""
+    return layout_for(torch.cuda.get_device_capability(device)) if device.type == "cuda" else "int8"
 
 
 def weight_codes(qweight: torch.Tensor, layout: str) -> torch.Tensor:

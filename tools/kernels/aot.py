@@ -1,7 +1,8 @@
-"""Compile the realtime-mode Triton kernels, the ragged attention kernel or the Hopper GEMM candidates
-(tools/kernels/fused_gemm.py: sm_90 only) for a GPU architecture without a GPU, and report what the
-compiler made of them: `python -m tools.kernels.aot [realtime|attention|gemm] [arch ...]` (default
-realtime, sm_90 and sm_89).
+"""Compile the kernels a quality mode launches (High fidelity's, the realtime mode's Triton kernels), the ragged
+attention kernel or the Hopper GEMM candidates (tools/kernels/fused_gemm.py: sm_90 only) for a GPU architecture
+without a GPU, and report what the compiler made of them: `python -m tools.kernels.aot [hifi|realtime|attention|gemm]
+[arch ...]` (default realtime, sm_90 and sm_89). `python -m tools.kernels.aot_archs` checks every architecture's builds
+against its limits.
 
 Uses Triton's own compiler and bundled ptxas, so it runs on any machine with Triton installed (not in
 the interpreter: run it in a process without TRITON_INTERPRET). Specializations are those of a real
@@ -32,38 +33,145 @@ def _signature(spec: str) -> dict[str, str]:
     return {name: kind or "constexpr" for name, _, kind in (item.partition(":") for item in spec.split())}
 
 
-def realtime_builds() -> list[Build]:
-    """The kernels realtime mode launches, with the constants and options the wrappers use."""
-    from kernels import fp8
+MODEL = {"hidden": 1024, "mlp": 3072, "q_heads": 16, "kv_heads": 8, "head_dim": 128, "books": 8, "classes": 1025}
+CODEC_DTYPE = "fp32"  # the codec runs in float32 (engine.codec.AudioCodec.load's default)
+
+
+def hifi_builds() -> list[Build]:
+    """The kernels High fidelity launches besides the attention (`attention_builds`), at the model's sizes with
+    the launch settings their wrappers compute from them: the norms, q/k norm + RoPE, SwiGLU, the unmasking
+    loop's scoring and reveal, and the codec's Snake at both of its tiles."""
+    from triton import next_power_of_2
+
+    from kernels import _launch, cfg_score, qk_norm_rope, reveal, rmsnorm, snake, swiglu
+
+    hidden, mlp, books = MODEL["hidden"], MODEL["mlp"], MODEL["books"]
+    norm = _signature("x_ptr:*fp16 residual_ptr:*fp16 weight_ptr:*fp16 y_ptr:*fp16 residual_out_ptr:*fp16 "
+                      "smooth_ptr:*fp16 codes_ptr:*fp16 scales_ptr:*fp16 stride_x:i32 stride_residual:i32 "
+                      "stride_y:i32 stride_residual_out:i32 eps:fp32 N_COLS HAS_RESIDUAL QUANT BLOCK_N")
+    norm_block = next_power_of_2(hidden)
+
+    def norm_build(name: str, residual: bool) -> Build:
+        return Build(name, rmsnorm._rmsnorm_kernel, norm, {"N_COLS": hidden, "HAS_RESIDUAL": residual, "QUANT": False,
+                                                           "BLOCK_N": norm_block},
+                     _launch.num_warps(norm_block), enable_fp_fusion=False)
+
+    half, q_heads = MODEL["head_dim"] // 2, MODEL["q_heads"]
+    rope = _signature("qkv_ptr:*fp16 q_ptr:*fp16 k_ptr:*fp16 q_weight_ptr:*fp16 k_weight_ptr:*fp16 cos_ptr:*fp16 "
+                      "sin_ptr:*fp16 stride_qkv:i32 stride_q:i32 stride_q_head:i32 stride_k:i32 stride_k_head:i32 "
+                      "stride_cos:i32 stride_sin:i32 n_positions:i32 eps:fp32 N_Q_HEADS N_KV_HEADS HALF "
+                      "BLOCK_Q_HEADS BLOCK_KV_HEADS BLOCK_HALF")
+    rope_constants = {"N_Q_HEADS": q_heads, "N_KV_HEADS": MODEL["kv_heads"], "HALF": half,
+                      "BLOCK_Q_HEADS": next_power_of_2(q_heads), "BLOCK_KV_HEADS": next_power_of_2(MODEL["kv_heads"]),
+                      "BLOCK_HALF": next_power_of_2(half)}
+    rope_warps = _launch.num_warps(2 * next_power_of_2(q_heads) * next_power_of_2(half))
+    glu_block = swiglu._block(mlp)
+    glu = _signature("gate_up_ptr:*fp16 out_ptr:*fp16 stride_gate_up:i32 stride_out:i32 n_cols:i32 BLOCK")
+    classes = next_power_of_2(MODEL["classes"])
+    score = _signature("cond_ptr:*fp16 uncond_ptr:*fp16 token_ptr:*i64 score_ptr:*fp32 stride_cond_book:i32 "
+                       "stride_cond_frame:i32 stride_uncond_book:i32 stride_uncond_frame:i32 stride_token_book:i32 "
+                       "stride_token_frame:i32 stride_score_book:i32 stride_score_frame:i32 n_classes:i32 "
+                       "guidance_scale:fp32 layer_penalty:fp32 mask_id:i32 HAS_GUIDANCE BLOCK_V")
+    noisy = _signature("score_ptr:*fp32 token_ptr:*i64 valid_ptr:*i1 key_ptr:*i64 frame_ptr:*i64 step_ptr:*i64 "
+                       "noisy_ptr:*fp32 H:i32 n_books:i32 max_frames:i32 temperature:fp32 mask_id:i32 HAS_NOISE BLOCK")
+    reveal_sig = _signature("noisy_ptr:*fp32 predicted_ptr:*i64 token_ptr:*i64 ids_ptr:*i64 cond_col_ptr:*i64 "
+                            "uncond_col_ptr:*i64 sequence_slots_ptr:*i64 schedule_ptr:*i64 step_ptr:*i64 H:i32 "
+                            "n_books:i32 stride_ids_book:i32 stride_schedule:i32 BOOKS BLOCK_T")
+    snake_sig = _signature(f"x_ptr:*{CODEC_DTYPE} alpha_ptr:*{CODEC_DTYPE} bias_ptr:*{CODEC_DTYPE} "
+                           f"residual_ptr:*{CODEC_DTYPE} y_ptr:*{CODEC_DTYPE} h_ptr:*{CODEC_DTYPE} n_rows:i32 "
+                           "n_channels:i32 length:i32 HAS_BIAS HAS_RESIDUAL STORE_INPUT ROWS BLOCK")
+
+    def snake_build(length: int, fused: bool) -> Build:
+        block = snake._tile(length)
+        rows = snake._BLOCK // block
+        constants = {"HAS_BIAS": fused, "HAS_RESIDUAL": fused, "STORE_INPUT": fused, "ROWS": rows, "BLOCK": block}
+        return Build(f"snake {rows}x{block}{' + bias, residual' if fused else ''}", snake._snake_kernel, snake_sig,
+                     constants, _launch.num_warps(rows * block), enable_fp_fusion=False)
+
+    return [
+        norm_build("rmsnorm", residual=False),
+        norm_build("add_rmsnorm", residual=True),
+        Build("qk_norm_rope", qk_norm_rope._qk_norm_rope_kernel, rope, rope_constants, rope_warps,
+              enable_fp_fusion=False),
+        Build("swiglu", swiglu._swiglu_kernel, glu, {"BLOCK": glu_block}, _launch.num_warps(glu_block),
+              enable_fp_fusion=False),
+        Build("cfg_score", cfg_score._cfg_score_kernel, score, {"HAS_GUIDANCE": True, "BLOCK_V": classes},
+              _launch.num_warps(classes), enable_fp_fusion=False),
+        Build("noisy_scores", reveal._noisy_scores_kernel, noisy, {"HAS_NOISE": True, "BLOCK": reveal._BLOCK},
+              num_warps=2, enable_fp_fusion=False),
+        Build("reveal", reveal._reveal_kernel, reveal_sig, {"BOOKS": next_power_of_2(books),
+                                                            "BLOCK_T": reveal._BLOCK_T}, num_warps=8),
+        snake_build(length=4096, fused=True),
+        snake_build(length=4096, fused=False),
+        snake_build(length=100, fused=True),
+    ]
+
+
+def w4a4_builds(layout: str) -> list[Build]:
+    """Realtime's W4A4 Triton kernels with codes in `layout` ("int8" or "e4m3", `kernels.w4a4_triton.mma_layout`;
+    "packed": the quantizer alone, feeding the CUDA INT4 GEMM), with the constants and options the wrappers use."""
     from kernels import w4a4_triton as w4
 
-    quantize = _signature("x_ptr:*fp16 smooth_ptr:*fp32 down_ptr:*fp16 codes_ptr:*fp8e4nv scales_ptr:*fp32 "
+    codes = {"int8": "*i8", "packed": "*i8", "e4m3": "*fp8e4nv"}[layout]
+    quantize = _signature(f"x_ptr:*fp16 smooth_ptr:*fp32 down_ptr:*fp16 codes_ptr:{codes} scales_ptr:*fp32 "
                           "lowrank_ptr:*fp32 M:i32 K:i32 stride_xm:i32 RANK PACK BLOCK_M GROUPS DOWN_BLOCK_K")
-    gemm = _signature("a_ptr:*fp8e4nv sa_ptr:*fp32 w_ptr:*fp8e4nv sw_ptr:*fp32 lowrank_ptr:*fp32 up_ptr:*fp16 "
+    gemm = _signature(f"a_ptr:{codes} sa_ptr:*fp32 w_ptr:{codes} sw_ptr:*fp32 lowrank_ptr:*fp32 up_ptr:*fp16 "
                       "bias_ptr:*fp16 residual_ptr:*fp16 out_ptr:*fp16 sums_ptr:*fp32 M:i32 N:i32 K:i32 "
                       "RANK INT8 HAS_BIAS HAS_RESIDUAL WRITE_SUMS BLOCK_M BLOCK_N GROUP_M")
-    fp8_quantize = _signature("x_ptr:*fp16 smooth_ptr:*fp32 codes_ptr:*fp8e4nv scales_ptr:*fp32 K:i32 stride_xm:i32 "
-                              "BLOCK_K")
 
-    def gemm_build(layout: str, tile: str) -> Build:
+    def gemm_build(tile: str) -> Build:
         opts = w4.GEMM_TILES[tile]
         constants = {"RANK": 32, "INT8": layout == "int8", "HAS_BIAS": False, "HAS_RESIDUAL": False,
                      "WRITE_SUMS": False, "BLOCK_M": opts["BLOCK_M"], "BLOCK_N": opts["BLOCK_N"], "GROUP_M": 8}
-        signature = {**gemm, "a_ptr": "*i8", "w_ptr": "*i8"} if layout == "int8" else gemm
-        return Build(f"w4a4 gemm {layout} {tile}", w4._w4a4_gemm_kernel, signature, constants,
+        return Build(f"w4a4 gemm {layout} {tile}", w4._w4a4_gemm_kernel, gemm, constants,
                      opts["num_warps"], opts["num_stages"])
 
-    quantize_constants = {"RANK": 32, "PACK": False, "BLOCK_M": w4.QUANT_ROWS, "GROUPS": w4.QUANT_GROUPS,
-                          "DOWN_BLOCK_K": w4.DOWN_BLOCK_K}
-    return [
-        Build("w4a4 quantize e4m3", w4._quantize_act_kernel, quantize, quantize_constants, num_warps=4,
-              enable_fp_fusion=False),
-        gemm_build("e4m3", "128x128"),
-        gemm_build("e4m3", "64x128"),
-        gemm_build("int8", "128x128"),
-        Build("fp8 quantize K<=4096", fp8._quantize_fp8_kernel, fp8_quantize, {"BLOCK_K": 4096}, num_warps=16,
-              enable_fp_fusion=False),
-    ]
+    quantize_constants = {"RANK": 32, "PACK": layout == "packed", "BLOCK_M": w4.QUANT_ROWS,
+                          "GROUPS": w4.QUANT_GROUPS, "DOWN_BLOCK_K": w4.DOWN_BLOCK_K}
+    builds = [Build(f"w4a4 quantize {layout}", w4._quantize_act_kernel, quantize, quantize_constants, num_warps=4,
+                    enable_fp_fusion=False)]
+    if layout != "packed":
+        builds += [gemm_build(tile) for tile in ("128x128", "64x128")]
+    return builds
+
+
+def fp8_builds() -> list[Build]:
+    """Realtime's W8A8 FP8 kernels (GPUs with FP8 tensor cores): the activation quantizer at K = 1024 and 3072,
+    the norms that quantize their output, and SwiGLU applying the FP8 gate_up product's scales."""
+    from triton import next_power_of_2
+
+    from kernels import _launch, fp8, rmsnorm, swiglu
+
+    hidden, mlp = MODEL["hidden"], MODEL["mlp"]
+    quantize = _signature("x_ptr:*fp16 smooth_ptr:*fp32 codes_ptr:*fp8e4nv scales_ptr:*fp32 K:i32 stride_xm:i32 "
+                          "BLOCK_K")
+    norm = _signature("x_ptr:*fp16 residual_ptr:*fp16 weight_ptr:*fp16 y_ptr:*fp16 residual_out_ptr:*fp16 "
+                      "smooth_ptr:*fp32 codes_ptr:*fp8e4nv scales_ptr:*fp32 stride_x:i32 stride_residual:i32 "
+                      "stride_y:i32 stride_residual_out:i32 eps:fp32 N_COLS HAS_RESIDUAL QUANT BLOCK_N")
+    glu = _signature("raw_ptr:*bf16 row_scales_ptr:*fp32 col_scales_ptr:*fp32 out_ptr:*fp16 stride_raw:i32 "
+                     "stride_out:i32 n_cols:i32 BLOCK")
+
+    def quantize_build(k: int) -> Build:
+        block = next_power_of_2(k)
+        return Build(f"fp8 quantize K={k}", fp8._quantize_fp8_kernel, quantize, {"BLOCK_K": block},
+                     _launch.num_warps(block), enable_fp_fusion=False)
+
+    def norm_build(name: str, residual: bool) -> Build:
+        block = next_power_of_2(hidden)
+        return Build(name, rmsnorm._rmsnorm_kernel, norm, {"N_COLS": hidden, "HAS_RESIDUAL": residual, "QUANT": True,
+                                                           "BLOCK_N": block},
+                     _launch.num_warps(block), enable_fp_fusion=False)
+
+    glu_block = swiglu._block(mlp)
+    return [quantize_build(hidden), quantize_build(mlp), norm_build("rmsnorm_fp8", residual=False),
+            norm_build("add_rmsnorm_fp8", residual=True),
+            Build("swiglu_scaled", swiglu._swiglu_scaled_kernel, glu, {"BLOCK": glu_block},
+                  _launch.num_warps(glu_block), enable_fp_fusion=False)]
+
+
+def realtime_builds() -> list[Build]:
+    """The kernels realtime mode may launch: W4A4 in both MMA layouts and the W8A8 FP8 kernels."""
+    return w4a4_builds("e4m3") + w4a4_builds("int8") + fp8_builds()
 
 
 def wrapper_defaults(wrapper) -> dict:
@@ -109,7 +217,7 @@ def fused_gemm_builds() -> list[Build]:
             build("gemm + qk norm rope", fg.QK_NORM_ROPE)]
 
 
-GROUPS = {"realtime": realtime_builds, "attention": attention_builds, "gemm": fused_gemm_builds}
+GROUPS = {"hifi": hifi_builds, "realtime": realtime_builds, "attention": attention_builds, "gemm": fused_gemm_builds}
 
 
 def compile_build(build: Build, arch: int):
