@@ -52,3 +52,12 @@ def rsqrt_f32(x):
         return tl.rsqrt(x)
     else:
         return libdevice.rsqrt(x)
+
+
+@triton.jit
+def round_half_even(v):
+    """fp32 v rounded to an integer, ties to even (as torch.round), for |v| < 2**22."""
+    if _INTERPRET:  # no libdevice here: adding 1.5 * 2**23 leaves no fraction bits (exact for |v| < 2**22)
+        return (v + 12582912.0) - 12582912.0
+    else:
+        return libdevice.rint(v)

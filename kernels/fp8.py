@@ -13,6 +13,7 @@ import torch
 from kernels import _launch
 from kernels._triton import _INTERPRET, HAS_TRITON, tl, triton
 from kernels.fp8_ref import FP8_DTYPE, FP8_MAX
+from kernels.row_quant import clamped_quotient, row_scale, smoothed
 
 _E4M3_MAX = tl.constexpr(FP8_MAX) if HAS_TRITON else None  # e4m3's largest finite value, inside kernels
 FP8_TENSOR_CORES = (8, 9)  # the first compute capability with FP8 MMA (Ada); Hopper and Blackwell have it too
@@ -63,12 +64,9 @@ def store_e4m3_row(x, smooth_ptr, codes_row_ptr, scale_ptr, cols, col_ok):
     """Quantize one activation row: e4m3 codes of x / smooth at codes_row_ptr[cols] and the row's
     scale (amax / FP8_MAX) at scale_ptr[0]. x is the row in fp32, already rounded as the model rounds it
     (0 where not col_ok). The quantizer below and the kernels that produce activations share it."""
-    xs = tl.math.div_rn(x, tl.load(smooth_ptr + cols, mask=col_ok, other=1.0))
-    amax = tl.max(tl.abs(xs), axis=0)
-    scale = tl.math.div_rn(tl.full((1,), 0.0, tl.float32) + amax, tl.full((1,), _E4M3_MAX, tl.float32))  # [1]
-    safe = tl.where(scale > 0, scale, 1.0)  # an all-zero row gets codes 0
-    v = tl.math.div_rn(xs, safe)
-    v = tl.minimum(tl.maximum(v, -_E4M3_MAX), _E4M3_MAX)
+    xs = smoothed(x, smooth_ptr, cols, col_ok)
+    scale, divisor = row_scale(tl.max(tl.abs(xs), axis=0), _E4M3_MAX)
+    v = clamped_quotient(xs, divisor, _E4M3_MAX)
     if _INTERPRET:
         v = _round_to_e4m3(v)
     tl.store(codes_row_ptr + cols, v.to(tl.float8e4nv), mask=col_ok)

@@ -7,11 +7,18 @@ dtype, then the product computed in fp32 and rounded again.
 `swiglu_scaled` reads an FP8 gate_up product before its scales (kernels.fp8.FP8Product: bf16 raw sums,
 per-row and per-column fp32 scales), scales each element in fp32 and rounds it to the model dtype, as
 rowwise `_scaled_mm` writes its output, then the same silu_mul.
+
+`swiglu_int8` goes on to quantize each row of `swiglu`'s output for the W8A8 int8 linear after it
+(kernels.int8: int8 codes of out / smooth, per-row scales), bit for bit what `kernels.int8.quantize_act_int8`
+makes of `swiglu`'s output. A row's scale needs all of it, so one program holds a whole row, in three
+slices kept in registers (the layout that measured fastest for the same job in e4m3, BENCHMARKS.md).
 """
 import torch
 
 from kernels._launch import FLOAT_DTYPES, check, device_of, num_warps, on_device, output
 from kernels._triton import exp_f32, tl, triton
+from kernels.int8 import _QMAX, Int8Rows, new_int8_rows, store_int8_codes
+from kernels.row_quant import row_scale, smoothed
 
 _MAX_BLOCK = 1024
 
@@ -62,6 +69,49 @@ def _swiglu_scaled_kernel(
     gate = (gate * row_scale * tl.load(col_scales_ptr + cols, mask=mask, other=0.0)).to(dtype)
     up = (up * row_scale * tl.load(col_scales_ptr + n_cols + cols, mask=mask, other=0.0)).to(dtype)
     tl.store(out_ptr + row * stride_out + cols, silu_mul(gate, up).to(dtype), mask=mask)
+
+
+@triton.jit
+def _smoothed_swiglu(gate_up_ptr, smooth_ptr, stride_gate_up, n_cols, row, cols, mask):
+    """swiglu's output at (row, cols), rounded to the model dtype, / smooth in fp32 (0 where not mask)."""
+    gate = tl.load(gate_up_ptr + row * stride_gate_up + cols, mask=mask, other=0.0)
+    up = tl.load(gate_up_ptr + row * stride_gate_up + n_cols + cols, mask=mask, other=0.0)
+    return smoothed(silu_mul(gate, up).to(gate.dtype).to(tl.float32), smooth_ptr, cols, mask)
+
+
+@triton.jit
+def _swiglu_int8_kernel(
+    gate_up_ptr,  # [rows, 2 * n_cols]: gate, then up
+    smooth_ptr,  # [n_cols] fp32 smoothing factors of the int8 linear after me
+    codes_ptr,  # [rows, n_cols] int8 codes of out / smooth
+    scales_ptr,  # [rows] fp32 per-row scales of the codes
+    stride_gate_up,
+    n_cols,
+    SLICE: tl.constexpr,  # 3 * SLICE >= n_cols: the whole row in one program, for its amax
+):
+    row = tl.program_id(0).to(tl.int64)
+    c0 = tl.arange(0, SLICE)
+    c1 = c0 + SLICE
+    c2 = c1 + SLICE
+    m0, m1, m2 = c0 < n_cols, c1 < n_cols, c2 < n_cols
+    x0 = _smoothed_swiglu(gate_up_ptr, smooth_ptr, stride_gate_up, n_cols, row, c0, m0)
+    x1 = _smoothed_swiglu(gate_up_ptr, smooth_ptr, stride_gate_up, n_cols, row, c1, m1)
+    x2 = _smoothed_swiglu(gate_up_ptr, smooth_ptr, stride_gate_up, n_cols, row, c2, m2)
+    amax = tl.maximum(tl.maximum(tl.max(tl.abs(x0), axis=0), tl.max(tl.abs(x1), axis=0)), tl.max(tl.abs(x2), axis=0))
+    scale, divisor = row_scale(amax, _QMAX)
+    codes_row = codes_ptr + row * n_cols
+    store_int8_codes(x0, divisor, codes_row, c0, m0)
+    store_int8_codes(x1, divisor, codes_row, c1, m1)
+    store_int8_codes(x2, divisor, codes_row, c2, m2)
+    tl.store(scales_ptr + row + tl.arange(0, 1), scale)
+
+
+SWIGLU_INT8_WARPS = 8  # the e4m3 three-slice kernel's best on an H200 (BENCHMARKS.md)
+
+
+def _slice(n_cols: int) -> int:
+    """The power of two whose three slices cover a row of n_cols (1024 for the LM's 3072)."""
+    return triton.next_power_of_2(triton.cdiv(n_cols, 3))
 
 
 def _block(n_cols: int) -> int:
@@ -140,6 +190,36 @@ def swiglu_scaled(raw: torch.Tensor, *, row_scales: torch.Tensor, col_scales: to
         _swiglu_scaled_kernel[(rows, triton.cdiv(n_cols, block))](
             raw, row_scales, col_scales, out, raw.stride(0), out.stride(0), n_cols,
             BLOCK=block, num_warps=num_warps(block), enable_fp_fusion=False,
+        )
+    return out
+
+
+def swiglu_int8(gate_up: torch.Tensor, smooth: torch.Tensor) -> Int8Rows:
+    """`swiglu` quantized for the W8A8 int8 linear that consumes it, in the same pass.
+
+    Parameters
+    ----------
+    gate_up : torch.Tensor
+        [rows, 2 * I]: the gate half, then the up half; fp16, bf16 or fp32, last dimension contiguous.
+    smooth : torch.Tensor
+        [I] fp32 smoothing factors of the int8 linear.
+
+    Returns
+    -------
+    Int8Rows
+        int8 codes [rows, I] and fp32 scales [rows] of `swiglu(gate_up) / smooth`, bit for bit what
+        `kernels.int8.quantize_act_int8` makes of `swiglu`'s output.
+    """
+    rows, width = gate_up.shape
+    n_cols = _halves(width)
+    check("gate_up", gate_up, (rows, width), FLOAT_DTYPES)
+    check("smooth", smooth, (n_cols,), (torch.float32,))
+    device = device_of(gate_up, smooth)
+    out = new_int8_rows(torch.Size((rows, n_cols)), gate_up.dtype, device)
+    with on_device(device):
+        _swiglu_int8_kernel[(rows,)](
+            gate_up, smooth, out.codes, out.scales, gate_up.stride(0), n_cols,
+            SLICE=_slice(n_cols), num_warps=SWIGLU_INT8_WARPS, enable_fp_fusion=False,
         )
     return out
 

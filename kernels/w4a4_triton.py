@@ -21,7 +21,7 @@ import functools
 import torch
 
 from kernels import _launch
-from kernels._triton import _INTERPRET, libdevice, tl, triton
+from kernels._triton import round_half_even, tl, triton
 from kernels.fp8 import FP8_TENSOR_CORES
 from kernels.w4a4_ref import GROUP, QuantizedAct, unpack_int4
 
@@ -33,17 +33,9 @@ DOWN_BLOCK_K = 128  # K step of the down-projection programs (256 would need 255
 
 
 @triton.jit
-def _round_half_even(v):
-    if _INTERPRET:  # no libdevice here: adding 1.5 * 2**23 leaves no fraction bits (exact for |v| < 2**22)
-        return (v + 12582912.0) - 12582912.0
-    else:
-        return libdevice.rint(v)
-
-
-@triton.jit
 def _codes(v, scale):
     """INT4 codes of v / scale (scale broadcast to v's shape by the caller): integer-valued fp32 in [QMIN, QMAX]."""
-    q = _round_half_even(tl.math.div_rn(v, scale))
+    q = round_half_even(tl.math.div_rn(v, scale))
     return tl.minimum(tl.maximum(q, -8.0), 7.0)
 
 

@@ -4,6 +4,7 @@ Where the consumer is a W8A8 FP8 linear, the norms get its smoothing factors and
 (e4m3 codes + per-row scales) instead of the fp16 activation: one kernel fewer per linear. (SwiGLU
 does not: fused with the 3072-wide quantizer it measured slower on an H200 than the two kernels.)
 An FP8 gate_up hands SwiGLU its product before the scales (FP8Product), which SwiGLU applies as it reads.
+A W8A8 int8 down_proj (Realtime's W4A4 recipe option) gets its input quantized by SwiGLU (Int8Rows).
 """
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ import torch
 import torch.nn.functional as F
 
 from kernels.fp8 import FP8Product, FP8Rows
+from kernels.int8 import Int8Rows
 from kernels.qk_norm_rope import qk_norm_rope as _qk_norm_rope
 from kernels.ragged_attention import ragged_attention
 from kernels.rmsnorm import add_rmsnorm as _add_rmsnorm
 from kernels.rmsnorm import add_rmsnorm_fp8, rmsnorm_fp8
 from kernels.rmsnorm import rmsnorm as _rmsnorm
 from kernels.swiglu import swiglu as _swiglu
-from kernels.swiglu import swiglu_scaled
+from kernels.swiglu import swiglu_int8, swiglu_scaled
 
 
 def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float,
@@ -57,11 +59,14 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask) -> torch.
     return out.view(1, S, Hq * D)
 
 
-def swiglu(gate_up: torch.Tensor | FP8Product) -> torch.Tensor:
-    shape = gate_up.shape  # [..., 2I]
+def swiglu(gate_up: torch.Tensor | FP8Product, int8_smooth: torch.Tensor | None = None) -> torch.Tensor | Int8Rows:
+    """silu(gate) * up; given the int8 down_proj's `int8_smooth` (gate_up then a tensor), its Int8Rows."""
+    shape = torch.Size((*gate_up.shape[:-1], gate_up.shape[-1] // 2))  # [..., I]
+    if int8_smooth is not None:
+        return swiglu_int8(gate_up.reshape(-1, gate_up.shape[-1]), int8_smooth)._replace(shape=shape)
     if isinstance(gate_up, FP8Product):
         out = swiglu_scaled(gate_up.raw, row_scales=gate_up.row_scales, col_scales=gate_up.col_scales,
                             out_dtype=gate_up.dtype)
     else:
-        out = _swiglu(gate_up.reshape(-1, shape[-1]))
-    return out.view(*shape[:-1], shape[-1] // 2)
+        out = _swiglu(gate_up.reshape(-1, gate_up.shape[-1]))
+    return out.view(shape)

@@ -115,10 +115,12 @@ class MLP(nn.Module):
         self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
         self.fused = False
+        self.int8_smooth: torch.Tensor | None = None  # fused: SwiGLU quantizes for a W8A8 int8 down_proj
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        act = fused.swiglu if self.fused else silu_mul
-        return self.down_proj(act(self.gate_up_proj(x)))
+        if self.fused:
+            return self.down_proj(fused.swiglu(self.gate_up_proj(x), self.int8_smooth))
+        return self.down_proj(silu_mul(self.gate_up_proj(x)))
 
 
 class Block(nn.Module):
@@ -149,9 +151,10 @@ class Block(nn.Module):
         return x, self.mlp(h)
 
 
-def _fp8_input_smooth(linear: nn.Module) -> torch.Tensor | None:
-    """The smoothing factors of a linear that accepts pre-quantized FP8 input, else None."""
-    accepts = getattr(linear, "fp8_input_smooth", None)
+def _input_smooth(linear: nn.Module, kind: str) -> torch.Tensor | None:
+    """The smoothing factors of a linear that accepts its input pre-quantized ("fp8": `kernels.fp8.FP8Rows`,
+    "int8": `kernels.int8.Int8Rows`) by the kernel before it, else None."""
+    accepts = getattr(linear, f"{kind}_input_smooth", None)
     return accepts() if accepts is not None else None
 
 
@@ -186,10 +189,13 @@ class OmniVoiceLM(nn.Module):
             if hasattr(module, "fused"):
                 module.fused = True
         for block in self.layers:  # FP8 linears after a norm take their input quantized by the norm kernel
-            block.input_norm.fp8_smooth = _fp8_input_smooth(block.attn.qkv_proj)
-            block.post_attn_norm.fp8_smooth = _fp8_input_smooth(block.mlp.gate_up_proj)
+            block.input_norm.fp8_smooth = _input_smooth(block.attn.qkv_proj, "fp8")
+            block.post_attn_norm.fp8_smooth = _input_smooth(block.mlp.gate_up_proj, "fp8")
             # ... and gate_up leaves its scales to the fused SwiGLU (unit-scale FP8 GEMMs run faster)
             block.mlp.gate_up_proj.product_out = _can_return_product(block.mlp.gate_up_proj)
+            # a W8A8 int8 down_proj takes its input quantized by the SwiGLU (from a tensor, not an FP8Product)
+            mlp = block.mlp
+            mlp.int8_smooth = None if mlp.gate_up_proj.product_out else _input_smooth(mlp.down_proj, "int8")
         return self
 
     def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:

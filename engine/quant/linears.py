@@ -1,21 +1,21 @@
 """The quantized linears: SVDQuant W4A4, W8A8 int8 and W8A8 FP8, each built from an `nn.Linear` with
-`from_linear` (calibrated) or `empty_like` (to load into). Numerics: `kernels/w4a4_ref.py` and
-`kernels/fp8_ref.py` (the contracts every backend matches)."""
+`from_linear` (calibrated) or `empty_like` (to load into). Numerics: `kernels/w4a4_ref.py`,
+`kernels/int8_ref.py` and `kernels/fp8_ref.py` (the contracts every backend matches)."""
 from __future__ import annotations
 
 import functools
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from engine.fileio import atomic_write
 from engine.folders import user_folders
 from engine.quant.config import FP8_ALIGN, QuantConfig
-from kernels import fp8, w4a4_cuda
+from kernels import fp8, int8, w4a4_cuda
 from kernels._triton import HAS_TRITON
 from kernels.fp8_ref import FP8_DTYPE, fp8_linear_ref, quantize_rows_fp8_ref
+from kernels.int8_ref import int8_linear_ref, quantize_rows_int8_ref
 from kernels.w4a4_ref import (
     GROUP,
     pack_int4,
@@ -195,49 +195,47 @@ class W4A4Linear(_QuantizedLinear):
         return y.reshape(*x.shape[:-1], self.out_features)
 
 
-def _int8_matmul(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """Exact a [M, K] int8 @ w [N, K]^T -> int32 [M, N]."""
-    if not a.is_cuda:
-        return torch._int_mm(a, w.t())
-    if a.shape[1] % 8 or w.shape[0] % 8:  # cuBLAS int8 shapes; fp64 is exact here (|sum| < 2^53)
-        return (a.double() @ w.double().t()).to(torch.int32)
-    pad = max(0, 17 - a.shape[0])  # torch._int_mm on CUDA needs more than 16 rows
-    return torch._int_mm(F.pad(a, (0, 0, 0, pad)), w.t())[: a.shape[0]]
-
-
 class W8A8Linear(_QuantizedLinear):
     """Smoothed W8A8 linear for layers INT4 activations garble: per-token int8 activations (scale =
-    amax / 127) times per-output-channel int8 weights, int32 accumulation, fp32 rescale + bias."""
+    amax / 127) times per-output-channel int8 weights, int32 accumulation, fp32 rescale + bias
+    (`kernels/int8_ref.py`). On CUDA GPUs with Triton, forward() is the Triton quantizer and int8 GEMM
+    (`kernels/int8.py`, bit for bit the reference, graph-capturable), or the GEMM alone when the fused
+    SwiGLU before it hands over its input already quantized (`int8_input_smooth`); elsewhere the reference.
+    """
 
     def __init__(self, in_features: int, out_features: int, bias: bool,
                  dtype: torch.dtype = torch.float16, device: torch.device | str | None = None):
         super().__init__(in_features, out_features, ((out_features, in_features), torch.int8), (out_features,),
                          bias, dtype, device)
+        self.backend: str | None = None  # None: chosen from the device; or force "ref" / "triton"
 
     @classmethod
     def empty_like(cls, linear: nn.Linear, cfg: QuantConfig) -> W8A8Linear:
         return cls(linear.in_features, linear.out_features, linear.bias is not None,
                    linear.weight.dtype, linear.weight.device)
 
-    @staticmethod
-    def _quantize_rows(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        scales = t.abs().amax(dim=1) / 127  # [R]
-        safe = torch.where(scales > 0, scales, torch.ones_like(scales))
-        return torch.round(t / safe[:, None]).clamp_(-127, 127).to(torch.int8), scales
-
     def _quantize_weight(self, w_smooth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._quantize_rows(w_smooth)
+        return quantize_rows_int8_ref(w_smooth)
 
     def backend_name(self) -> str:
-        return "torch-int8"
+        """'triton' (Triton int8 kernels, int8 tensor cores: sm_80+) or 'ref'."""
+        if self.backend:
+            return self.backend
+        device = self.qweight.device
+        usable = device.type == "cuda" and HAS_TRITON and torch.cuda.get_device_capability(device) >= (8, 0)
+        return "triton" if usable else "ref"
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x2 = x.reshape(-1, self.in_features).float() / self.smooth  # [M, K]
-        codes, scales = self._quantize_rows(x2)
-        y = _int8_matmul(codes, self.qweight).float() * scales[:, None] * self.wscales  # [M, N]
-        if self.bias is not None:
-            y += self.bias.float()
-        return y.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
+    def int8_input_smooth(self) -> torch.Tensor | None:
+        """`smooth` when forward() can take its input as `kernels.int8.Int8Rows`, quantized by the kernel that
+        produced it (the fused SwiGLU); None when it needs the activation itself (the reference backend)."""
+        return self.smooth if self.backend_name() == "triton" else None
+
+    def forward(self, x: torch.Tensor | int8.Int8Rows) -> torch.Tensor:
+        if not isinstance(x, int8.Int8Rows):  # else quantized upstream for us (see int8_input_smooth)
+            if self.backend_name() == "ref":
+                return int8_linear_ref(x, self.smooth, self.qweight, self.wscales, self.bias)
+            x = int8.quantize_act_int8(x.reshape(-1, self.in_features), self.smooth)._replace(shape=x.shape)
+        return int8.int8_rows_linear(x, self.qweight, self.wscales, self.bias)
 
 
 class W8A8FP8Linear(_QuantizedLinear):

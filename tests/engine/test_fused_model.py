@@ -154,3 +154,39 @@ def test_fp8_gate_up_leaves_its_scales_to_the_swiglu(models_and_prompt):
     for mlp in mlps:
         mlp.gate_up_proj.product_out = False  # the rowwise path: scales inside the GEMM
     assert worst_ratio(run(), product_rounding=0.0) <= 1
+
+
+def test_int8_down_proj_takes_its_input_quantized_by_the_swiglu(models_and_prompt):
+    """The W4A4 recipe option QuantConfig(w8a8=("*.down_proj",)) (on the demo, W4A4 where K is a multiple of 64,
+    fp32 elsewhere): the fused SwiGLU hands down_proj Int8Rows and the Triton int8 GEMM runs; the logits
+    must equal the same fused model with down_proj on the plain-PyTorch reference, bit for bit (the kernels
+    compute the reference's roundings in its order)."""
+    from engine.quant import QuantConfig, W8A8Linear, quantize_
+    from kernels.int8 import Int8Rows
+
+    plain, _, prompt = models_and_prompt
+    batch = build_cfg_batch([prompt], plain.cfg.audio_mask_id, DEVICE)
+    lm = load_lm(DEMO_MODEL, DEVICE)
+    with torch.inference_mode():
+        plan = quantize_(lm, QuantConfig(w8a8=("*.down_proj",)),
+                         lambda m: m(batch.input_ids, batch.audio_mask, batch.attn_mask))
+    assert all(scheme == "w8a8" for name, scheme in plan.items() if name.endswith("down_proj"))
+    downs = [block.mlp.down_proj for block in lm.layers]
+    assert all(isinstance(down, W8A8Linear) for down in downs)
+
+    def logits(backend: str) -> tuple[torch.Tensor, list[type]]:
+        for down in downs:
+            down.backend = backend
+        lm.use_fused_kernels()
+        handed = []
+        hook = downs[0].register_forward_pre_hook(lambda m, args: handed.append(type(args[0])))
+        with torch.inference_mode():
+            out = lm(batch.input_ids, batch.audio_mask, batch.attn_mask, rows=batch.rows)
+        hook.remove()
+        return out, handed
+
+    fast, handed = logits("triton")
+    assert lm.layers[0].mlp.int8_smooth is downs[0].smooth and handed == [Int8Rows]
+    ref, handed = logits("ref")
+    assert lm.layers[0].mlp.int8_smooth is None and handed == [torch.Tensor]
+    assert torch.equal(fast, ref)

@@ -45,6 +45,7 @@ def test_each_arch_builds_the_kernels_its_modes_reach(fits):
         assert fp8 <= built if arch >= 89 else not fp8 & built, arch
         layout = "e4m3" if arch >= 89 else "int8"  # FP8 tensor cores from sm_89 on
         assert {f"w4a4 gemm {layout} 128x128", f"w4a4 gemm {layout} 64x128"} <= built, arch
+        assert {"int8 quantize K=3072", "swiglu_int8", "int8 gemm 128x128", "int8 gemm 32x64"} <= built, arch
 
 
 def test_a_tile_past_an_rtx_cards_shared_memory_is_refused():

@@ -305,8 +305,10 @@ def test_realtime_kernels_compile_for_hopper_with_wgmma():
                          cwd=Path(__file__).parents[2], timeout=300, check=False)
     assert run.returncode == 0, run.stderr[-2000:]
     report = run.stdout
-    assert report.count("LOCAL:0 ") == 11, report  # W4A4 in both layouts and the FP8 kernels, none spilling
+    assert report.count("LOCAL:0 ") == 17, report  # W4A4 in both layouts, the FP8 and int8 kernels, none spilling
     for mma in ("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3",
                 "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8",
-                "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"):  # the low-rank epilogue
+                "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",  # the low-rank epilogue
+                "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8",  # the int8 GEMM's 64x64 tile
+                "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32"):  # ... its 32x64: below wgmma's 64 rows
         assert mma in report, report

@@ -38,8 +38,8 @@ from engine.quant import (  # noqa: E402
     quantize_,
     save_quantized,
 )
-from engine.quant.linears import _int8_matmul  # noqa: E402
 from kernels import w4a4_cuda  # noqa: E402
+from kernels.int8_ref import int8_matmul_ref  # noqa: E402
 from kernels.numerics import fp16_rounding_ratio  # noqa: E402
 from kernels.w4a4_ref import (  # noqa: E402
     group_sums_ref,
@@ -296,7 +296,7 @@ def test_w8a8_linear_is_accurate_and_exact_in_integers():
     gen = torch.Generator().manual_seed(0)
     a = torch.randint(-127, 128, (3, 64), dtype=torch.int8, generator=gen)
     w = torch.randint(-127, 128, (24, 64), dtype=torch.int8, generator=gen)
-    assert torch.equal(_int8_matmul(a, w).long(), a.long() @ w.long().t())
+    assert torch.equal(int8_matmul_ref(a, w).long(), a.long() @ w.long().t())
     linear = nn.Linear(128, 64)
     x = outlier_activations(32, 128, seed=3)
     layer = W8A8Linear.from_linear(linear, x.abs().amax(0), QuantConfig())

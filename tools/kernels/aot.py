@@ -1,8 +1,8 @@
-"""Compile the kernels a quality mode launches (High fidelity's, the realtime mode's Triton kernels), the ragged
-attention kernel or the Hopper GEMM candidates (tools/kernels/fused_gemm.py: sm_90 only) for a GPU architecture
-without a GPU, and report what the compiler made of them: `python -m tools.kernels.aot [hifi|realtime|attention|gemm]
-[arch ...]` (default realtime, sm_90 and sm_89). `python -m tools.kernels.aot_archs` checks every architecture's builds
-against its limits.
+"""Compile the kernels a quality mode launches (High fidelity's, the realtime mode's Triton kernels, the W8A8 int8
+ones alone), the ragged attention kernel or the Hopper GEMM candidates (tools/kernels/fused_gemm.py: sm_90 only) for
+a GPU architecture without a GPU, and report what the compiler made of them: `python -m tools.kernels.aot
+[hifi|realtime|int8|attention|gemm] [arch ...]` (default realtime, sm_90 and sm_89). `python -m
+tools.kernels.aot_archs` checks every architecture's builds against its limits.
 
 Uses Triton's own compiler and bundled ptxas, so it runs on any machine with Triton installed (not in
 the interpreter: run it in a process without TRITON_INTERPRET). Specializations are those of a real
@@ -169,9 +169,37 @@ def fp8_builds() -> list[Build]:
                   _launch.num_warps(glu_block), enable_fp_fusion=False)]
 
 
+def int8_builds() -> list[Build]:
+    """The W8A8 int8 kernels (int8 tensor cores, any sm_80+ GPU; realtime's W4A4 recipe option for down_proj): the
+    standalone activation quantizer and the SwiGLU that quantizes, at K = 3072, and the GEMM at each of its tiles."""
+    from triton import next_power_of_2
+
+    from kernels import _launch, int8, swiglu
+
+    mlp = MODEL["mlp"]
+    quantize = _signature("x_ptr:*fp16 smooth_ptr:*fp32 codes_ptr:*i8 scales_ptr:*fp32 K:i32 stride_xm:i32 BLOCK_K")
+    glu = _signature("gate_up_ptr:*fp16 smooth_ptr:*fp32 codes_ptr:*i8 scales_ptr:*fp32 stride_gate_up:i32 "
+                     "n_cols:i32 SLICE")
+    gemm = _signature("a_ptr:*i8 sa_ptr:*fp32 w_ptr:*i8 sw_ptr:*fp32 bias_ptr:*fp16 out_ptr:*fp16 M:i32 N:i32 K:i32 "
+                      "HAS_BIAS EVEN_K BLOCK_M BLOCK_N BLOCK_K GROUP_M")
+
+    def gemm_build(tile: str) -> Build:  # down_proj: K = 3072, a multiple of every tile's BLOCK_K
+        opts = dict(int8.GEMM_TILES[tile])
+        warps, stages = opts.pop("num_warps"), opts.pop("num_stages")
+        return Build(f"int8 gemm {tile}", int8._int8_gemm_kernel, gemm,
+                     {"HAS_BIAS": False, "EVEN_K": True, "GROUP_M": 8, **opts}, warps, stages, enable_fp_fusion=False)
+
+    block = next_power_of_2(mlp)
+    return [Build(f"int8 quantize K={mlp}", int8._quantize_int8_kernel, quantize, {"BLOCK_K": block},
+                  _launch.num_warps(block), enable_fp_fusion=False),
+            Build("swiglu_int8", swiglu._swiglu_int8_kernel, glu, {"SLICE": swiglu._slice(mlp)},
+                  swiglu.SWIGLU_INT8_WARPS, enable_fp_fusion=False),
+            *(gemm_build(tile) for tile in int8.GEMM_TILES if tile != "interpreter")]
+
+
 def realtime_builds() -> list[Build]:
-    """The kernels realtime mode may launch: W4A4 in both MMA layouts and the W8A8 FP8 kernels."""
-    return w4a4_builds("e4m3") + w4a4_builds("int8") + fp8_builds()
+    """The kernels realtime mode may launch: W4A4 in both MMA layouts, the W8A8 FP8 and the W8A8 int8 kernels."""
+    return w4a4_builds("e4m3") + w4a4_builds("int8") + fp8_builds() + int8_builds()
 
 
 def wrapper_defaults(wrapper) -> dict:
@@ -217,7 +245,8 @@ def fused_gemm_builds() -> list[Build]:
             build("gemm + qk norm rope", fg.QK_NORM_ROPE)]
 
 
-GROUPS = {"hifi": hifi_builds, "realtime": realtime_builds, "attention": attention_builds, "gemm": fused_gemm_builds}
+GROUPS = {"hifi": hifi_builds, "realtime": realtime_builds, "int8": int8_builds, "attention": attention_builds,
+          "gemm": fused_gemm_builds}
 
 
 def compile_build(build: Build, arch: int):

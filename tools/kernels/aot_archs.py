@@ -16,6 +16,7 @@ from tools.kernels.aot import (
     compile_build,
     fp8_builds,
     hifi_builds,
+    int8_builds,
     resource_usage,
     w4a4_builds,
 )
@@ -40,12 +41,13 @@ def arch_builds(arch: int) -> list[Build]:
     """What the engine may launch on sm_<arch>: High fidelity's kernels and the attention everywhere; realtime's
     W4A4 Triton kernels in the layout the arch gets (the fallback where NVRTC is missing, and realtime W4A4 where
     there are no INT4 tensor cores), the quantizer of the CUDA INT4 GEMM where that runs, and the FP8 kernels where
-    there are FP8 tensor cores (W8A8 FP8 is realtime's choice there, or the user's)."""
+    there are FP8 tensor cores (W8A8 FP8 is realtime's choice there, or the user's), and the W8A8 int8 kernels
+    everywhere (int8 tensor cores; the W4A4 recipe's option for down_proj)."""
     from kernels.fp8 import FP8_TENSOR_CORES
     from kernels.w4a4_cuda import NATIVE_INT4_ARCHS
     from kernels.w4a4_triton import layout_for
 
-    builds = hifi_builds() + attention_builds() + w4a4_builds(layout_for(capability(arch)))
+    builds = hifi_builds() + attention_builds() + w4a4_builds(layout_for(capability(arch))) + int8_builds()
     if arch in NATIVE_INT4_ARCHS:
         builds += w4a4_builds("packed")
     if capability(arch) >= FP8_TENSOR_CORES:
