@@ -9,8 +9,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
+
 from engine.config import GenerationConfig, Mode
-from engine.errors import VoiceDeskError
+from engine.errors import GpuMemoryError, VoiceDeskError
 from engine.lm.modes import pick_device, runs_as
 
 from .realtime_check import RealtimeChecks
@@ -111,7 +113,9 @@ class EngineHost:
                                   progress=self._on_progress)
             self._set("warmup", 0.0, "Warming up (first generation)")
             engine.synthesize(WARMUP_TEXT, config=GenerationConfig(num_step=4, seed=0))  # kernels, allocator
-        except VoiceDeskError as err:
+        except (VoiceDeskError, torch.cuda.OutOfMemoryError) as err:
+            if isinstance(err, torch.cuda.OutOfMemoryError):
+                err = GpuMemoryError.from_torch(err, doing="while loading the model")
             log.error("The model could not be loaded: %s", err)
             self._set("failed", 0.0, str(err))
             return

@@ -26,6 +26,7 @@ do not slip in between.
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 import threading
 import time
@@ -34,9 +35,12 @@ from collections.abc import Callable, Generator, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from engine.errors import Cancelled
+import torch
+
+from engine.errors import Cancelled, GpuMemoryError
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 MAX_TOGETHER = 16  # jobs running side by side at most (the engine cuts their batches to its memory budget)
 
@@ -282,5 +286,8 @@ class GpuWorker:
                         close()  # a generator's cleanup (freeing GPU buffers) runs here, not later
                 value = None
             return "result", value
+        except torch.cuda.OutOfMemoryError as err:  # short of a resource, not a bug: said as the app's own errors are
+            log.warning("out of GPU memory: %s", err)
+            return "error", GpuMemoryError.from_torch(err, doing="for this request")
         except BaseException as err:  # everything goes back to the handler, the worker lives on
             return "error", err

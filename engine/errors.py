@@ -1,4 +1,5 @@
 """Errors the engine raises on purpose: each carries a message meant for the person using the app."""
+from __future__ import annotations
 
 
 class VoiceDeskError(Exception):
@@ -27,6 +28,18 @@ class CheckpointError(VoiceDeskError):
 
 class TranscriptRequiredError(VoiceDeskError):
     """A reference clip came without a transcript and no speech recogniser is available."""
+
+
+class GpuMemoryError(VoiceDeskError):
+    """The GPU ran out of memory: what PyTorch asked for and what was free, and what the person can do."""
+
+    @classmethod
+    def from_torch(cls, err: BaseException, doing: str) -> GpuMemoryError:
+        """From PyTorch's OutOfMemoryError raised while `doing` (e.g. "loading the model"); its allocator notes
+        (what this process holds, PYTORCH_CUDA_ALLOC_CONF) stay in the log."""
+        asked = str(err).split(" Including", 1)[0].strip().rstrip(".")  # "CUDA out of memory. Tried to allocate ..."
+        return cls(f"The GPU ran out of memory {doing} ({asked}). Programs that use the GPU (games, browsers, other "
+                   "AI apps) take memory from VoiceDesk: close them and try again.")
 
 
 class Cancelled(VoiceDeskError):

@@ -42,6 +42,19 @@ def test_an_unexpected_error_names_the_next_step(worker, caplog):
     assert "Traceback" in caplog.text  # the terminal gets the details
 
 
+def test_running_out_of_gpu_memory_while_loading_is_said_for_a_person(worker):
+    def greedy_loader(model, device, mode, progress):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has a total "
+                                          "capacity of 7.63 GiB of which 100.00 MiB is free. Including non-PyTorch ...")
+
+    host = EngineHost(worker, None, loader=greedy_loader)
+    host.start("hifi")
+    state = host.wait_ready(30)
+    assert state.failed and state.message.startswith("The GPU ran out of memory while loading the model (CUDA out of "
+                                                     "memory. Tried to allocate 512.00 MiB."), state.message
+    assert "doctor" not in state.message  # not a setup problem: other programs hold the memory
+
+
 def test_jobs_one_at_a_time_run_on_the_thread_that_warmed_the_model_up(worker):
     """CUDA keeps state per thread (cuBLAS and cuDNN handles, cuDNN's plans for each shape): a job that runs alone,
     such as a lone client's request, runs on the thread where the model was loaded and warmed up, also after jobs

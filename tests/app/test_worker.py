@@ -1,12 +1,14 @@
 import contextlib
+import logging
 import queue
 import threading
 import time
 
 import pytest
+import torch
 
 from app.worker import outcome
-from engine.errors import Cancelled
+from engine.errors import Cancelled, GpuMemoryError
 
 WAIT_S = 30  # generous: nothing is timed, only a broken test waits this long
 
@@ -83,6 +85,29 @@ def test_a_failing_job_does_not_stop_the_worker(worker):
 
     with pytest.raises(RuntimeError, match="out of memory"):
         worker.call(boom)
+    assert worker.call(lambda cancel: 42) == 42
+
+
+# PyTorch 2.x's words when the caching allocator gives up (one line)
+TORCH_OOM = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 7.63 GiB of which 1.20 GiB "
+             "is free. Including non-PyTorch memory, this process has 6.10 GiB memory in use. Of the allocated memory "
+             "5.50 GiB is allocated by PyTorch. If reserved but unallocated memory is large try setting "
+             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.")
+
+
+def test_running_out_of_gpu_memory_is_said_for_a_person(worker, caplog):
+    """An 8 GB card with a game open: the app's own error (the page's message line, the API's 503), saying what
+    was asked for, what was free and what to do; PyTorch's allocator notes go to the log."""
+    def greedy(cancel):
+        raise torch.cuda.OutOfMemoryError(TORCH_OOM)
+
+    with pytest.raises(GpuMemoryError) as raised, caplog.at_level(logging.WARNING, logger="app"):
+        worker.call(greedy)
+    said = str(raised.value)
+    assert said.startswith("The GPU ran out of memory for this request (CUDA out of memory. Tried to allocate "
+                           "2.00 GiB. GPU 0 has a total capacity of 7.63 GiB of which 1.20 GiB is free). "), said
+    assert said.endswith("close them and try again.") and "PYTORCH_CUDA_ALLOC_CONF" not in said and "Including" not in said
+    assert "PYTORCH_CUDA_ALLOC_CONF" in caplog.text
     assert worker.call(lambda cancel: 42) == 42
 
 
