@@ -4,7 +4,7 @@
 #
 #   bash tests/gpu/run_gpu.sh [--wheels DIR] STEP...
 #
-# Steps: setup ckpt bench profile kernels attention attnfp8 realtime fp8acc fp8scaling gemm gemmfused w4a4 decode captures gputests. `--wheels DIR` names a folder of
+# Steps: setup ckpt bench profile kernels attention attnfp8 realtime fp8acc fp8scaling gemm gemmfused w4a4 decode captures i8down gputests. `--wheels DIR` names a folder of
 # wheels to install first (without dependencies) for what the GPU image lacks, e.g. omnivoice 0.2.1 (for the
 # `upstream` bench mode), pydub, soundfile, cffi, pycparser and platformdirs built for its Python.
 # Results go to $OUT (default: a new temporary folder); the full-size random-weight checkpoint is made once
@@ -14,7 +14,7 @@ WHEELS=""
 if [ "${1:-}" = "--wheels" ]; then WHEELS=$2; shift 2; fi
 OUT=${OUT:-$(mktemp -d)}; mkdir -p "$OUT"
 SITE=$(mktemp -d)
-export PYTHONUNBUFFERED=1 PYTHONPATH=$SITE:$PWD
+export PYTHONUNBUFFERED=1 PYTHONPATH=$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}  # keeps a caller's (e.g. wheels installed already)
 FULL=${FULL:-$(python3 -c "from engine.folders import user_folders; print(user_folders().cache / 'random-full-size')")}
 BENCH_ARGS=${BENCH_ARGS:---runs 5 --warmup 2}
 echo "results in $OUT"
@@ -41,6 +41,10 @@ for step in "$@"; do
     gemm) timeout 120 python3 -m tools.kernels.bench_gemm_n1024 2>&1 | tail -20 ;;
     gemmfused) timeout 200 python3 -m tools.kernels.bench_gemm_fused 2>&1 | tail -60 ;;
     w4a4) timeout 90 python3 -m tools.kernels.check_w4a4_cuda --quick --no-bench 2>&1 | tail -25 ;;
+    # W8A8 int8 down_proj with its own kernels (kernels/int8.py): its GPU tests, then the chains timed against fp16
+    i8down) OMP_NUM_THREADS=2 timeout 200 python3 -m pytest -q -p no:cacheprovider -n 8 -k int8 tests/kernels/test_int8.py \
+              tests/tools/test_bench_int8_down.py tests/engine/test_fused_model.py 2>&1 | tail -8
+            timeout 150 python3 -m tools.kernels.bench_int8_down --json "$OUT/int8_down.json" 2>&1 | tail -70 ;;
     decode) timeout 60 python3 -m tools.kernels.bench_decode 2>&1 | tail -15 ;;
     # Which CUDA calls of another thread break a CUDA-graph capture (tools/capture_overlap.py), one process each
     captures) for mode in global thread_local; do

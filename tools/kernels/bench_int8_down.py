@@ -1,0 +1,172 @@
+"""down_proj in W8A8 int8 with its own kernels against fp16: `python -m tools.kernels.bench_int8_down [--rows M ...]
+[--json PATH]` (GPU only).
+
+At down_proj's shape (SwiGLU of a [M, 2 x 3072] gate_up, then 3072 -> 1024) and M = 256 / 896 / 1024 rows, us per
+call replayed from a CUDA graph with 8 weight sets in turn (`check_realtime_gpu.graph_us`), these chains:
+- fp16: `swiglu` + `F.linear` (cuBLAS fp16; what High fidelity and the W4A4 recipe's down_proj-FP16 run);
+- int8 fused: `swiglu_int8` (SwiGLU writing int8 codes + row scales) + `int8_gemm` (its default tile, and each tile);
+- int8 separate: `swiglu` + `W8A8Linear` on its Triton backend (`quantize_act_int8` + `int8_gemm`);
+- int8 torch: `swiglu` + `W8A8Linear` on the reference backend (the plain-PyTorch chain around `torch._int_mm`,
+  what every W8A8 down_proj ran before kernels/int8.py);
+and each chain's kernels alone. Prints what fraction of fp16's time each int8 chain takes.
+
+Checked first, on the same operands (exit status 1 and no timings if any check fails): every int8 chain's output
+bit for bit equal to the reference backend's (each GEMM tile too), `swiglu_int8`'s codes and scales equal to the
+reference quantizer of `swiglu`'s output, and the fp16 chain within fp16 rounding of the fp32 product of the same
+fp16 activation (`kernels.numerics.fp16_rounding_ratio` <= 1, with bench_fp8_scaling's allowance for cuBLAS's
+fp32 sum and fp16 split-K partials). RANDOM weights and activations: say so where the
+figures are used. Well under a minute on an H200.
+
+This answers the H200 half (int8 tensor cores are native there too). The users' Realtime runs W4A4 on INT4 tensor
+cores (L4 / RTX 30/40): whether W8A8 down_proj pays there is this chain against W4A4's quantize + INT4 GEMM
+(`kernels.w4a4_cuda`), which needs an Ada GPU (sm_89).
+"""
+import argparse
+import json
+import sys
+from types import SimpleNamespace
+
+import torch
+import torch.nn.functional as F
+
+from engine.quant import QuantConfig, W8A8Linear
+from kernels import int8
+from kernels.int8_ref import quantize_rows_int8_ref
+from kernels.numerics import fp16_rounding_ratio
+from kernels.swiglu import swiglu, swiglu_int8
+from tools.kernels.bench_fp8_scaling import FP16_PARTIALS
+from tools.provenance import commit_id
+
+HIDDEN, INTER = 1024, 3072
+ROWS = (256, 896, 1024)
+COPIES = 8  # weight sets cycled through while timing (check_realtime_gpu.graph_us's)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=list(ROWS), help="M values (default: %(default)s)")
+    parser.add_argument("--json", help="also write the header, checks and timings here")
+    args = parser.parse_args(argv)
+    if any(m < 1 for m in args.rows):
+        parser.error(f"--rows must be positive, got {args.rows}")
+    return args
+
+
+def make_layers(device: str, copies: int, *, inter: int = INTER, hidden: int = HIDDEN) -> list[SimpleNamespace]:
+    """`copies` down_proj weight sets: fp16 W [hidden, inter] and the same W as two W8A8Linear (Triton backend, and
+    the reference), calibrated on random activations' channel maxima with a few outlier channels."""
+    layers = []
+    for c in range(copies):
+        g = torch.Generator(device=device).manual_seed(c)
+        linear = torch.nn.Linear(inter, hidden, bias=False, device=device, dtype=torch.float16)
+        with torch.no_grad():
+            linear.weight.copy_(0.02 * torch.randn(hidden, inter, device=device, generator=g))
+        amax = 0.5 + torch.rand(inter, device=device, generator=g)
+        amax[:: inter // 8] *= 20
+        fast, ref = (W8A8Linear.from_linear(linear, amax, QuantConfig()) for _ in range(2))
+        fast.backend, ref.backend = "triton", "ref"
+        layers.append(SimpleNamespace(weight=linear.weight.detach(), fast=fast, ref=ref))
+    return layers
+
+
+def make_gate_up(m: int, device: str, *, inter: int = INTER, seed: int = 0) -> torch.Tensor:
+    """[m, 2 inter] fp16 gate and up halves of a random activation, with one all-zero row (the last)."""
+    g = torch.Generator(device=device).manual_seed(1000 + seed)
+    gate_up = 2 * torch.randn(m, 2 * inter, device=device, generator=g)
+    gate_up[-1] = 0
+    return gate_up.half()
+
+
+def check(gate_up: torch.Tensor, layer: SimpleNamespace, tiles: list[str]) -> dict[str, bool | float]:
+    """Each check's result on these operands (True / a ratio that must be <= 1)."""
+    act = swiglu(gate_up)  # [M, I] fp16
+    with torch.inference_mode():
+        want = layer.ref(act)  # the reference backend: plain PyTorch
+        rows = swiglu_int8(gate_up, layer.fast.smooth)
+        codes, scales = quantize_rows_int8_ref(act.float() / layer.fast.smooth)
+        results = {"swiglu_int8 codes and scales == reference quantizer":
+                   torch.equal(rows.codes, codes) and torch.equal(rows.scales, scales),
+                   "int8 separate (W8A8Linear triton) == reference": torch.equal(layer.fast(act), want),
+                   "int8 fused (Int8Rows handed over) == reference": torch.equal(layer.fast(rows), want)}
+        for tile in tiles:
+            y = int8.int8_gemm(rows, layer.fast.qweight, layer.fast.wscales, tile=tile)
+            results[f"int8 gemm {tile} == reference"] = torch.equal(y, want)
+        ref32 = act.float() @ layer.weight.float().t()
+        # what cuBLAS may lose before the output's rounding: K fp32 roundings, FP16_PARTIALS fp16 split-K partials
+        magnitude = act.float().abs() @ layer.weight.float().abs().t()  # sum |x w| per output
+        slack = (act.shape[1] * 2.0 ** -24 + FP16_PARTIALS * 2.0 ** -11) * magnitude
+        results["fp16 chain: fp16 rounding ratio"] = fp16_rounding_ratio(F.linear(act, layer.weight), ref32,
+                                                                         ref32.half(), slack)
+    return results
+
+
+def failures(results: dict[str, bool | float]) -> list[str]:
+    return [name for name, ok in results.items() if (ok > 1 if isinstance(ok, float) else not ok)]
+
+
+def chains(gate_up: torch.Tensor, layers: list[SimpleNamespace], tiles: list[str]) -> dict:
+    """name -> fn(i) running that chain (or kernel) with weight set i."""
+    act = swiglu(gate_up)
+    rows = swiglu_int8(gate_up, layers[0].fast.smooth)
+    found = {
+        "fp16: swiglu + F.linear": lambda i: F.linear(swiglu(gate_up), layers[i].weight),
+        "int8 fused: swiglu_int8 + int8_gemm": lambda i: layers[i].fast(swiglu_int8(gate_up, layers[i].fast.smooth)),
+        "int8 separate: swiglu + quantize_act_int8 + int8_gemm": lambda i: layers[i].fast(swiglu(gate_up)),
+        "int8 torch: swiglu + W8A8Linear reference chain": lambda i: layers[i].ref(swiglu(gate_up)),
+        "kernel swiglu": lambda i: swiglu(gate_up),
+        "kernel swiglu_int8": lambda i: swiglu_int8(gate_up, layers[i].fast.smooth),
+        "kernel quantize_act_int8": lambda i: int8.quantize_act_int8(act, layers[i].fast.smooth),
+        "kernel F.linear fp16": lambda i: F.linear(act, layers[i].weight),
+    }
+    for tile in tiles:
+        found[f"kernel int8_gemm {tile}"] = lambda i, tile=tile: int8.int8_gemm(
+            rows, layers[i].fast.qweight, layers[i].fast.wscales, tile=tile)
+    return found
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench_int8_down needs a CUDA GPU", file=sys.stderr)
+        return 2
+    import triton
+
+    from tools.kernels.check_realtime_gpu import graph_us
+
+    header = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+              "commit": commit_id(), "weights": "random"}
+    print(json.dumps(header))
+    tiles = [t for t in int8.GEMM_TILES if t != "interpreter"]
+    layers = make_layers("cuda", COPIES)
+    report = {"header": header, "checks": {}, "us": {}}
+    for m in args.rows:
+        gate_up = make_gate_up(m, "cuda", seed=m)
+        results = check(gate_up, layers[0], tiles)
+        report["checks"][m] = results
+        for name, ok in results.items():
+            print(f"M {m}: check {name}: {ok}")
+        if failures(results):
+            print(f"M {m}: FAILED: {failures(results)}", file=sys.stderr)
+            if args.json:
+                with open(args.json, "w") as f:
+                    json.dump(report, f, indent=1)
+            return 1
+    for m in args.rows:
+        gate_up = make_gate_up(m, "cuda", seed=m)
+        auto = int8.gemm_tile(m, HIDDEN, gate_up.device)
+        with torch.inference_mode():
+            times = {name: graph_us(fn) for name, fn in chains(gate_up, layers, tiles).items()}
+        report["us"][m] = {"default tile": auto, **times}
+        fp16 = times["fp16: swiglu + F.linear"]
+        for name, us in times.items():
+            share = f"  ({us / fp16:.2f} x fp16's chain)" if not name.startswith("kernel") else ""
+            print(f"M {m}: {name}: {us:.2f} us{share}", flush=True)
+        print(f"M {m}: int8_gemm's default tile here: {auto}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
