@@ -44,7 +44,7 @@ for step in "$@"; do
     # W8A8 int8 down_proj with its own kernels (kernels/int8.py): its GPU tests, then the chains timed against fp16
     i8down) OMP_NUM_THREADS=2 timeout 200 python3 -m pytest -q -p no:cacheprovider -n 8 -k int8 tests/kernels/test_int8.py \
               tests/tools/test_bench_int8_down.py tests/engine/test_fused_model.py 2>&1 | tail -8
-            timeout 150 python3 -m tools.kernels.bench_int8_down --json "$OUT/int8_down.json" 2>&1 | tail -70 ;;
+            timeout 150 python3 -m tools.kernels.bench_int8_down --json "$OUT/int8_down.json" 2>&1 | tail -100 ;;
     decode) timeout 60 python3 -m tools.kernels.bench_decode 2>&1 | tail -15 ;;
     # Which CUDA calls of another thread break a CUDA-graph capture (tools/capture_overlap.py), one process each
     captures) for mode in global thread_local; do

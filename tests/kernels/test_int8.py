@@ -154,3 +154,21 @@ def test_linear_backends_agree_bit_for_bit():
 def test_linear_picks_triton_only_on_a_cuda_gpu():
     layer = W8A8Linear(64, 16, bias=False, device=DEVICE)
     assert layer.backend_name() == ("triton" if ON_GPU and torch.cuda.get_device_capability() >= (8, 0) else "ref")
+
+
+def test_the_gemm_runs_on_int8_tensor_cores_on_ada():
+    """The interpreter never compiles: build the int8 kernels for sm_89 (L4, RTX 40; Triton's compiler and ptxas, no
+    GPU) and read the SASS: every GEMM tile issues IMMA on int8 operands, and nothing spills."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("triton.backends.nvidia.compiler", reason="Triton without its NVIDIA backend")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-m", "tools.kernels.aot", "int8", "89"], capture_output=True, text=True,
+                         env=env, cwd=Path(__file__).parents[2], timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    gemms = [line for line in run.stdout.splitlines() if "sass:" in line][2:]  # after the quantizer and the SwiGLU
+    assert len(gemms) == len(int8.GEMM_TILES) - 1 and all("IMMA.16832.S8.S8" in line for line in gemms), run.stdout
+    assert run.stdout.count("LOCAL:0 ") == len(int8.GEMM_TILES) + 1, run.stdout

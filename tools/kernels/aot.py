@@ -7,7 +7,7 @@ tools.kernels.aot_archs` checks every architecture's builds against its limits.
 Uses Triton's own compiler and bundled ptxas, so it runs on any machine with Triton installed (not in
 the interpreter: run it in a process without TRITON_INTERPRET). Specializations are those of a real
 launch at the LM's shapes: 16-byte aligned pointers, sizes divisible by 16. Prints, per kernel, the
-MMA instructions in the PTX and the registers / spills (LOCAL) / shared memory of the cubin.
+MMA instructions in the PTX and in the SASS, and the registers / spills (LOCAL) / shared memory of the cubin.
 """
 import re
 import subprocess
@@ -263,18 +263,31 @@ def compile_build(build: Build, arch: int):
     return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
 
 
-def resource_usage(cubin: bytes) -> str:
-    """Registers, spill (LOCAL) and shared memory of the kernel, from Triton's bundled cuobjdump."""
+def _cuobjdump(cubin: bytes, flag: str) -> subprocess.CompletedProcess:
+    """Triton's bundled cuobjdump run with `flag` on the kernel's cubin."""
     import triton
 
     cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)
-        run = subprocess.run([str(cuobjdump), "--dump-resource-usage", str(path)], capture_output=True, text=True,
-                             check=False)
+        return subprocess.run([str(cuobjdump), flag, str(path)], capture_output=True, text=True, check=False)
+
+
+def resource_usage(cubin: bytes) -> str:
+    """Registers, spill (LOCAL) and shared memory of the kernel, from Triton's bundled cuobjdump."""
+    run = _cuobjdump(cubin, "--dump-resource-usage")
     usage = re.search(r"REG:\d+.*", run.stdout)
     return usage.group(0).strip() if usage else (run.stderr.strip() or run.stdout.strip())[-200:]
+
+
+def sass_mma_summary(cubin: bytes) -> dict[str, int]:
+    """Counts of the tensor-core instructions in the SASS (what the GPU runs: IMMA, HMMA, QMMA; IGMMA, HGMMA,
+    QGMMA on Hopper), by opcode with its shape and types."""
+    found: dict[str, int] = {}
+    for op in re.findall(r"\b([A-Z]?G?MMA\.[0-9A-Zx.]+)", _cuobjdump(cubin, "-sass").stdout):
+        found[op] = found.get(op, 0) + 1
+    return found
 
 
 def mma_summary(ptx: str) -> dict[str, int]:
@@ -296,6 +309,7 @@ def main(argv: list[str]) -> int:
             usage = resource_usage(compiled.asm["cubin"])
             print(f"{build.name:<24} dynamic smem {compiled.metadata.shared} B, {usage}")
             print(f"{'':<24} mma: {mma_summary(ptx) or 'none'}")
+            print(f"{'':<24} sass: {sass_mma_summary(compiled.asm['cubin']) or 'none'}")
     return 0
 
 
