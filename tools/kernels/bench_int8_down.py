@@ -8,7 +8,8 @@ call replayed from a CUDA graph with 8 weight sets in turn (`check_realtime_gpu.
 - int8 separate: `swiglu` + `W8A8Linear` on its Triton backend (`quantize_act_int8` + `int8_gemm`);
 - int8 torch: `swiglu` + `W8A8Linear` on the reference backend (the plain-PyTorch chain around `torch._int_mm`,
   what every W8A8 down_proj ran before kernels/int8.py);
-and each chain's kernels alone. Prints what fraction of fp16's time each int8 chain takes.
+and each chain's kernels alone (swiglu_int8 also at 4 and 16 warps). Prints what fraction of fp16's time each int8
+chain takes.
 
 Checked first, on the same operands (exit status 1 and no timings if any check fails): every int8 chain's output
 bit for bit equal to the reference backend's (each GEMM tile too), `swiglu_int8`'s codes and scales equal to the
@@ -31,6 +32,7 @@ import torch.nn.functional as F
 
 from engine.quant import QuantConfig, W8A8Linear
 from kernels import int8
+from kernels import swiglu as swiglu_module
 from kernels.int8_ref import quantize_rows_int8_ref
 from kernels.numerics import fp16_rounding_ratio
 from kernels.swiglu import swiglu, swiglu_int8
@@ -40,6 +42,7 @@ from tools.provenance import commit_id
 HIDDEN, INTER = 1024, 3072
 ROWS = (256, 896, 1024)
 COPIES = 8  # weight sets cycled through while timing (check_realtime_gpu.graph_us's)
+SWIGLU_WARPS = (4, 16)  # swiglu_int8 at other warp counts than its wrapper's (kernels.swiglu.SWIGLU_INT8_WARPS)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -77,6 +80,16 @@ def make_gate_up(m: int, device: str, *, inter: int = INTER, seed: int = 0) -> t
     return gate_up.half()
 
 
+def swiglu_int8_warps(gate_up: torch.Tensor, smooth: torch.Tensor, num_warps: int) -> int8.Int8Rows:
+    """`swiglu_int8` launched with `num_warps` warps per row."""
+    m, n_cols = gate_up.shape[0], gate_up.shape[1] // 2
+    rows = int8.new_int8_rows(torch.Size((m, n_cols)), gate_up.dtype, gate_up.device)
+    swiglu_module._swiglu_int8_kernel[(m,)](gate_up, smooth, rows.codes, rows.scales, gate_up.stride(0), n_cols,
+                                            SLICE=swiglu_module._slice(n_cols), num_warps=num_warps,
+                                            enable_fp_fusion=False)
+    return rows
+
+
 def check(gate_up: torch.Tensor, layer: SimpleNamespace, tiles: list[str]) -> dict[str, bool | float]:
     """Each check's result on these operands (True / a ratio that must be <= 1)."""
     act = swiglu(gate_up)  # [M, I] fp16
@@ -91,6 +104,10 @@ def check(gate_up: torch.Tensor, layer: SimpleNamespace, tiles: list[str]) -> di
         for tile in tiles:
             y = int8.int8_gemm(rows, layer.fast.qweight, layer.fast.wscales, tile=tile)
             results[f"int8 gemm {tile} == reference"] = torch.equal(y, want)
+        for warps in SWIGLU_WARPS:
+            other = swiglu_int8_warps(gate_up, layer.fast.smooth, warps)
+            results[f"swiglu_int8 num_warps {warps} == swiglu_int8"] = (torch.equal(other.codes, rows.codes)
+                                                                        and torch.equal(other.scales, rows.scales))
         ref32 = act.float() @ layer.weight.float().t()
         # what cuBLAS may lose before the output's rounding: K fp32 roundings, FP16_PARTIALS fp16 split-K partials
         magnitude = act.float().abs() @ layer.weight.float().abs().t()  # sum |x w| per output
@@ -118,6 +135,9 @@ def chains(gate_up: torch.Tensor, layers: list[SimpleNamespace], tiles: list[str
         "kernel quantize_act_int8": lambda i: int8.quantize_act_int8(act, layers[i].fast.smooth),
         "kernel F.linear fp16": lambda i: F.linear(act, layers[i].weight),
     }
+    for warps in SWIGLU_WARPS:
+        found[f"kernel swiglu_int8 num_warps {warps}"] = lambda i, warps=warps: swiglu_int8_warps(
+            gate_up, layers[i].fast.smooth, warps)
     for tile in tiles:
         found[f"kernel int8_gemm {tile}"] = lambda i, tile=tile: int8.int8_gemm(
             rows, layers[i].fast.qweight, layers[i].fast.wscales, tile=tile)
