@@ -136,6 +136,15 @@ GEMM_TILES = {
 _GPU_TILES = ("128x128", "64x128", "64x64", "32x64")  # largest first
 
 
+INT8_TENSOR_CORES = (8, 0)  # the compute capability from which Triton's int8 dot runs on tensor cores here
+
+
+@functools.cache
+def int8_supported(device: torch.device) -> bool:
+    """True where these kernels run on int8 tensor cores: a CUDA GPU of compute capability 8.0 or later, with Triton."""
+    return device.type == "cuda" and HAS_TRITON and torch.cuda.get_device_capability(device) >= INT8_TENSOR_CORES
+
+
 @functools.cache
 def _sm_count(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count

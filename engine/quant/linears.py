@@ -221,9 +221,7 @@ class W8A8Linear(_QuantizedLinear):
         """'triton' (Triton int8 kernels, int8 tensor cores: sm_80+) or 'ref'."""
         if self.backend:
             return self.backend
-        device = self.qweight.device
-        usable = device.type == "cuda" and HAS_TRITON and torch.cuda.get_device_capability(device) >= (8, 0)
-        return "triton" if usable else "ref"
+        return "triton" if int8.int8_supported(self.qweight.device) else "ref"
 
     def int8_input_smooth(self) -> torch.Tensor | None:
         """`smooth` when forward() can take its input as `kernels.int8.Int8Rows`, quantized by the kernel that

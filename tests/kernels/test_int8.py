@@ -154,6 +154,7 @@ def test_linear_backends_agree_bit_for_bit():
 def test_linear_picks_triton_only_on_a_cuda_gpu():
     layer = W8A8Linear(64, 16, bias=False, device=DEVICE)
     assert layer.backend_name() == ("triton" if ON_GPU and torch.cuda.get_device_capability() >= (8, 0) else "ref")
+    assert W8A8Linear(64, 16, bias=False).backend_name() == "ref"  # on the CPU: the reference, even with Triton
 
 
 def test_the_gemm_runs_on_int8_tensor_cores_on_ada():
