@@ -316,20 +316,22 @@ class Engine:
         cfg = (config or GenerationConfig()).check()
         t0 = time.perf_counter()
         check_request(text, voice.transcript if voice is not None else None, instruct)  # before any work
-        if cfg.normalize_text and cfg.duration is None:  # as far as the pieces read: the first piece's text first
-            parts = normalized_parts(clean_text(text), resolve_language(language), cancel)
-        elif cfg.normalize_text:  # a fixed duration is shared out by the whole spoken text's length
-            text = spoken_text(text, resolve_language(language), normalize=True, cancel=cancel)
-            parts = [text]
-        else:
-            parts = [require_text(text)]
-        cfg = cfg.replace(normalize_text=False)
-        seed = self._seed(cfg)
-        checking = checks is not None and checks.policy.mode != CheckMode.OFF
-        reference = checks.checker.embed_reference(lambda: self.reference_audio(voice), SAMPLE_RATE) \
-            if checking and voice else None
-        first_audio_s = None
-        with self.member():  # other threads' batches wait for this stream's next group, to share it
+        # a member from its start: other threads' batches wait for this stream's next group, to share it, and
+        # streams starting together share their first batch (engine/gather.py)
+        with self.member():
+            if cfg.normalize_text and cfg.duration is None:  # as far as the pieces read: the first piece's text first
+                parts = normalized_parts(clean_text(text), resolve_language(language), cancel)
+            elif cfg.normalize_text:  # a fixed duration is shared out by the whole spoken text's length
+                text = spoken_text(text, resolve_language(language), normalize=True, cancel=cancel)
+                parts = [text]
+            else:
+                parts = [require_text(text)]
+            cfg = cfg.replace(normalize_text=False)
+            seed = self._seed(cfg)
+            checking = checks is not None and checks.policy.mode != CheckMode.OFF
+            reference = checks.checker.embed_reference(lambda: self.reference_audio(voice), SAMPLE_RATE) \
+                if checking and voice else None
+            first_audio_s = None
             for group in ahead_groups(enumerate(stream_pieces(parts)), checking):
                 requests = []
                 for index, (piece, _) in group:

@@ -19,7 +19,10 @@ A thread that asks for one generation after another (a stream's pieces) is a `me
 starts once the next call of every member that could join it is there, so that the members share their batches
 instead of taking turns. A member whose call is in a batch still finishing is waited for until that batch has
 handed out its results; a member that dawdles, GRACE_S after the last batch did. A batch of starting streams waits
-only for members yet to make their first call: no other could join it. A thread's call in a batch never runs
+only for members yet to make their first call (no other could join it), and GRACE_S after the later of the last
+batch's end and its oldest call's arrival: streams that start together share their first batch on an idle device too,
+instead of one running alone and the rest waiting for it (a stream is a member from its start, before its text is
+prepared, so the others' first calls are awaited). A thread's call in a batch never runs
 another batch. A call left by its caller (its `cancel` set) while it waits leaves at once; inside a batch it stops
 the batch only when every call in it is cancelled (and before the batch is released), and otherwise its result is
 dropped: the others' tokens are those of a solo run.
@@ -47,6 +50,7 @@ class Call:
     since: int  # the caller's place in the order of asking (a member's: when it became one)
     first: bool  # a member's first call: the start of a stream, whose first audio waits for it
     thread: int = field(default_factory=threading.get_ident)
+    asked_at: float = field(default_factory=time.monotonic)
     done: bool = False
     value: Any = None
     error: BaseException | None = None
@@ -153,18 +157,20 @@ class Gathering:
     def _wait_s(self) -> float:
         """How long before the next batch may start: while one is queueing, or while the next call of a member that
         could join it is still to come: until the batch that member is in has ended, else at most GRACE_S after the
-        last batch ended (lock held)."""
+        last batch ended or, for a batch of starting streams, after its oldest call came if that was later (lock
+        held)."""
         if self._queueing or not self._waiting:
             return POLL_S
         asking = {call.thread for call in self._waiting}
-        starting = bool(self._starting())  # the next batch is of starting streams: only a first call could join it
+        starting = self._starting()  # the next batch is of starting streams: only a first call could join it
         awaited = {thread for thread, member in self._members.items()
                    if thread not in asking and not (starting and member.calls)}
         if not awaited:
             return 0.0
         if any(call.thread in awaited for call in self._in_batches):
             return POLL_S  # it asks again once its batch has ended
-        return self._free_at + GRACE_S - time.monotonic()
+        since = max(self._free_at, min(call.asked_at for call in starting)) if starting else self._free_at
+        return since + GRACE_S - time.monotonic()
 
     def _starts_here(self) -> bool:
         """Whether this thread starts the next batch now: it may start, and the thread that ran the last batch is

@@ -33,6 +33,20 @@ def device_label(device: torch.device) -> str:
     return f"{torch.cuda.get_device_name(device)}, sm_{major}{minor}"
 
 
+def quantized_kernels_run(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether Realtime's quantized linears run on a kernel on this GPU (the CUDA INT4 GEMM, or Triton's: W4A4 and
+    W8A8 FP8 both need Triton elsewhere) rather than on the float64 W4A4 reference, far slower than fp16: what a GPU
+    without INT4 tensor cores (H100, RTX 50) would get from a PyTorch without Triton, as pip's CUDA builds for Windows
+    are."""
+    from engine.quant import QuantConfig
+    from engine.quant.linears import select_backend
+
+    return select_backend(device, dtype, QuantConfig().rank) != "ref"
+
+
+NO_QUANTIZED_KERNEL = "Realtime runs High fidelity's path: no quantized kernel runs on this GPU without Triton"
+
+
 def prepare_mode(lm, mode: Mode, device: torch.device, folder: Path, report: Report, budget: MemoryBudget):
     """Set up `mode` for `lm` in place; return (runner or None, backend description). The runner's
     buckets are those whose step fits `budget`."""
@@ -43,20 +57,22 @@ def prepare_mode(lm, mode: Mode, device: torch.device, folder: Path, report: Rep
             log.warning("%s mode needs an NVIDIA GPU; running the eager path on the %s", mode.value, where)
         return None, f"{dtype} eager ({where})"
     from engine.lm.runner import DEFAULT_BUCKETS, StaticRunner, freeze_heap
+    from kernels import triton_available
 
-    if mode is Mode.REALTIME:
+    fused = triton_available()
+    if not fused:
+        log.warning("Triton is not available: CUDA graphs without fused kernels")
+    if mode is Mode.REALTIME and quantized_kernels_run(device, next(lm.parameters()).dtype):
         from engine.quant import quantize_for_realtime
 
         backend = quantize_for_realtime(lm, folder, lambda f, m: report("quantize", f, m))
     else:
-        backend = f"{dtype} fused + CUDA graphs"
-    from kernels import triton_available
-
-    fused = triton_available()
+        backend = f"{dtype} {'fused + ' if fused else ''}CUDA graphs"
+        if mode is Mode.REALTIME:
+            log.warning(NO_QUANTIZED_KERNEL)
+            backend += f"; {NO_QUANTIZED_KERNEL}"
     if fused:
         lm.use_fused_kernels()
-    else:
-        log.warning("Triton is not available: CUDA graphs without fused kernels")
     runner = StaticRunner(lm, buckets=budget.buckets(DEFAULT_BUCKETS), fused=fused)
     runner.capture(GenerationConfig(), lambda f, m: report("capture", f, m))
     freeze_heap()

@@ -118,6 +118,57 @@ def test_a_starting_stream_goes_first_by_itself_but_not_twice_in_a_row(pool):
     assert batches.seen == [[0], [11], [1, 12]]
 
 
+def test_streams_starting_together_on_an_idle_device_share_their_first_batch(pool, monkeypatch):
+    """A stream whose first call finds the device idle waits for the first call of another stream that has started
+    (a member yet to ask) instead of running alone: the two share the first batch."""
+    monkeypatch.setattr("engine.gather.GRACE_S", TIMEOUT_S)  # the other's first call is waited for, however late
+    batches = Batches()
+    gathering = Gathering(batches)
+    for work in (1, 2):
+        batches.gate(work).set()
+    preparing, prepared = threading.Event(), threading.Event()
+
+    def stream(work, ready: threading.Event | None = None):
+        with gathering.member():
+            if ready is not None:  # still preparing its text when the other asks
+                preparing.set()
+                assert ready.wait(TIMEOUT_S)
+            return gathering.run(work, "a")
+
+    late = pool.submit(stream, 2, prepared)
+    assert preparing.wait(TIMEOUT_S)
+    early = pool.submit(stream, 1)
+    deadline = time.monotonic() + TIMEOUT_S
+    while not gathering._waiting and not batches.seen:  # the early call waits, or (the bug) runs alone
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    prepared.set()
+    assert early.result(TIMEOUT_S) == 10 and late.result(TIMEOUT_S) == 20
+    assert batches.seen == [[2, 1]]  # in the order of asking: the late one started first
+
+
+def test_a_starting_stream_waits_for_a_silent_member_at_most_the_grace(pool, monkeypatch):
+    """A started stream that never asks holds a starting batch back for GRACE_S from the batch's first call, no
+    longer."""
+    monkeypatch.setattr("engine.gather.GRACE_S", 0.05)
+    gathering = Gathering(lambda works, cancel: [10 * work for work in works])
+    entered, leave = threading.Event(), threading.Event()
+
+    def silent():
+        with gathering.member():
+            entered.set()
+            assert leave.wait(TIMEOUT_S)
+
+    pool.submit(silent)
+    assert entered.wait(TIMEOUT_S)
+    try:
+        with gathering.member():
+            assert pool.submit(gathering.run, 1, "a").result(TIMEOUT_S) == 10  # a plain call from another thread
+            assert gathering.run(2, "a") == 20  # this stream's first call
+    finally:
+        leave.set()
+
+
 class CountedWaits(threading.Condition):
     """The gathering's condition, counting the waits of callers."""
 

@@ -82,3 +82,39 @@ def test_a_readback_that_fails_after_the_release_fails_its_own_batch_only(engine
     assert isinstance(first, ValueError)
     np.testing.assert_array_equal(second[0].audio, alone[1])
     assert engine.render_many([SpeechRequest(text=TEXTS[0], voice=voice, config=CFG)])[0].audio.shape == alone[0].shape
+
+
+def test_streams_started_together_share_their_first_batch(engine, voice, monkeypatch):
+    """A stream is a member from its start: one still preparing its text when another's first call finds the device
+    idle is waited for, and the two first pieces generate in one batch."""
+    import engine.engine as engine_module
+
+    monkeypatch.setattr("engine.gather.GRACE_S", TIMEOUT_S)  # the preparing stream is waited for, however slow
+    slow_text, fast_text = "The stream that prepares its text slowly.", "The stream that asks first."
+    batches, preparing, prepared = [], threading.Event(), threading.Event()
+    generate, require_text = engine._generate_plans, engine_module.require_text
+
+    def generating(plans, *args, **kwargs):
+        batches.append(sorted(plan.items[0].text for plan in plans))
+        return generate(plans, *args, **kwargs)
+
+    def slow_require_text(text):
+        if text == slow_text:
+            preparing.set()
+            assert prepared.wait(TIMEOUT_S)
+        return require_text(text)
+
+    monkeypatch.setattr(engine, "_generate_plans", generating)
+    monkeypatch.setattr(engine_module, "require_text", slow_require_text)
+    cfg = CFG.replace(normalize_text=False)
+    with ThreadPoolExecutor(2) as pool:
+        slow = pool.submit(lambda: list(engine.stream(slow_text, voice, config=cfg)))
+        assert preparing.wait(TIMEOUT_S)
+        fast = pool.submit(lambda: list(engine.stream(fast_text, voice, config=cfg)))
+        deadline = time.monotonic() + TIMEOUT_S
+        while not engine._gathering._waiting and not batches:  # the fast call waits, or (the bug) runs alone
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        prepared.set()
+        assert len(slow.result(TIMEOUT_S)) == 1 and len(fast.result(TIMEOUT_S)) == 1
+    assert batches == [sorted([slow_text, fast_text])]

@@ -4,7 +4,7 @@
 #
 #   bash tests/gpu/run_gpu.sh [--wheels DIR] STEP...
 #
-# Steps: setup ckpt bench profile kernels attention attnfp8 realtime fp8acc fp8scaling gemm gemmfused w4a4 decode captures i8down gputests. `--wheels DIR` names a folder of
+# Steps: setup ckpt bench profile kernels attention attnfp8 realtime fp8acc fp8scaling gemm gemmfused w4a4 decode clients captures i8down gputests. `--wheels DIR` names a folder of
 # wheels to install first (without dependencies) for what the GPU image lacks, e.g. omnivoice 0.2.1 (for the
 # `upstream` bench mode), pydub, soundfile, cffi, pycparser and platformdirs built for its Python.
 # Results go to $OUT (default: a new temporary folder); the full-size random-weight checkpoint is made once
@@ -46,6 +46,9 @@ for step in "$@"; do
               tests/tools/test_bench_int8_down.py tests/engine/test_fused_model.py 2>&1 | tail -8
             timeout 150 python3 -m tools.kernels.bench_int8_down --json "$OUT/int8_down.json" 2>&1 | tail -100 ;;
     decode) timeout 60 python3 -m tools.kernels.bench_decode 2>&1 | tail -15 ;;
+    # Concurrent streaming API clients through a launched server (issue 23): audio per second, first audio p50/p90
+    clients) timeout 300 python3 -m tools.bench_clients --model "$FULL" --mode ${CLIENT_MODE:-hifi} \
+               --clients ${CLIENTS:-1,8} --rounds ${ROUNDS:-3} --json "$OUT/clients.json" 2>&1 | tail -12 ;;
     # Which CUDA calls of another thread break a CUDA-graph capture (tools/capture_overlap.py), one process each
     captures) for mode in global thread_local; do
                 for op in none kernel_only event_query event_synchronize tensor_cpu small_model new_device_memory \
