@@ -162,7 +162,7 @@ def gemm_tile(m: int, n: int, device: torch.device) -> str:
 
 
 def int8_gemm(a: Int8Rows, qweight: torch.Tensor, wscales: torch.Tensor, bias: torch.Tensor | None = None, *,
-              out: torch.Tensor | None = None, tile: str | None = None) -> torch.Tensor:
+              out: torch.Tensor | None = None, tile: str | dict | None = None) -> torch.Tensor:
     """y = (a.codes @ qweight^T) * a.scales[:, None] * wscales[None, :] + bias, int32 sums, in a's dtype.
 
     Parameters
@@ -177,8 +177,9 @@ def int8_gemm(a: Int8Rows, qweight: torch.Tensor, wscales: torch.Tensor, bias: t
         [N], added in fp32 before the single rounding.
     out : torch.Tensor, optional
         [M, N] contiguous buffer of a.dtype (static buffers for CUDA graphs).
-    tile : str, optional
-        A key of `GEMM_TILES` to force (benchmarks); by default `gemm_tile` picks one.
+    tile : str or dict, optional
+        A key of `GEMM_TILES`, or launch options of the same form, to force (benchmarks); by default
+        `gemm_tile` picks one.
 
     Returns
     -------
@@ -201,7 +202,7 @@ def int8_gemm(a: Int8Rows, qweight: torch.Tensor, wscales: torch.Tensor, bias: t
     out = _launch.output("out", out, (m, n), a.dtype, device)
     if not out.is_contiguous():
         raise ValueError("out must be contiguous")
-    cfg = GEMM_TILES[tile or gemm_tile(m, n, device)]
+    cfg = tile if isinstance(tile, dict) else GEMM_TILES[tile or gemm_tile(m, n, device)]
     grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]),)
     with _launch.on_device(device):
         _int8_gemm_kernel[grid](

@@ -4,7 +4,8 @@
 At down_proj's shape (SwiGLU of a [M, 2 x 3072] gate_up, then 3072 -> 1024) and M = 256 / 896 / 1024 rows, us per
 call replayed from a CUDA graph with 8 weight sets in turn (`check_realtime_gpu.graph_us`), these chains:
 - fp16: `swiglu` + `F.linear` (cuBLAS fp16; what High fidelity and the W4A4 recipe's down_proj-FP16 run);
-- int8 fused: `swiglu_int8` (SwiGLU writing int8 codes + row scales) + `int8_gemm` (its default tile, and each tile);
+- int8 fused: `swiglu_int8` (SwiGLU writing int8 codes + row scales) + `int8_gemm` (its default tile; and each tile
+  of `GEMM_TILES` and `EXTRA_TILES` alone);
 - int8 separate: `swiglu` + `W8A8Linear` on its Triton backend (`quantize_act_int8` + `int8_gemm`);
 - int8 torch: `swiglu` + `W8A8Linear` on the reference backend (the plain-PyTorch chain around `torch._int_mm`,
   what every W8A8 down_proj ran before kernels/int8.py);
@@ -43,6 +44,13 @@ HIDDEN, INTER = 1024, 3072
 ROWS = (256, 896, 1024)
 COPIES = 8  # weight sets cycled through while timing (check_realtime_gpu.graph_us's)
 SWIGLU_WARPS = (4, 16)  # swiglu_int8 at other warp counts than its wrapper's (kernels.swiglu.SWIGLU_INT8_WARPS)
+EXTRA_TILES = {  # GEMM launch options beside kernels.int8.GEMM_TILES: smaller tiles and deeper K steps for small M
+    "128x64 k128": {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3},
+    "64x64 k256": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3},
+    "32x64 k256": {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3},
+    "32x32 k256": {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 256, "num_warps": 2, "num_stages": 3},
+    "16x64 k256": {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3},
+}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -90,7 +98,14 @@ def swiglu_int8_warps(gate_up: torch.Tensor, smooth: torch.Tensor, num_warps: in
     return rows
 
 
-def check(gate_up: torch.Tensor, layer: SimpleNamespace, tiles: list[str]) -> dict[str, bool | float]:
+def gemm_tiles(device: torch.device) -> dict[str, str | dict]:
+    """name -> `int8_gemm`'s tile argument: every tile of GEMM_TILES for this device, and EXTRA_TILES on a GPU."""
+    if device.type != "cuda":
+        return {"interpreter": "interpreter"}
+    return {tile: tile for tile in int8.GEMM_TILES if tile != "interpreter"} | EXTRA_TILES
+
+
+def check(gate_up: torch.Tensor, layer: SimpleNamespace, tiles: dict[str, str | dict]) -> dict[str, bool | float]:
     """Each check's result on these operands (True / a ratio that must be <= 1)."""
     act = swiglu(gate_up)  # [M, I] fp16
     with torch.inference_mode():
@@ -101,9 +116,9 @@ def check(gate_up: torch.Tensor, layer: SimpleNamespace, tiles: list[str]) -> di
                    torch.equal(rows.codes, codes) and torch.equal(rows.scales, scales),
                    "int8 separate (W8A8Linear triton) == reference": torch.equal(layer.fast(act), want),
                    "int8 fused (Int8Rows handed over) == reference": torch.equal(layer.fast(rows), want)}
-        for tile in tiles:
+        for name, tile in tiles.items():
             y = int8.int8_gemm(rows, layer.fast.qweight, layer.fast.wscales, tile=tile)
-            results[f"int8 gemm {tile} == reference"] = torch.equal(y, want)
+            results[f"int8 gemm {name} == reference"] = torch.equal(y, want)
         for warps in SWIGLU_WARPS:
             other = swiglu_int8_warps(gate_up, layer.fast.smooth, warps)
             results[f"swiglu_int8 num_warps {warps} == swiglu_int8"] = (torch.equal(other.codes, rows.codes)
@@ -121,7 +136,7 @@ def failures(results: dict[str, bool | float]) -> list[str]:
     return [name for name, ok in results.items() if (ok > 1 if isinstance(ok, float) else not ok)]
 
 
-def chains(gate_up: torch.Tensor, layers: list[SimpleNamespace], tiles: list[str]) -> dict:
+def chains(gate_up: torch.Tensor, layers: list[SimpleNamespace], tiles: dict[str, str | dict]) -> dict:
     """name -> fn(i) running that chain (or kernel) with weight set i."""
     act = swiglu(gate_up)
     rows = swiglu_int8(gate_up, layers[0].fast.smooth)
@@ -138,8 +153,8 @@ def chains(gate_up: torch.Tensor, layers: list[SimpleNamespace], tiles: list[str
     for warps in SWIGLU_WARPS:
         found[f"kernel swiglu_int8 num_warps {warps}"] = lambda i, warps=warps: swiglu_int8_warps(
             gate_up, layers[i].fast.smooth, warps)
-    for tile in tiles:
-        found[f"kernel int8_gemm {tile}"] = lambda i, tile=tile: int8.int8_gemm(
+    for name, tile in tiles.items():
+        found[f"kernel int8_gemm {name}"] = lambda i, tile=tile: int8.int8_gemm(
             rows, layers[i].fast.qweight, layers[i].fast.wscales, tile=tile)
     return found
 
@@ -156,7 +171,7 @@ def main(argv: list[str]) -> int:
     header = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
               "commit": commit_id(), "weights": "random"}
     print(json.dumps(header))
-    tiles = [t for t in int8.GEMM_TILES if t != "interpreter"]
+    tiles = gemm_tiles(torch.device("cuda"))
     layers = make_layers("cuda", COPIES)
     report = {"header": header, "checks": {}, "us": {}}
     for m in args.rows:
