@@ -7,7 +7,7 @@ quantized for an int8 down_proj), `cfg_score` (classifier-free guidance scoring 
 `snake` (Snake activation with the conv bias and residual folded in). Realtime mode: `w4a4_ref` (the W4A4
 numerics contract), `w4a4_triton` (int8/FP8 tensor cores, any sm_80+ GPU), `w4a4_cuda` + `csrc/` (INT4 tensor
 cores, sm_80/86/87/89, compiled with NVRTC), `fp8` / `fp8_ref` (W8A8 FP8, Hopper), `int8` / `int8_ref` (W8A8
-int8 on int8 tensor cores; `row_quant` is what its row quantizer shares with FP8's). `numerics` holds rounding
+int8 on int8 tensor cores; `row_quant` holds the pieces of its and FP8's row quantizers). `numerics` holds rounding
 helpers shared by the references. The references import without Triton.
 """
 import torch

@@ -1,9 +1,10 @@
 """W8A8 FP8 on GPUs with FP8 tensor cores (sm_89 Ada, sm_90 Hopper and later).
 
-A Triton kernel divides each activation row by the smoothing factors and quantizes it to e4m3 with
-a per-token scale (one program per row, one pass over x); `torch._scaled_mm` multiplies the codes
-with rowwise scales. No host syncs and no shape-dependent choices at run time, so it captures into
-CUDA graphs. Numerics: `kernels/fp8_ref.py`; the activation codes and scales match it bit for bit.
+A Triton kernel multiplies each activation row by the smoothing factors' reciprocals and quantizes it to
+e4m3 with a per-token scale (one program per row, one pass over x, no division per element);
+`torch._scaled_mm` multiplies the codes with rowwise scales. No host syncs and no shape-dependent
+choices at run time, so it captures into CUDA graphs. Numerics: `kernels/fp8_ref.py`; the activation
+codes and scales match it bit for bit.
 """
 import functools
 from typing import NamedTuple
@@ -12,17 +13,18 @@ import torch
 
 from kernels import _launch
 from kernels._triton import _INTERPRET, HAS_TRITON, tl, triton
-from kernels.fp8_ref import FP8_DTYPE, FP8_MAX
-from kernels.row_quant import clamped_quotient, row_scale, smoothed
+from kernels.fp8_ref import FP8_DTYPE, FP8_MAX, SMALLEST_SCALE
+from kernels.row_quant import clamped_product, row_scale_reciprocal, smoothed_by_reciprocals
 
 _E4M3_MAX = tl.constexpr(FP8_MAX) if HAS_TRITON else None  # e4m3's largest finite value, inside kernels
+_SMALLEST_SCALE = tl.constexpr(SMALLEST_SCALE) if HAS_TRITON else None
 FP8_TENSOR_CORES = (8, 9)  # the first compute capability with FP8 MMA (Ada); Hopper and Blackwell have it too
 
 
 class FP8Rows(NamedTuple):
     """An activation handed to a W8A8 FP8 linear already quantized by the kernel that produced it."""
 
-    codes: torch.Tensor  # [rows, K] e4m3 codes of x / smooth
+    codes: torch.Tensor  # [rows, K] e4m3 codes of x * inv_smooth
     scales: torch.Tensor  # [rows] fp32 per-row scales
     shape: torch.Size  # the activation's shape [..., K]
     dtype: torch.dtype  # the activation's dtype (the linear returns this dtype)
@@ -60,13 +62,14 @@ def _round_to_e4m3(v):
 
 
 @triton.jit
-def store_e4m3_row(x, smooth_ptr, codes_row_ptr, scale_ptr, cols, col_ok):
-    """Quantize one activation row: e4m3 codes of x / smooth at codes_row_ptr[cols] and the row's
+def store_e4m3_row(x, inv_smooth_ptr, codes_row_ptr, scale_ptr, cols, col_ok):
+    """Quantize one activation row: e4m3 codes of x * inv_smooth at codes_row_ptr[cols] and the row's
     scale (amax / FP8_MAX) at scale_ptr[0]. x is the row in fp32, already rounded as the model rounds it
-    (0 where not col_ok). The quantizer below and the kernels that produce activations share it."""
-    xs = smoothed(x, smooth_ptr, cols, col_ok)
-    scale, divisor = row_scale(tl.max(tl.abs(xs), axis=0), _E4M3_MAX)
-    v = clamped_quotient(xs, divisor, _E4M3_MAX)
+    (0 where not col_ok). The quantizer below and the kernels that produce activations share it.
+    Two divisions per row, none per element (`kernels/fp8_ref.py`)."""
+    xs = smoothed_by_reciprocals(x, inv_smooth_ptr, cols, col_ok)
+    scale, inv_scale = row_scale_reciprocal(tl.max(tl.abs(xs), axis=0), _E4M3_MAX, _SMALLEST_SCALE)
+    v = clamped_product(xs, inv_scale, _E4M3_MAX)
     if _INTERPRET:
         v = _round_to_e4m3(v)
     tl.store(codes_row_ptr + cols, v.to(tl.float8e4nv), mask=col_ok)
@@ -74,23 +77,23 @@ def store_e4m3_row(x, smooth_ptr, codes_row_ptr, scale_ptr, cols, col_ok):
 
 
 @triton.jit
-def _quantize_fp8_kernel(x_ptr, smooth_ptr, codes_ptr, scales_ptr, K, stride_xm, BLOCK_K: tl.constexpr):
+def _quantize_fp8_kernel(x_ptr, inv_smooth_ptr, codes_ptr, scales_ptr, K, stride_xm, BLOCK_K: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     k = tl.arange(0, BLOCK_K)
     k_ok = k < K
     x = tl.load(x_ptr + row * stride_xm + k, mask=k_ok, other=0.0).to(tl.float32)
-    store_e4m3_row(x, smooth_ptr, codes_ptr + row * K, scales_ptr + row, k, k_ok)
+    store_e4m3_row(x, inv_smooth_ptr, codes_ptr + row * K, scales_ptr + row, k, k_ok)
 
 
-def quantize_act_fp8(x: torch.Tensor, smooth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """e4m3 codes and per-token scales of x / smooth, in one pass.
+def quantize_act_fp8(x: torch.Tensor, inv_smooth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """e4m3 codes and per-token scales of x * inv_smooth, in one pass (`kernels.fp8_ref.quantize_act_fp8_ref`).
 
     Parameters
     ----------
     x : torch.Tensor
         [M, K] fp16/bf16/fp32 activations, last dimension contiguous.
-    smooth : torch.Tensor
-        [K] fp32 smoothing factors (x is divided by them).
+    inv_smooth : torch.Tensor
+        [K] fp32 reciprocals of the smoothing factors (x is multiplied by them).
 
     Returns
     -------
@@ -98,14 +101,14 @@ def quantize_act_fp8(x: torch.Tensor, smooth: torch.Tensor) -> tuple[torch.Tenso
         codes [M, K] float8_e4m3fn and fp32 scales [M] (amax / FP8_MAX of each smoothed row).
     """
     m, k = x.shape
-    device = _launch.device_of(x, smooth)
+    device = _launch.device_of(x, inv_smooth)
     _launch.check("x", x, (m, k), _launch.FLOAT_DTYPES)
-    _launch.check("smooth", smooth, (k,), (torch.float32,))
+    _launch.check("inv_smooth", inv_smooth, (k,), (torch.float32,))
     codes = torch.empty(m, k, dtype=FP8_DTYPE, device=device)
     scales = torch.empty(m, dtype=torch.float32, device=device)
     block = triton.next_power_of_2(k)
     with _launch.on_device(device):
-        _quantize_fp8_kernel[(m,)](x, smooth, codes, scales, k, x.stride(0), BLOCK_K=block,
+        _quantize_fp8_kernel[(m,)](x, inv_smooth, codes, scales, k, x.stride(0), BLOCK_K=block,
                                    num_warps=_launch.num_warps(block), enable_fp_fusion=False)
     return codes, scales
 
@@ -157,10 +160,10 @@ def fp8_rows_product(a: FP8Rows, qweight: torch.Tensor, wscales: torch.Tensor) -
     return FP8Product(raw, a.scales, wscales, torch.Size((*a.shape[:-1], qweight.shape[0])), a.dtype)
 
 
-def fp8_linear(x: torch.Tensor, smooth: torch.Tensor, qweight: torch.Tensor, wscales: torch.Tensor,
+def fp8_linear(x: torch.Tensor, inv_smooth: torch.Tensor, qweight: torch.Tensor, wscales: torch.Tensor,
                bias: torch.Tensor | None = None) -> torch.Tensor:
-    """y = W8A8-FP8(x / smooth, qweight) + bias for x [M, K]; returns [M, N] in x's dtype."""
-    codes, scales = quantize_act_fp8(x, smooth)
+    """y = W8A8-FP8(x * inv_smooth, qweight) + bias for x [M, K]; returns [M, N] in x's dtype."""
+    codes, scales = quantize_act_fp8(x, inv_smooth)
     return fp8_rows_linear(FP8Rows(codes, scales, x.shape, x.dtype), qweight, wscales, bias)
 
 

@@ -1,12 +1,26 @@
 """W8A8 FP8 numerics in plain PyTorch: the contract the GPU path (`kernels/fp8.py`) is checked against.
 
-- e4m3 (torch.float8_e4m3fn, max 448) codes with one fp32 scale = amax / 448 per row: a token for
-  activations (dynamic, per call), an output channel for weights (once, at conversion);
-- codes = e4m3(clamp(v / scale, -448, 448)), IEEE fp32 division and round-to-nearest-even (a zero
-  row gets scale 0 and codes 0);
-- activations are first divided by the smoothing factors (fp32 IEEE division);
+- e4m3 (torch.float8_e4m3fn, max 448) codes with one fp32 scale = amax / 448 per row (IEEE division): a
+  token for activations (dynamic, per call), an output channel for weights (once, at conversion);
+- codes = e4m3(clamp(v * inv_scale, -448, 448)) with inv_scale = 1 / scale (IEEE, once per row) and
+  round-to-nearest-even; a row whose scale is not a normal fp32 (amax < 448 * 2**-126, ~5e-36; 0 for a
+  zero row) takes inv_scale 1, so its codes are 0 and 1 / scale cannot overflow;
+- activations are first multiplied by inv_smooth = 1 / smooth (fp32, IEEE, made once where the layer is
+  built or loaded: `engine.quant.W8A8FP8Linear`);
 - y = (codes_x @ codes_w^T) * s_x[:, None] * s_w[None, :] in fp32 (each e4m3 product is exact), plus
   the optional low-rank branch (x_s @ L1) @ L2 and the bias, rounded once to the output dtype.
+
+No division per element: a kernel multiplies twice where dividing would run two IEEE division routines.
+What that changes against dividing (x / smooth, then / scale): with u = 2**-24 (fp32's unit roundoff) and
+Q = the exact (x / smooth) / (amax / 448), the divided quotient passes 4 roundings (x / smooth, the amax
+element's, the scale, the quotient), so it lies within 4u |Q| of Q; the multiplied one 7 (1 / smooth,
+x * that, the amax element's two, the scale, 1 / scale, the product), within 7u |Q|. e4m3 values, and so
+the midpoints where its rounding turns, lie at least 2**-4 of their size apart (3 mantissa bits), so the
+two codes differ only where a midpoint lies within 7u |Q| (~4e-7 |Q|) of Q, a tie, and then by one e4m3
+step; the scales differ by at most 5u relative. (Clamping adds no difference: 448 is an e4m3 value and
+the midpoints around it are 432 and 464.) Ties are rare: 15 codes of 25M random elements with outliers
+moved, each within 2.6u |Q| of its midpoint. tests/kernels/test_fp8.py checks all this; the kernels
+match this contract bit for bit, so no kernel test's tolerance moves.
 
 FP8 tensor cores do not sum in fp32. Measured on an H200 (`python -m tools.kernels.fp8_accumulation`):
 cuBLAS adds each run of 128 products (4 MMA steps of 32) in the MMA's own accumulator, which keeps
@@ -19,7 +33,7 @@ import math
 
 import torch
 
-from kernels.numerics import fp16_rounding_ratio, ieee_div
+from kernels.numerics import fp16_rounding_ratio, ieee_div, ieee_reciprocal
 
 FP8_MMA_K = 32  # products one FP8 MMA step adds into its accumulator
 FP8_PROMOTION_K = 128  # products summed in that accumulator before cuBLAS adds them to an fp32 sum
@@ -27,14 +41,25 @@ FP8_BOUND_LAMBDA = 8.0  # Hoeffding: one output passes its bound by chance with 
 
 FP8_DTYPE = torch.float8_e4m3fn
 FP8_MAX = 448.0
+SMALLEST_SCALE = torch.finfo(torch.float32).tiny  # 2**-126: below it a row's codes are 0 (1 / scale would overflow)
 
 
 def quantize_rows_fp8_ref(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """e4m3 codes [R, K] and fp32 scales [R] of each row of a 2-D tensor (computed in fp32)."""
     t = t.float()
     scales = ieee_div(t.abs().amax(dim=1), FP8_MAX)  # [R]
-    safe = torch.where(scales > 0, scales, torch.ones_like(scales))
-    return (t / safe[:, None]).clamp_(-FP8_MAX, FP8_MAX).to(FP8_DTYPE), scales
+    inv_scales = ieee_reciprocal(torch.where(scales >= SMALLEST_SCALE, scales, torch.ones_like(scales)))  # [R]
+    return (t * inv_scales[:, None]).clamp_(-FP8_MAX, FP8_MAX).to(FP8_DTYPE), scales
+
+
+def smoothed_rows(x: torch.Tensor, inv_smooth: torch.Tensor) -> torch.Tensor:
+    """x [..., K] as fp32 rows [M, K], multiplied by the smoothing factors' reciprocals inv_smooth [K]."""
+    return x.reshape(-1, x.shape[-1]).float() * inv_smooth
+
+
+def quantize_act_fp8_ref(x: torch.Tensor, inv_smooth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """e4m3 codes [M, K] and fp32 scales [M] of x [M, K] * inv_smooth: what `kernels.fp8.quantize_act_fp8` makes."""
+    return quantize_rows_fp8_ref(smoothed_rows(x, inv_smooth))
 
 
 def fp8_linear_ref(x: torch.Tensor, layer) -> torch.Tensor:
@@ -45,10 +70,10 @@ def fp8_linear_ref(x: torch.Tensor, layer) -> torch.Tensor:
     x : torch.Tensor
         [..., K] activations.
     layer
-        Anything with the buffers of `engine.quant.W8A8FP8Linear`: `smooth` [K] fp32, `qweight`
+        Anything with the buffers of `engine.quant.W8A8FP8Linear`: `inv_smooth` [K] fp32, `qweight`
         [N, K] e4m3, `wscales` [N] fp32, `lora_down` [K, R] and `lora_up` [N, R] (or None), `bias` [N] or None.
     """
-    xs = x.reshape(-1, x.shape[-1]).float() / layer.smooth  # [M, K]
+    xs = smoothed_rows(x, layer.inv_smooth)  # [M, K]
     codes, scales = quantize_rows_fp8_ref(xs)
     y = (codes.float() @ layer.qweight.float().t()) * scales[:, None] * layer.wscales[None, :]  # [M, N]
     if layer.lora_down is not None:
@@ -93,7 +118,7 @@ def fp8_output_ratio(y: torch.Tensor, x: torch.Tensor, layer, acc_bits: int) -> 
     """`fp16_rounding_ratio` of a W8A8 FP8 linear's output y against the contract in float64, with the
     accumulation bound of FP8 tensor cores added to the allowance (<= 1: as accurate as they can be).
     x and layer as for `fp8_linear_ref`; acc_bits from `kernels.fp8.accumulator_bits` on y's device."""
-    xs = x.reshape(-1, x.shape[-1]).float() / layer.smooth  # [M, K]
+    xs = smoothed_rows(x, layer.inv_smooth)  # [M, K]
     codes, scales = quantize_rows_fp8_ref(xs)
     exact, bound = fp8_sum_and_bound(codes, layer.qweight, acc_bits)
     outer = scales.double()[:, None] * layer.wscales.double()[None, :]  # [M, N]

@@ -1,4 +1,5 @@
-"""Floating-point helpers shared by kernels and references: ulp distances, IEEE division by a constant."""
+"""Floating-point helpers shared by kernels and references: ulp distances, IEEE division by a constant,
+IEEE reciprocals."""
 import torch
 
 _BITS = {torch.float16: (torch.int16, 0x7FFF), torch.bfloat16: (torch.int16, 0x7FFF),
@@ -42,3 +43,9 @@ def ieee_div(t: torch.Tensor, divisor: float) -> torch.Tensor:
     quantization scales the kernels, using div_rn, must match)."""
     return t / torch.full((), divisor, dtype=t.dtype, device=t.device)
 
+
+
+def ieee_reciprocal(t: torch.Tensor) -> torch.Tensor:
+    """1 / t, correctly rounded, on every device (a tensor numerator: `1 / t` with a Python scalar is PyTorch's
+    own reciprocal kernel, not promised to be IEEE's)."""
+    return torch.ones((), dtype=t.dtype, device=t.device) / t

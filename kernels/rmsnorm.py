@@ -18,8 +18,8 @@ def _rmsnorm_kernel(
     weight_ptr,  # [N]
     y_ptr,  # [rows, N] normalised output (not written when QUANT)
     residual_out_ptr,  # [rows, N] residual stream out = x + residual (only written when HAS_RESIDUAL)
-    smooth_ptr,  # [N] fp32 smoothing factors of the consuming FP8 linear (only read when QUANT)
-    codes_ptr,  # [rows, N] e4m3 codes of y / smooth (only written when QUANT)
+    inv_smooth_ptr,  # [N] fp32 reciprocal smoothing factors of the consuming FP8 linear (only read when QUANT)
+    codes_ptr,  # [rows, N] e4m3 codes of y * inv_smooth (only written when QUANT)
     scales_ptr,  # [rows] fp32 per-row scales of the codes (only written when QUANT)
     stride_x,  # how far to move the pointer to go one row down, per tensor
     stride_residual,
@@ -45,13 +45,13 @@ def _rmsnorm_kernel(
     weight = tl.load(weight_ptr + cols, mask=mask, other=0.0)
     y = (x_hat.to(tl.float32) * weight.to(tl.float32)).to(x.dtype)
     if QUANT:  # the FP8 linear's activation quantizer, on the row already in registers
-        store_e4m3_row(y.to(tl.float32), smooth_ptr, codes_ptr + row * N_COLS, scales_ptr + row, cols, mask)
+        store_e4m3_row(y.to(tl.float32), inv_smooth_ptr, codes_ptr + row * N_COLS, scales_ptr + row, cols, mask)
     else:
         tl.store(y_ptr + row * stride_y + cols, y, mask=mask)
 
 
-def _rmsnorm_fwd(x, residual, weight, eps, y, residual_out, smooth=None):
-    """Launch the kernel: y (or, given the consumer's `smooth`, FP8Rows of y) and residual_out."""
+def _rmsnorm_fwd(x, residual, weight, eps, y, residual_out, inv_smooth=None):
+    """Launch the kernel: y (or, given the consumer's `inv_smooth`, FP8Rows of y) and residual_out."""
     n = x.shape[-1]
     x2 = x.view(-1, n)  # [rows, N]
     rows = x2.shape[0]
@@ -61,11 +61,11 @@ def _rmsnorm_fwd(x, residual, weight, eps, y, residual_out, smooth=None):
     if residual is not None:
         check("residual", residual.view(-1, n), (rows, n), (x.dtype,))
         tensors.append(residual)
-    if smooth is not None:
-        check("smooth", smooth, (n,), (torch.float32,))
-        tensors.append(smooth)
+    if inv_smooth is not None:
+        check("inv_smooth", inv_smooth, (n,), (torch.float32,))
+        tensors.append(inv_smooth)
     device = device_of(*tensors)
-    if smooth is None:
+    if inv_smooth is None:
         y = output("normed out", y, x.shape, x.dtype, device)
         y2 = y.view(-1, n)
     else:
@@ -76,14 +76,14 @@ def _rmsnorm_fwd(x, residual, weight, eps, y, residual_out, smooth=None):
     # pointers a variant does not touch get x in their place
     residual2 = x2 if residual is None else residual.view(-1, n)
     residual_out2 = x2 if residual_out is None else residual_out.view(-1, n)
-    quant = (smooth, y.codes, y.scales) if smooth is not None else (x2, x2, x2)
+    quant = (inv_smooth, y.codes, y.scales) if inv_smooth is not None else (x2, x2, x2)
     block = triton.next_power_of_2(n)
     with on_device(device):
         _rmsnorm_kernel[(rows,)](
             x2, residual2, weight, y2, residual_out2, *quant,
             x2.stride(0), residual2.stride(0), y2.stride(0), residual_out2.stride(0),
             eps,
-            N_COLS=n, HAS_RESIDUAL=residual is not None, QUANT=smooth is not None, BLOCK_N=block,
+            N_COLS=n, HAS_RESIDUAL=residual is not None, QUANT=inv_smooth is not None, BLOCK_N=block,
             num_warps=num_warps(block), enable_fp_fusion=False,
         )
     return y, residual_out
@@ -142,17 +142,17 @@ def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, e
     return _rmsnorm_fwd(x, residual, weight, eps, normed, new_residual)
 
 
-def rmsnorm_fp8(x: torch.Tensor, weight: torch.Tensor, eps: float, smooth: torch.Tensor) -> FP8Rows:
+def rmsnorm_fp8(x: torch.Tensor, weight: torch.Tensor, eps: float, inv_smooth: torch.Tensor) -> FP8Rows:
     """`rmsnorm` quantized for the W8A8 FP8 linear that consumes it, in the same pass: the e4m3
-    codes and per-row scales of `rmsnorm(x, weight, eps) / smooth`, bit for bit what
-    `kernels.fp8.quantize_act_fp8` makes of the fp16 result. `smooth` is [N] fp32."""
-    return _rmsnorm_fwd(x, None, weight, eps, None, None, smooth)[0]
+    codes and per-row scales of `rmsnorm(x, weight, eps) * inv_smooth`, bit for bit what
+    `kernels.fp8.quantize_act_fp8` makes of the fp16 result. `inv_smooth` is [N] fp32."""
+    return _rmsnorm_fwd(x, None, weight, eps, None, None, inv_smooth)[0]
 
 
 def add_rmsnorm_fp8(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
-                    smooth: torch.Tensor) -> tuple[FP8Rows, torch.Tensor]:
+                    inv_smooth: torch.Tensor) -> tuple[FP8Rows, torch.Tensor]:
     """`add_rmsnorm` with the normed output quantized as in `rmsnorm_fp8`: (FP8Rows, new_residual)."""
-    return _rmsnorm_fwd(x, residual, weight, eps, None, None, smooth)
+    return _rmsnorm_fwd(x, residual, weight, eps, None, None, inv_smooth)
 
 
 def rmsnorm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """Adapters from the model's tensor layouts to the fused kernels in kernels/ (CUDA + Triton only).
 
-Where the consumer is a W8A8 FP8 linear, the norms get its smoothing factors and return FP8Rows
+Where the consumer is a W8A8 FP8 linear, the norms get its smoothing factors' reciprocals and return FP8Rows
 (e4m3 codes + per-row scales) instead of the fp16 activation: one kernel fewer per linear. (SwiGLU
 does not: fused with the 3072-wide quantizer it measured slower on an H200 than the two kernels.)
 An FP8 gate_up hands SwiGLU its product before the scales (FP8Product), which SwiGLU applies as it reads.
@@ -23,16 +23,16 @@ from kernels.swiglu import swiglu_int8, swiglu_scaled
 
 
 def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float,
-            fp8_smooth: torch.Tensor | None = None) -> torch.Tensor | FP8Rows:
-    if fp8_smooth is not None:
-        return rmsnorm_fp8(x, weight, eps, fp8_smooth)
+            fp8_inv_smooth: torch.Tensor | None = None) -> torch.Tensor | FP8Rows:
+    if fp8_inv_smooth is not None:
+        return rmsnorm_fp8(x, weight, eps, fp8_inv_smooth)
     return _rmsnorm(x, weight, eps)
 
 
 def add_rmsnorm(h: torch.Tensor, residual: torch.Tensor, norm) -> tuple[torch.Tensor | FP8Rows, torch.Tensor]:
-    """(norm(residual + h), residual + h); the first quantized when norm.fp8_smooth is set."""
-    if norm.fp8_smooth is not None:
-        return add_rmsnorm_fp8(h, residual, norm.weight, norm.eps, norm.fp8_smooth)
+    """(norm(residual + h), residual + h); the first quantized when norm.fp8_inv_smooth is set."""
+    if norm.fp8_inv_smooth is not None:
+        return add_rmsnorm_fp8(h, residual, norm.weight, norm.eps, norm.fp8_inv_smooth)
     return _add_rmsnorm(h, residual, norm.weight, norm.eps)
 
 

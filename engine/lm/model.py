@@ -73,11 +73,11 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
         self.fused = False
-        self.fp8_smooth: torch.Tensor | None = None  # fused: quantize for the FP8 linear after me
+        self.fp8_inv_smooth: torch.Tensor | None = None  # fused: quantize for the FP8 linear after me
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.fused:
-            return fused.rmsnorm(x, self.weight, self.eps, self.fp8_smooth)
+            return fused.rmsnorm(x, self.weight, self.eps, self.fp8_inv_smooth)
         return rms_norm(x, self.weight, self.eps)
 
 
@@ -151,10 +151,11 @@ class Block(nn.Module):
         return x, self.mlp(h)
 
 
-def _input_smooth(linear: nn.Module, kind: str) -> torch.Tensor | None:
-    """The smoothing factors of a linear that accepts its input pre-quantized ("fp8": `kernels.fp8.FP8Rows`,
-    "int8": `kernels.int8.Int8Rows`) by the kernel before it, else None."""
-    accepts = getattr(linear, f"{kind}_input_smooth", None)
+def _input_smooth(linear: nn.Module, accessor: str) -> torch.Tensor | None:
+    """What `linear.<accessor>()` hands the kernel before it to quantize the linear's input with
+    (`fp8_input_inv_smooth`: the smoothing factors' reciprocals, for `kernels.fp8.FP8Rows`; `int8_input_smooth`:
+    the factors, for `kernels.int8.Int8Rows`), or None where the linear takes no pre-quantized input."""
+    accepts = getattr(linear, accessor, None)
     return accepts() if accepts is not None else None
 
 
@@ -189,13 +190,14 @@ class OmniVoiceLM(nn.Module):
             if hasattr(module, "fused"):
                 module.fused = True
         for block in self.layers:  # FP8 linears after a norm take their input quantized by the norm kernel
-            block.input_norm.fp8_smooth = _input_smooth(block.attn.qkv_proj, "fp8")
-            block.post_attn_norm.fp8_smooth = _input_smooth(block.mlp.gate_up_proj, "fp8")
+            block.input_norm.fp8_inv_smooth = _input_smooth(block.attn.qkv_proj, "fp8_input_inv_smooth")
+            block.post_attn_norm.fp8_inv_smooth = _input_smooth(block.mlp.gate_up_proj, "fp8_input_inv_smooth")
             # ... and gate_up leaves its scales to the fused SwiGLU (unit-scale FP8 GEMMs run faster)
             block.mlp.gate_up_proj.product_out = _can_return_product(block.mlp.gate_up_proj)
             # a W8A8 int8 down_proj takes its input quantized by the SwiGLU (from a tensor, not an FP8Product)
             mlp = block.mlp
-            mlp.int8_smooth = None if mlp.gate_up_proj.product_out else _input_smooth(mlp.down_proj, "int8")
+            mlp.int8_smooth = (None if mlp.gate_up_proj.product_out
+                               else _input_smooth(mlp.down_proj, "int8_input_smooth"))
         return self
 
     def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:

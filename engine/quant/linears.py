@@ -14,8 +14,9 @@ from engine.folders import user_folders
 from engine.quant.config import FP8_ALIGN, QuantConfig
 from kernels import fp8, int8, w4a4_cuda
 from kernels._triton import HAS_TRITON
-from kernels.fp8_ref import FP8_DTYPE, fp8_linear_ref, quantize_rows_fp8_ref
+from kernels.fp8_ref import FP8_DTYPE, fp8_linear_ref, quantize_rows_fp8_ref, smoothed_rows
 from kernels.int8_ref import int8_linear_ref, quantize_rows_int8_ref
+from kernels.numerics import ieee_reciprocal
 from kernels.w4a4_ref import (
     GROUP,
     pack_int4,
@@ -241,7 +242,9 @@ class W8A8FP8Linear(_QuantizedLinear):
     with e4m3 codes, per-token dynamic activation scales and per-output-channel weight scales.
 
     Buffers: `smooth` lambda [K] fp32, `qweight` [N, K] float8_e4m3fn, `wscales` [N] fp32, `bias` [N], and
-    with `rank` > 0 `lora_down` L1 [K, R] and `lora_up` L2^T [N, R] in the model dtype (else None).
+    with `rank` > 0 `lora_down` L1 [K, R] and `lora_up` L2^T [N, R] in the model dtype (else None). Not
+    saved: `inv_smooth` = 1 / lambda [K] fp32, what the quantizers multiply by (the contract divides by
+    nothing per element), made again whenever the layer is built or a state dict is loaded into it.
     On GPUs with FP8 tensor cores forward() is one Triton quantize kernel and one `torch._scaled_mm`
     (graph-capturable), or the `_scaled_mm` alone when the fused norm or SwiGLU before it hands over
     its output already quantized; with `product_out` the `_scaled_mm` has unit scales and the consumer
@@ -261,6 +264,20 @@ class W8A8FP8Linear(_QuantizedLinear):
         make = functools.partial(torch.empty, dtype=dtype, device=device)
         self.register_buffer("lora_down", make(in_features, rank) if rank else None)
         self.register_buffer("lora_up", make(out_features, rank) if rank else None)
+        self.register_buffer("inv_smooth", torch.empty(in_features, dtype=torch.float32, device=device),
+                             persistent=False)  # not in conversion files: they hold `smooth`, as they always did
+        self.register_load_state_dict_post_hook(W8A8FP8Linear._reciprocals_after_load)
+
+    @staticmethod
+    def _reciprocals_after_load(layer: W8A8FP8Linear, incompatible_keys) -> None:
+        layer.inv_smooth = ieee_reciprocal(layer.smooth)
+
+    @classmethod
+    @torch.no_grad()
+    def from_linear(cls, linear: nn.Linear, act_amax: torch.Tensor, cfg: QuantConfig) -> W8A8FP8Linear:
+        layer = super().from_linear(linear, act_amax, cfg)
+        layer.inv_smooth = ieee_reciprocal(layer.smooth)
+        return layer
 
     @classmethod
     def empty_like(cls, linear: nn.Linear, cfg: QuantConfig) -> W8A8FP8Linear:
@@ -281,33 +298,34 @@ class W8A8FP8Linear(_QuantizedLinear):
     def backend_label(self) -> str:
         return FP8_LABELS[self.backend_name()]
 
-    def fp8_input_smooth(self) -> torch.Tensor | None:
-        """`smooth` when forward() can take its input as `kernels.fp8.FP8Rows`, quantized by the kernel
+    def fp8_input_inv_smooth(self) -> torch.Tensor | None:
+        """`inv_smooth` when forward() can take its input as `kernels.fp8.FP8Rows`, quantized by the kernel
         that produced it (the fused norms and SwiGLU); None when it needs the activation itself (the
         reference backend, or the low-rank branch, which reads the unquantized input)."""
-        return self.smooth if self.backend_name() == "scaled_mm" and self.lora_down is None else None
+        return self.inv_smooth if self.backend_name() == "scaled_mm" and self.lora_down is None else None
 
     def can_return_product(self) -> bool:
         """True when forward() can hand its consumer the product before the scales (`product_out`,
         `kernels.fp8.FP8Product`): the `_scaled_mm` backend with nothing to add after the scales (no
         low-rank branch, no bias)."""
-        return self.fp8_input_smooth() is not None and self.bias is None
+        return self.fp8_input_inv_smooth() is not None and self.bias is None
 
     def forward(self, x: torch.Tensor | fp8.FP8Rows) -> torch.Tensor | fp8.FP8Product:
-        if not isinstance(x, fp8.FP8Rows):  # else quantized upstream for us (see fp8_input_smooth)
+        if not isinstance(x, fp8.FP8Rows):  # else quantized upstream for us (see fp8_input_inv_smooth)
             if self.backend_name() == "ref":
                 return fp8_linear_ref(x, self)
             if self.lora_down is not None:  # off by default: plain torch ops are enough for an option
                 return self._forward_low_rank(x)
-            x = fp8.FP8Rows(*fp8.quantize_act_fp8(x.reshape(-1, self.in_features), self.smooth), x.shape, x.dtype)
+            x = fp8.FP8Rows(*fp8.quantize_act_fp8(x.reshape(-1, self.in_features), self.inv_smooth), x.shape,
+                            x.dtype)
         if self.product_out:
             return fp8.fp8_rows_product(x, self.qweight, self.wscales)
         return fp8.fp8_rows_linear(x, self.qweight, self.wscales, self.bias)
 
     def _forward_low_rank(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, self.in_features)  # [M, K]
-        y = fp8.fp8_linear(x2, self.smooth, self.qweight, self.wscales, self.bias)  # [M, N]
-        xs = x2.float() / self.smooth
+        y = fp8.fp8_linear(x2, self.inv_smooth, self.qweight, self.wscales, self.bias)  # [M, N]
+        xs = smoothed_rows(x2, self.inv_smooth)  # [M, K]
         y += ((xs @ self.lora_down.float()) @ self.lora_up.float().t()).to(y.dtype)
         return y.reshape(*x.shape[:-1], self.out_features)
 

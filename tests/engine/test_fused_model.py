@@ -88,15 +88,15 @@ def test_fp8_linears_take_their_input_quantized_by_the_kernel_before_them(models
 
     lm, batch = _all_fp8_fused_lm(models_and_prompt)
     block = lm.layers[0]
-    assert block.input_norm.fp8_smooth is block.attn.qkv_proj.smooth
-    assert block.post_attn_norm.fp8_smooth is block.mlp.gate_up_proj.smooth
+    assert block.input_norm.fp8_inv_smooth is block.attn.qkv_proj.inv_smooth
+    assert block.post_attn_norm.fp8_inv_smooth is block.mlp.gate_up_proj.inv_smooth
     handed = []
     hook = block.mlp.gate_up_proj.register_forward_pre_hook(lambda m, args: handed.append(type(args[0])))
     with torch.inference_mode():
         fused = lm(batch.input_ids, batch.audio_mask, batch.attn_mask, rows=batch.rows)
         for module in lm.modules():  # the same kernels, each linear quantizing its own input
-            if hasattr(module, "fp8_smooth"):
-                module.fp8_smooth = None
+            if hasattr(module, "fp8_inv_smooth"):
+                module.fp8_inv_smooth = None
         separate = lm(batch.input_ids, batch.audio_mask, batch.attn_mask, rows=batch.rows)
     hook.remove()
     assert handed == [FP8Rows, torch.Tensor]

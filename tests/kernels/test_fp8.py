@@ -28,7 +28,15 @@ from engine.quant import (
 )
 from kernels import fp8, w4a4_cuda
 from kernels._triton import HAS_TRITON
-from kernels.fp8_ref import FP8_DTYPE, FP8_MAX, fp8_output_ratio, fp8_sum_and_bound, quantize_rows_fp8_ref
+from kernels.fp8_ref import (
+    FP8_DTYPE,
+    FP8_MAX,
+    fp8_output_ratio,
+    fp8_sum_and_bound,
+    quantize_act_fp8_ref,
+    quantize_rows_fp8_ref,
+)
+from kernels.numerics import ieee_div, ieee_reciprocal
 from kernels.rmsnorm import add_rmsnorm, add_rmsnorm_fp8, rmsnorm, rmsnorm_fp8
 from tools.fidelity import sqnr_db
 
@@ -64,15 +72,79 @@ def outlier_activations(rows, k, seed, dtype=torch.float32):
     return x.to(device=DEVICE, dtype=dtype)
 
 
+def smoothing_reciprocals(k: int) -> torch.Tensor:
+    """1 / smooth [K] fp32 on DEVICE for random smoothing factors in [0.5, 1.5)."""
+    return ieee_reciprocal(0.5 + torch.rand(k, generator=torch.Generator().manual_seed(k))).to(DEVICE)
+
+
+def divided_codes(x: torch.Tensor, smooth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The contract before it multiplied: e4m3 codes of (x / smooth) / scale, IEEE divisions, and the scales."""
+    xs = x.float() / smooth  # [M, K]
+    scales = ieee_div(xs.abs().amax(dim=1), FP8_MAX)  # [M]
+    safe = torch.where(scales > 0, scales, torch.ones_like(scales))
+    return (xs / safe[:, None]).clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE), scales
+
+
+def division_ties(divisor: float) -> torch.Tensor:
+    """fp32 values v near divisor * (an e4m3 rounding midpoint) whose e4m3 code differs between v / divisor
+    and v * (1 / divisor) (IEEE, fp32): the ties where a quantizer that still divides parts from the contract."""
+    mids = (E4M3_GRID[1:] + E4M3_GRID[:-1]) / 2
+    mids = mids[(mids > 2.0 ** -6) & (mids < FP8_MAX)]  # positive normal ones: [m]
+    near = (mids * divisor)[:, None].expand(-1, 9).contiguous()  # [m, 9]: each and its 4 fp32 neighbours on each side
+    for step in range(1, 5):
+        near[:, 4 + step] = near[:, 4 + step - 1].nextafter(torch.tensor(float("inf")))
+        near[:, 4 - step] = near[:, 4 - step + 1].nextafter(torch.tensor(0.0))
+    near = near.flatten()
+    d = torch.full((), divisor)
+    differ = (near / d).to(FP8_DTYPE).float() != (near * ieee_reciprocal(d)).to(FP8_DTYPE).float()
+    return near[differ]
+
+
+def tie_rows(divisor: float, width: int = 64) -> torch.Tensor:
+    """Rows [R, width] fp32 of `division_ties(divisor)` (both signs), each led by 448 * divisor (scale = divisor)."""
+    ties = division_ties(divisor)
+    ties = torch.cat([ties, -ties])
+    rows = torch.nn.functional.pad(ties, (0, -ties.numel() % (width - 1))).view(-1, width - 1)
+    return torch.cat([torch.full((rows.shape[0], 1), FP8_MAX * divisor), rows], dim=1)
+
+
 def test_reference_quantizer_scales_rounds_and_saturates():
-    x = torch.zeros(3, 32)
+    x = torch.zeros(4, 32)
     x[0, :4] = torch.tensor([448.0, 17.0, 19.0, -2.0 ** -10])  # amax 448 -> scale exactly 1
     x[1] = torch.linspace(-3, 5, 32)
+    x[3, :2] = torch.tensor([1e-37, -3e-38])  # scale below fp32's normal range: 1 / scale would be inf
     codes, scales = quantize_rows_fp8_ref(x)  # row 2 is all zeros
-    assert codes.dtype == FP8_DTYPE and torch.equal(scales, torch.tensor([448.0, 5.0, 0.0]) / FP8_MAX)
+    assert codes.dtype == FP8_DTYPE and torch.equal(scales, ieee_div(torch.tensor([448.0, 5.0, 0.0, 1e-37]), FP8_MAX))
     assert codes[0, :4].float().tolist() == [448.0, 16.0, 20.0, 0.0]  # ties to even, below half the smallest
     assert bits(codes[0, 3:4]).item() == 0x80  # ... subnormal: -0, sign kept
     assert codes[1].float().abs().max() == FP8_MAX and (codes[2].float() == 0).all()
+    assert (codes[3].float() == 0).all()  # not NaN
+
+
+def test_reference_codes_are_the_divided_ones_except_at_ties():
+    """kernels/fp8_ref.py's analysis: multiplying by 1 / smooth and 1 / scale instead of dividing moves a
+    code only where the exact quotient Q lies within 7u |Q| of an e4m3 rounding midpoint (u = 2**-24), and
+    then by one e4m3 step; the scales stay within 5u. Random rows with outliers, and rows built at ties."""
+    u = 2.0 ** -24
+    k = 1024
+    smooth = 0.5 + torch.rand(k, generator=torch.Generator().manual_seed(3))
+    x = torch.cat([outlier_activations(2048, k, seed=11).cpu(), tie_rows(3.0, width=k)])  # [M, K]
+    smooth[:1] = 1.0  # ... the tie rows' scale is 3 (448 * 3 in column 0) and their columns' smoothing 1 ...
+    x[2048:, 1:] *= smooth[1:]  # ... so their quotients stay at the ties (1 ulp off at most: still near one)
+    codes, scales = quantize_act_fp8_ref(x, ieee_reciprocal(smooth))
+    want_codes, want_scales = divided_codes(x, smooth)
+    assert ((scales.double() - want_scales.double()).abs() <= 5 * u * want_scales.double()).all()
+    grid = E4M3_GRID.double()
+    steps = (torch.bucketize(codes.double(), grid) - torch.bucketize(want_codes.double(), grid)).abs()
+    assert steps.max() == 1  # some codes move (the tie rows), by one step
+    xs = x.double() / smooth.double()
+    q = xs / (xs.abs().amax(dim=1, keepdim=True) / FP8_MAX)  # the exact quotient Q [M, K]
+    mids = (grid[1:] + grid[:-1]) / 2
+    i = torch.bucketize(q, mids).clamp(1, mids.numel() - 1)
+    to_mid = torch.minimum((q - mids[i - 1]).abs(), (q - mids[i]).abs())  # [M, K]
+    moved = steps > 0
+    assert (to_mid[moved] <= 7 * u * q[moved].abs()).all()
+    assert moved[:2048].float().mean() < 1e-4  # random rows: ties are rare
 
 
 @needs_triton
@@ -81,12 +153,28 @@ def test_triton_quantizer_is_bit_exact(m, k):
     x = outlier_activations(m, k, seed=m + k, dtype=torch.float16)
     x[-1, : k // 2] = 0
     x[0, 0] = -0.0
-    smooth = (0.5 + torch.rand(k, generator=torch.Generator().manual_seed(k))).to(DEVICE)
-    codes, scales = fp8.quantize_act_fp8(x, smooth)
-    want_codes, want_scales = quantize_rows_fp8_ref(x.float() / smooth)
+    inv_smooth = smoothing_reciprocals(k)
+    codes, scales = fp8.quantize_act_fp8(x, inv_smooth)
+    want_codes, want_scales = quantize_act_fp8_ref(x, inv_smooth)
     assert torch.equal(bits(codes), bits(want_codes)) and torch.equal(scales, want_scales)
-    codes, _ = fp8.quantize_act_fp8(torch.zeros(2, k, dtype=torch.float16, device=DEVICE), smooth)
+    codes, _ = fp8.quantize_act_fp8(torch.zeros(2, k, dtype=torch.float16, device=DEVICE), inv_smooth)
     assert (bits(codes) == 0).all()
+
+
+@needs_triton
+def test_triton_quantizer_multiplies_where_dividing_would_round_otherwise():
+    """Rows whose scale (3) has no exact reciprocal, at the ties where dividing by it gives other codes than
+    multiplying by 1 / 3 (a quantizer that still divides fails here), and rows too small for 1 / scale."""
+    rows = tie_rows(3.0).to(DEVICE)
+    tiny = torch.zeros(2, rows.shape[1], device=DEVICE)
+    tiny[0, :3] = torch.tensor([1e-37, -3e-38, 2e-39])  # scale subnormal: codes 0, not NaN
+    x = torch.cat([rows, tiny])
+    ones = torch.ones(x.shape[1], device=DEVICE)
+    codes, scales = fp8.quantize_act_fp8(x, ones)
+    want_codes, want_scales = quantize_act_fp8_ref(x, ones)
+    assert not torch.equal(bits(want_codes), bits(divided_codes(x, ones)[0]))  # the ties are there
+    assert torch.equal(bits(codes), bits(want_codes)) and torch.equal(scales, want_scales)
+    assert (codes[-2:].float() == 0).all()
 
 
 @needs_triton
@@ -125,12 +213,12 @@ def test_norms_quantize_in_the_same_pass(m, k, dtype):
     x = outlier_activations(m, k, seed=k, dtype=dtype)
     residual = outlier_activations(m, k, seed=k + 1, dtype=dtype)
     weight = (1 + 0.2 * torch.randn(k, generator=torch.Generator().manual_seed(2))).to(DEVICE, dtype)
-    smooth = (0.5 + torch.rand(k, generator=torch.Generator().manual_seed(k))).to(DEVICE)
-    assert_same_rows(rmsnorm_fp8(x, weight, 1e-6, smooth), *fp8.quantize_act_fp8(rmsnorm(x, weight, 1e-6), smooth),
-                     (m, k), dtype)
+    inv_smooth = smoothing_reciprocals(k)
+    assert_same_rows(rmsnorm_fp8(x, weight, 1e-6, inv_smooth),
+                     *fp8.quantize_act_fp8(rmsnorm(x, weight, 1e-6), inv_smooth), (m, k), dtype)
     normed, new_residual = add_rmsnorm(x, residual, weight, 1e-6)
-    rows, fused_residual = add_rmsnorm_fp8(x, residual, weight, 1e-6, smooth)
-    assert_same_rows(rows, *fp8.quantize_act_fp8(normed, smooth), (m, k), dtype)
+    rows, fused_residual = add_rmsnorm_fp8(x, residual, weight, 1e-6, inv_smooth)
+    assert_same_rows(rows, *fp8.quantize_act_fp8(normed, inv_smooth), (m, k), dtype)
     assert torch.equal(fused_residual, new_residual)
 
 
@@ -139,14 +227,14 @@ def test_linear_takes_fp8_rows_from_the_kernel_before_it():
     _, layer = fp8_layer(96, 48, seed=4, dtype=torch.float16)
     layer.backend = "scaled_mm"
     x = outlier_activations(2 * 5, 96, seed=5, dtype=torch.float16).view(2, 5, 96)
-    assert layer.fp8_input_smooth() is layer.smooth
-    rows = fp8.FP8Rows(*fp8.quantize_act_fp8(x.view(10, 96), layer.smooth), x.shape, x.dtype)
+    assert layer.fp8_input_inv_smooth() is layer.inv_smooth
+    rows = fp8.FP8Rows(*fp8.quantize_act_fp8(x.view(10, 96), layer.inv_smooth), x.shape, x.dtype)
     assert torch.equal(layer(rows), layer(x))  # bias included, shape [2, 5, 48]
     layer.backend = "ref"
-    assert layer.fp8_input_smooth() is None  # the reference quantizes itself
+    assert layer.fp8_input_inv_smooth() is None  # the reference quantizes itself
     _, ranked = fp8_layer(96, 48, rank=16, seed=4, dtype=torch.float16)
     ranked.backend = "scaled_mm"
-    assert ranked.fp8_input_smooth() is None  # the low-rank branch needs the activation itself
+    assert ranked.fp8_input_inv_smooth() is None  # the low-rank branch needs the activation itself
 
 
 def fp8_layer(k, n, rank=0, bias=True, seed=0, dtype=torch.float32):
@@ -172,7 +260,7 @@ def test_linear_returns_its_product_before_the_scales_only_with_nothing_to_add_a
     layer.backend, layer.product_out = "scaled_mm", True
     x = outlier_activations(10, 96, seed=5, dtype=torch.float16).view(2, 5, 96)
     product = layer(x)
-    codes, scales = fp8.quantize_act_fp8(x.view(10, 96), layer.smooth)
+    codes, scales = fp8.quantize_act_fp8(x.view(10, 96), layer.inv_smooth)
     assert isinstance(product, fp8.FP8Product) and product.shape == (2, 5, 48) and product.dtype == torch.float16
     assert product.raw.dtype == torch.bfloat16 and product.raw.shape == (10, 48)
     assert torch.equal(product.row_scales, scales) and torch.equal(product.col_scales, layer.wscales)
@@ -230,6 +318,30 @@ def test_fp8_conversion_plan_and_file_round_trip(tmp_path):
     assert quantization_plan(fresh) == {"qkv_proj": "fp8"}
     with torch.no_grad():
         assert torch.equal(model(x), fresh(x))
+
+
+def test_a_conversion_file_holds_smooth_only_and_loading_makes_inv_smooth(tmp_path):
+    """Conversion files keep their format (`smooth`, never `inv_smooth`), so the ones saved before the
+    quantizers multiplied still load: onto the meta-device model as the engine loads them, the layer gets
+    inv_smooth = 1 / smooth, IEEE (fp64's quotient rounded once more is IEEE's for fp32 operands)."""
+    torch.manual_seed(0)
+    model = Pair()
+    cfg = QuantConfig(fp8=("*",))
+    quantize_(model, cfg, lambda m: m(torch.randn(4, 64, generator=torch.Generator().manual_seed(0))))
+    path = tmp_path / "pair.safetensors"
+    save_quantized(model, path, cfg, source_hash="h")
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        assert {key for key in f.keys() if key.startswith("qkv_proj.")} == {
+            "qkv_proj.smooth", "qkv_proj.qweight", "qkv_proj.wscales"}  # the format as it always was
+    with torch.device("meta"):
+        fresh = Pair()
+    load_quantized(fresh, path, source_hash="h")
+    layer = fresh.qkv_proj
+    assert layer.inv_smooth.device.type == "cpu"
+    assert torch.equal(layer.inv_smooth, (1 / layer.smooth.double()).float())
+    assert torch.equal(model.qkv_proj.inv_smooth, layer.inv_smooth)  # as from_linear made it
 
 
 @pytest.mark.parametrize("int4_native,fp8_ok,choice,want", [

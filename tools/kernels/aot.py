@@ -47,7 +47,7 @@ def hifi_builds() -> list[Build]:
 
     hidden, mlp, books = MODEL["hidden"], MODEL["mlp"], MODEL["books"]
     norm = _signature("x_ptr:*fp16 residual_ptr:*fp16 weight_ptr:*fp16 y_ptr:*fp16 residual_out_ptr:*fp16 "
-                      "smooth_ptr:*fp16 codes_ptr:*fp16 scales_ptr:*fp16 stride_x:i32 stride_residual:i32 "
+                      "inv_smooth_ptr:*fp16 codes_ptr:*fp16 scales_ptr:*fp16 stride_x:i32 stride_residual:i32 "
                       "stride_y:i32 stride_residual_out:i32 eps:fp32 N_COLS HAS_RESIDUAL QUANT BLOCK_N")
     norm_block = next_power_of_2(hidden)
 
@@ -143,10 +143,10 @@ def fp8_builds() -> list[Build]:
     from kernels import _launch, fp8, rmsnorm, swiglu
 
     hidden, mlp = MODEL["hidden"], MODEL["mlp"]
-    quantize = _signature("x_ptr:*fp16 smooth_ptr:*fp32 codes_ptr:*fp8e4nv scales_ptr:*fp32 K:i32 stride_xm:i32 "
+    quantize = _signature("x_ptr:*fp16 inv_smooth_ptr:*fp32 codes_ptr:*fp8e4nv scales_ptr:*fp32 K:i32 stride_xm:i32 "
                           "BLOCK_K")
     norm = _signature("x_ptr:*fp16 residual_ptr:*fp16 weight_ptr:*fp16 y_ptr:*fp16 residual_out_ptr:*fp16 "
-                      "smooth_ptr:*fp32 codes_ptr:*fp8e4nv scales_ptr:*fp32 stride_x:i32 stride_residual:i32 "
+                      "inv_smooth_ptr:*fp32 codes_ptr:*fp8e4nv scales_ptr:*fp32 stride_x:i32 stride_residual:i32 "
                       "stride_y:i32 stride_residual_out:i32 eps:fp32 N_COLS HAS_RESIDUAL QUANT BLOCK_N")
     glu = _signature("raw_ptr:*bf16 row_scales_ptr:*fp32 col_scales_ptr:*fp32 out_ptr:*fp16 stride_raw:i32 "
                      "stride_out:i32 n_cols:i32 BLOCK")

@@ -21,8 +21,8 @@ import torch
 import triton
 
 from kernels import fp8, w4a4_triton
-from kernels.fp8_ref import fp8_linear_ref, fp8_output_ratio, quantize_rows_fp8_ref
-from kernels.numerics import fp16_rounding_ratio
+from kernels.fp8_ref import fp8_linear_ref, fp8_output_ratio, quantize_act_fp8_ref, quantize_rows_fp8_ref
+from kernels.numerics import fp16_rounding_ratio, ieee_reciprocal
 from kernels.w4a4_ref import (
     group_sums_ref,
     quantize_act_lowrank_ref,
@@ -48,7 +48,8 @@ def make_w4a4(k: int, n: int, seed: int) -> SimpleNamespace:
 def make_fp8(k: int, n: int, seed: int) -> SimpleNamespace:
     g = torch.Generator(device=DEVICE).manual_seed(seed)
     codes, scales = quantize_rows_fp8_ref(0.05 * torch.randn(n, k, device=DEVICE, generator=g))
-    return SimpleNamespace(smooth=0.5 + torch.rand(k, device=DEVICE, generator=g), qweight=codes, wscales=scales,
+    smooth = 0.5 + torch.rand(k, device=DEVICE, generator=g)
+    return SimpleNamespace(inv_smooth=ieee_reciprocal(smooth), qweight=codes, wscales=scales,
                            lora_down=None, lora_up=None, bias=None)
 
 
@@ -107,11 +108,11 @@ def check_fp8(name: str, x: torch.Tensor, layer: SimpleNamespace) -> list[str]:
     """Codes and scales bit-exact; the output within fp16 rounding of the exact sum of the quantized
     operands plus the accumulation bound of this GPU's FP8 tensor cores (kernels/fp8_ref.py)."""
     failures = []
-    codes, scales = fp8.quantize_act_fp8(x, layer.smooth)
-    want_codes, want_scales = quantize_rows_fp8_ref(x.float() / layer.smooth)
+    codes, scales = fp8.quantize_act_fp8(x, layer.inv_smooth)
+    want_codes, want_scales = quantize_act_fp8_ref(x, layer.inv_smooth)
     if not (torch.equal(codes.view(torch.uint8), want_codes.view(torch.uint8)) and torch.equal(scales, want_scales)):
         failures.append(f"{name}: FP8 codes or scales differ from the reference")
-    y = fp8.fp8_linear(x, layer.smooth, layer.qweight, layer.wscales)
+    y = fp8.fp8_linear(x, layer.inv_smooth, layer.qweight, layer.wscales)
     ratio = fp8_output_ratio(y, x, layer, fp8.accumulator_bits(x.device))
     fp32_ratio = fp16_rounding_ratio(y, fp8_linear_ref(x.float(), layer), fp8_linear_ref(x, layer))
     print(f"   {name}: FP8 output {ratio:.3f} x its allowance ({fp32_ratio:.3f} x fp16 rounding of an fp32 sum)")
@@ -142,7 +143,7 @@ def time_layer(m: int, k: int, n: int) -> list[float]:
         a = quantize(x, w4[i].smooth, w4[i].lora_down, layout="e4m3")
         w4a4_triton.w4a4_gemm(a, e4m3[i], w4[i].wscales, w4[i].lora_up, out=out)
 
-    fp8_codes, fp8_scales = fp8.quantize_act_fp8(x, f8[0].smooth)
+    fp8_codes, fp8_scales = fp8.quantize_act_fp8(x, f8[0].inv_smooth)
     times = [
         graph_us(lambda i: torch.mm(x, w16[i].t(), out=out)),
         graph_us(lambda i: quantize(x, w4[i].smooth, w4[i].lora_down, layout="e4m3")),
@@ -152,9 +153,9 @@ def time_layer(m: int, k: int, n: int) -> list[float]:
         graph_us(gemm(int8, "int8")),
         graph_us(w4a4_linear),
         0.0,
-        graph_us(lambda i: fp8.quantize_act_fp8(x, f8[i].smooth)),
+        graph_us(lambda i: fp8.quantize_act_fp8(x, f8[i].inv_smooth)),
         graph_us(lambda i: fp8.scaled_mm_rowwise(fp8_codes, fp8_scales, f8[i].qweight, f8[i].wscales, x.dtype)),
-        graph_us(lambda i: fp8.fp8_linear(x, f8[i].smooth, f8[i].qweight, f8[i].wscales)),
+        graph_us(lambda i: fp8.fp8_linear(x, f8[i].inv_smooth, f8[i].qweight, f8[i].wscales)),
         0.0,
     ]
     times[7], times[11] = times[6] / times[0], times[10] / times[0]

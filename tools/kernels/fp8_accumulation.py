@@ -53,7 +53,7 @@ def probe(k: int, positions: list[int], fast: bool) -> list[float]:
 def shape_errors(m: int, k: int, n: int, acc_bits: int) -> dict[str, float]:
     x = make_input(m, k, seed=0)
     layer = make_fp8(k, n, seed=0)
-    codes, scales = fp8.quantize_act_fp8(x, layer.smooth)
+    codes, scales = fp8.quantize_act_fp8(x, layer.inv_smooth)
     a64, w64 = codes.double(), layer.qweight.double()
     outer = scales.double()[:, None] * layer.wscales.double()[None, :]  # [M, N]
     exact = (a64 @ w64.t()) * outer
@@ -64,7 +64,7 @@ def shape_errors(m: int, k: int, n: int, acc_bits: int) -> dict[str, float]:
     for label, y32, y16 in (
             ("fp32 sum", fp32_sum, ref16),
             ("scaled_mm", scaled_mm(codes, scales, layer.qweight, layer.wscales, torch.float32),
-             fp8.fp8_linear(x, layer.smooth, layer.qweight, layer.wscales)),
+             fp8.fp8_linear(x, layer.inv_smooth, layer.qweight, layer.wscales)),
             ("fast accum", scaled_mm(codes, scales, layer.qweight, layer.wscales, torch.float32, fast=True),
              scaled_mm(codes, scales, layer.qweight, layer.wscales, torch.float16, fast=True))):
         rel = ((y32.double() - exact).abs() / bound.clamp_min(1e-300)).max().item()
