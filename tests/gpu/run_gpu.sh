@@ -4,11 +4,12 @@
 #
 #   bash tests/gpu/run_gpu.sh [--wheels DIR] STEP...
 #
-# Steps: setup ckpt bench profile kernels attention attnfp8 realtime fp8acc fp8scaling gemm gemmfused w4a4 decode clients captures i8down gputests. `--wheels DIR` names a folder of
+# Steps: setup ckpt bench profile kernels attention attnfp8 realtime normfp8 fp8acc fp8scaling gemm gemmfused w4a4 decode clients captures i8down gputests. `--wheels DIR` names a folder of
 # wheels to install first (without dependencies) for what the GPU image lacks, e.g. omnivoice 0.2.1 (for the
 # `upstream` bench mode), pydub, soundfile, cffi, pycparser and platformdirs built for its Python.
 # Results go to $OUT (default: a new temporary folder); the full-size random-weight checkpoint is made once
 # in $FULL (default: VoiceDesk's cache). Figures from it are random-weight figures: say so where they are used.
+# normfp8 times the quantizing norms beside those of $BEFORE/kernels when BEFORE names such a folder.
 set -uo pipefail
 WHEELS=""
 if [ "${1:-}" = "--wheels" ]; then WHEELS=$2; shift 2; fi
@@ -36,6 +37,8 @@ for step in "$@"; do
     attnfp8) python3 -m tools.kernels.aot_attention_fp8 2>&1 | tail -2; timeout 150 python3 -m pytest -q -p no:cacheprovider \
              tests/tools/test_attention_fp8.py 2>&1 | tail -5; timeout 120 python3 -m tools.kernels.bench_attention_fp8 --json "$OUT/attention_fp8.jsonl" 2>&1 | tail -20 ;;
     realtime) timeout 120 python3 -m tools.kernels.check_realtime_gpu 2>&1 | tail -45 ;;
+    normfp8) timeout 120 python3 -m tools.kernels.bench_rmsnorm_fp8 ${BEFORE:+--before "$BEFORE"} \
+               --json "$OUT/rmsnorm_fp8.jsonl" 2>&1 | tail -20 ;;
     fp8acc) timeout 120 python3 -m tools.kernels.fp8_accumulation 2>&1 | tail -20 ;;
     fp8scaling) timeout 120 python3 -m tools.kernels.bench_fp8_scaling --json "$OUT/fp8_scaling.json" 2>&1 | tail -30 ;;
     gemm) timeout 120 python3 -m tools.kernels.bench_gemm_n1024 2>&1 | tail -20 ;;
