@@ -27,6 +27,7 @@ from kernels.w4a4_ref import (
 
 W4A4_LABELS = {"cuda": "W4A4 INT4-MMA", "ref": "W4A4 PyTorch reference"}  # Triton's names its MMA
 FP8_LABELS = {"scaled_mm": "W8A8 FP8", "ref": "W8A8 FP8 PyTorch reference"}
+INT8_LABELS = {"triton": "W8A8 int8-MMA Triton", "ref": "W8A8 int8 PyTorch reference"}
 
 
 def smoothing_factors(act_amax: torch.Tensor, weight: torch.Tensor, alpha: float | None) -> torch.Tensor:
@@ -223,6 +224,9 @@ class W8A8Linear(_QuantizedLinear):
         if self.backend:
             return self.backend
         return "triton" if int8.int8_supported(self.qweight.device) else "ref"
+
+    def backend_label(self) -> str:
+        return INT8_LABELS[self.backend_name()]
 
     def int8_input_smooth(self) -> torch.Tensor | None:
         """`smooth` when forward() can take its input as `kernels.int8.Int8Rows`, quantized by the kernel that

@@ -15,7 +15,7 @@ from engine.errors import VoiceDeskError
 from engine.folders import user_folders
 from engine.quant.api import load_quantized, quantize_, save_quantized
 from engine.quant.config import QuantConfig
-from engine.quant.linears import FP8_LABELS, W4A4Linear, W8A8FP8Linear
+from engine.quant.linears import FP8_LABELS, W4A4Linear, W8A8FP8Linear, W8A8Linear
 from kernels import fp8, w4a4_cuda
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ def realtime_config(device: torch.device) -> QuantConfig:
 def backend_label(model: nn.Module) -> str:
     """What runs the quantized linears of `model`, for the UI, e.g. "W4A4 INT4-MMA" or
     "W8A8 FP8 (no INT4 tensor cores on this GPU)"."""
-    layers = [m for m in model.modules() if isinstance(m, (W4A4Linear, W8A8FP8Linear))]
+    layers = [m for m in model.modules() if isinstance(m, (W4A4Linear, W8A8FP8Linear, W8A8Linear))]
     labels = sorted({m.backend_label() for m in layers})
     label = " + ".join(labels) or "FP16 (no layer quantized)"
     no_int4 = any(m.qweight.is_cuda and w4a4_cuda.arch_of(m.qweight.device) not in w4a4_cuda.NATIVE_INT4_ARCHS

@@ -6,7 +6,7 @@ Without CUDA the kernels run in Triton's interpreter (tests/conftest.py), at the
 import pytest
 import torch
 
-from engine.quant import QuantConfig, W8A8Linear
+from engine.quant import QuantConfig, W8A8Linear, backend_label, quantize_
 from kernels import int8
 from kernels._triton import HAS_TRITON
 from kernels.int8_ref import INT8_MAX, int8_rows_linear_ref, quantize_rows_int8_ref
@@ -173,3 +173,15 @@ def test_the_gemm_runs_on_int8_tensor_cores_on_ada():
     gemms = [line for line in run.stdout.splitlines() if "sass:" in line][2:]  # after the quantizer and the SwiGLU
     assert len(gemms) == len(int8.GEMM_TILES) - 1 and all("IMMA.16832.S8.S8" in line for line in gemms), run.stdout
     assert run.stdout.count("LOCAL:0 ") == len(int8.GEMM_TILES) + 1, run.stdout
+
+
+def test_the_ui_label_names_the_int8_layers():
+    """realtime.backend_label lists every quantized kind a model holds: here W4A4 (K = 64) and an int8 down_proj."""
+    model = torch.nn.Module()
+    model.qkv_proj, model.down_proj = torch.nn.Linear(64, 128), torch.nn.Linear(128, 32)
+    x = torch.randn(4, 64, generator=gen(0))
+    plan = quantize_(model, QuantConfig(rank=16, w8a8=("down_proj",)), lambda m: m.down_proj(m.qkv_proj(x)))
+    assert plan == {"qkv_proj": "w4a4", "down_proj": "w8a8"}
+    assert backend_label(model) == "W4A4 PyTorch reference + W8A8 int8 PyTorch reference"  # on the CPU
+    model.down_proj.backend = "triton"
+    assert backend_label(model) == "W4A4 PyTorch reference + W8A8 int8-MMA Triton"
