@@ -32,7 +32,7 @@ def test_checks_pass_on_the_real_chains_and_fail_on_a_wrong_one():
     gate_up, layer = small_case()
     tiles = bench.gemm_tiles(torch.device(DEVICE))
     results = bench.check(gate_up, layer, tiles)
-    assert len(results) == 4 + len(tiles) + len(bench.SWIGLU_WARPS) and not bench.failures(results)
+    assert len(results) == 5 + len(tiles) + len(bench.SWIGLU_WARPS) and not bench.failures(results)
     layer.fast.wscales.mul_(1 + 2.0 ** -10)  # a planted error of the Triton path's weights: 1/1024 off
     assert set(bench.failures(bench.check(gate_up, layer, tiles))) == {
         "int8 separate (W8A8Linear triton) == reference", "int8 fused (Int8Rows handed over) == reference",

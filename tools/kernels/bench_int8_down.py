@@ -10,7 +10,9 @@ call replayed from a CUDA graph with 8 weight sets in turn (`check_realtime_gpu.
 - int8 torch: `swiglu` + `W8A8Linear` on the reference backend (the plain-PyTorch chain around `torch._int_mm`,
   what every W8A8 down_proj ran before kernels/int8.py);
 and each chain's kernels alone (swiglu_int8 also at 4 and 16 warps). Prints what fraction of fp16's time each int8
-chain takes.
+chain takes. Also a candidate that is NOT the contract: swiglu_int8 dividing nothing per element (x * (1 / smooth),
+each value * (1 / scale), as kernels/fp8.py's quantizer since 00fe5ea), alone and in the fused chain; its codes are
+checked against the same arithmetic in torch, and how many differ from the contract's (at ties, one step) is printed.
 
 Checked first, on the same operands (exit status 1 and no timings if any check fails): every int8 chain's output
 bit for bit equal to the reference backend's (each GEMM tile too), `swiglu_int8`'s codes and scales equal to the
@@ -34,8 +36,11 @@ import torch.nn.functional as F
 from engine.quant import QuantConfig, W8A8Linear
 from kernels import int8
 from kernels import swiglu as swiglu_module
-from kernels.int8_ref import quantize_rows_int8_ref
-from kernels.numerics import fp16_rounding_ratio
+from kernels._triton import round_half_even, tl, triton
+from kernels.fp8_ref import SMALLEST_SCALE
+from kernels.int8_ref import INT8_MAX, quantize_rows_int8_ref
+from kernels.numerics import fp16_rounding_ratio, ieee_div, ieee_reciprocal
+from kernels.row_quant import clamped_product, row_scale_reciprocal, smoothed_by_reciprocals
 from kernels.swiglu import swiglu, swiglu_int8
 from tools.kernels.bench_fp8_scaling import FP16_PARTIALS
 from tools.provenance import commit_id
@@ -76,7 +81,8 @@ def make_layers(device: str, copies: int, *, inter: int = INTER, hidden: int = H
         amax[:: inter // 8] *= 20
         fast, ref = (W8A8Linear.from_linear(linear, amax, QuantConfig()) for _ in range(2))
         fast.backend, ref.backend = "triton", "ref"
-        layers.append(SimpleNamespace(weight=linear.weight.detach(), fast=fast, ref=ref))
+        layers.append(SimpleNamespace(weight=linear.weight.detach(), fast=fast, ref=ref,
+                                      inv_smooth=ieee_reciprocal(fast.smooth)))
     return layers
 
 
@@ -105,6 +111,59 @@ def gemm_tiles(device: torch.device) -> dict[str, str | dict]:
     return {tile: tile for tile in int8.GEMM_TILES if tile != "interpreter"} | EXTRA_TILES
 
 
+@triton.jit
+def _reciprocal_slice(gate_up_ptr, inv_smooth_ptr, stride, n_cols, row, cols, mask):
+    gate = tl.load(gate_up_ptr + row * stride + cols, mask=mask, other=0.0)
+    up = tl.load(gate_up_ptr + row * stride + n_cols + cols, mask=mask, other=0.0)
+    act = swiglu_module.silu_mul(gate, up).to(gate.dtype).to(tl.float32)
+    return smoothed_by_reciprocals(act, inv_smooth_ptr, cols, mask)
+
+
+@triton.jit
+def _store_reciprocal_codes(xs, inv_scale, codes_row_ptr, cols, mask):
+    q = round_half_even(clamped_product(xs, inv_scale, 127.0))
+    tl.store(codes_row_ptr + cols, q.to(tl.int8), mask=mask)
+
+
+@triton.jit
+def _swiglu_int8_reciprocal_kernel(gate_up_ptr, inv_smooth_ptr, codes_ptr, scales_ptr, stride, n_cols,
+                                   SMALLEST: tl.constexpr, SLICE: tl.constexpr):
+    """swiglu_int8's three slices, multiplying by reciprocals where it divides."""
+    row = tl.program_id(0).to(tl.int64)
+    c0 = tl.arange(0, SLICE)
+    c1 = c0 + SLICE
+    c2 = c1 + SLICE
+    m0, m1, m2 = c0 < n_cols, c1 < n_cols, c2 < n_cols
+    x0 = _reciprocal_slice(gate_up_ptr, inv_smooth_ptr, stride, n_cols, row, c0, m0)
+    x1 = _reciprocal_slice(gate_up_ptr, inv_smooth_ptr, stride, n_cols, row, c1, m1)
+    x2 = _reciprocal_slice(gate_up_ptr, inv_smooth_ptr, stride, n_cols, row, c2, m2)
+    amax = tl.maximum(tl.maximum(tl.max(tl.abs(x0), axis=0), tl.max(tl.abs(x1), axis=0)), tl.max(tl.abs(x2), axis=0))
+    scale, inv_scale = row_scale_reciprocal(amax, 127.0, SMALLEST)
+    _store_reciprocal_codes(x0, inv_scale, codes_ptr + row * n_cols, c0, m0)
+    _store_reciprocal_codes(x1, inv_scale, codes_ptr + row * n_cols, c1, m1)
+    _store_reciprocal_codes(x2, inv_scale, codes_ptr + row * n_cols, c2, m2)
+    tl.store(scales_ptr + row + tl.arange(0, 1), scale)
+
+
+def swiglu_int8_reciprocal(gate_up: torch.Tensor, inv_smooth: torch.Tensor) -> int8.Int8Rows:
+    """The candidate: `swiglu_int8` with x * inv_smooth and each value * (1 / scale) instead of divisions."""
+    m, n_cols = gate_up.shape[0], gate_up.shape[1] // 2
+    rows = int8.new_int8_rows(torch.Size((m, n_cols)), gate_up.dtype, gate_up.device)
+    _swiglu_int8_reciprocal_kernel[(m,)](gate_up, inv_smooth, rows.codes, rows.scales, gate_up.stride(0), n_cols,
+                                         SMALLEST=SMALLEST_SCALE, SLICE=swiglu_module._slice(n_cols),
+                                         num_warps=swiglu_module.SWIGLU_INT8_WARPS, enable_fp_fusion=False)
+    return rows
+
+
+def reciprocal_rows_ref(act: torch.Tensor, inv_smooth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The candidate's arithmetic in torch (as kernels/fp8_ref.py's, with int8's grid): codes and scales."""
+    xs = act.float() * inv_smooth
+    scales = ieee_div(xs.abs().amax(dim=1), INT8_MAX)
+    inv = ieee_reciprocal(torch.where(scales >= SMALLEST_SCALE, scales, torch.ones_like(scales)))
+    codes = torch.round((xs * inv[:, None]).clamp(-INT8_MAX, INT8_MAX)).to(torch.int8)
+    return codes, scales
+
+
 def check(gate_up: torch.Tensor, layer: SimpleNamespace, tiles: dict[str, str | dict]) -> dict[str, bool | float]:
     """Each check's result on these operands (True / a ratio that must be <= 1)."""
     act = swiglu(gate_up)  # [M, I] fp16
@@ -119,6 +178,13 @@ def check(gate_up: torch.Tensor, layer: SimpleNamespace, tiles: dict[str, str | 
         for name, tile in tiles.items():
             y = int8.int8_gemm(rows, layer.fast.qweight, layer.fast.wscales, tile=tile)
             results[f"int8 gemm {name} == reference"] = torch.equal(y, want)
+        candidate = swiglu_int8_reciprocal(gate_up, layer.inv_smooth)
+        want_codes, want_scales = reciprocal_rows_ref(act, layer.inv_smooth)
+        results["candidate swiglu_int8 by reciprocals == its torch arithmetic"] = (
+            torch.equal(candidate.codes, want_codes) and torch.equal(candidate.scales, want_scales))
+        steps = (candidate.codes.int() - codes.int()).abs()
+        print(f"candidate by reciprocals: {int((steps > 0).sum())} of {steps.numel()} codes differ from the contract's,"
+              f" by at most {int(steps.max())} step(s); scales equal: {torch.equal(candidate.scales, scales)}")
         for warps in SWIGLU_WARPS:
             other = swiglu_int8_warps(gate_up, layer.fast.smooth, warps)
             results[f"swiglu_int8 num_warps {warps} == swiglu_int8"] = (torch.equal(other.codes, rows.codes)
@@ -150,6 +216,9 @@ def chains(gate_up: torch.Tensor, layers: list[SimpleNamespace], tiles: dict[str
         "kernel quantize_act_int8": lambda i: int8.quantize_act_int8(act, layers[i].fast.smooth),
         "kernel F.linear fp16": lambda i: F.linear(act, layers[i].weight),
     }
+    found["candidate int8 fused by reciprocals: swiglu_int8_reciprocal + int8_gemm"] = lambda i: layers[i].fast(
+        swiglu_int8_reciprocal(gate_up, layers[i].inv_smooth))
+    found["kernel candidate swiglu_int8_reciprocal"] = lambda i: swiglu_int8_reciprocal(gate_up, layers[i].inv_smooth)
     for warps in SWIGLU_WARPS:
         found[f"kernel swiglu_int8 num_warps {warps}"] = lambda i, warps=warps: swiglu_int8_warps(
             gate_up, layers[i].fast.smooth, warps)
@@ -164,8 +233,6 @@ def main(argv: list[str]) -> int:
     if not torch.cuda.is_available():
         print("bench_int8_down needs a CUDA GPU", file=sys.stderr)
         return 2
-    import triton
-
     from tools.kernels.check_realtime_gpu import graph_us
 
     header = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
