@@ -156,13 +156,10 @@ def test_fp8_gate_up_leaves_its_scales_to_the_swiglu(models_and_prompt):
     assert worst_ratio(run(), product_rounding=0.0) <= 1
 
 
-def test_int8_down_proj_takes_its_input_quantized_by_the_swiglu(models_and_prompt):
-    """The W4A4 recipe option QuantConfig(w8a8=("*.down_proj",)) (on the demo, W4A4 where K is a multiple of 64,
-    fp32 elsewhere): the fused SwiGLU hands down_proj Int8Rows and the Triton int8 GEMM runs; the logits
-    must equal the same fused model with down_proj on the plain-PyTorch reference, bit for bit (the kernels
-    compute the reference's roundings in its order)."""
+def _int8_down_lm(models_and_prompt):
+    """The demo LM with QuantConfig(w8a8=("*.down_proj",)) (W4A4 where K is a multiple of 64, fp32 elsewhere), its
+    int8 down_projs, and the prompt's CFG batch."""
     from engine.quant import QuantConfig, W8A8Linear, quantize_
-    from kernels.int8 import Int8Rows
 
     plain, _, prompt = models_and_prompt
     batch = build_cfg_batch([prompt], plain.cfg.audio_mask_id, DEVICE)
@@ -173,11 +170,25 @@ def test_int8_down_proj_takes_its_input_quantized_by_the_swiglu(models_and_promp
     assert all(scheme == "w8a8" for name, scheme in plan.items() if name.endswith("down_proj"))
     downs = [block.mlp.down_proj for block in lm.layers]
     assert all(isinstance(down, W8A8Linear) for down in downs)
+    return lm, downs, batch
+
+
+def _use_int8_backend(lm, downs, backend: str):
+    for down in downs:
+        down.backend = backend
+    return lm.use_fused_kernels()
+
+
+def test_int8_down_proj_takes_its_input_quantized_by_the_swiglu(models_and_prompt):
+    """The W4A4 recipe option QuantConfig(w8a8=("*.down_proj",)): the fused SwiGLU hands down_proj Int8Rows and the
+    Triton int8 GEMM runs; the logits must equal the same fused model with down_proj on the plain-PyTorch reference,
+    bit for bit (the kernels compute the reference's roundings in its order)."""
+    from kernels.int8 import Int8Rows
+
+    lm, downs, batch = _int8_down_lm(models_and_prompt)
 
     def logits(backend: str) -> tuple[torch.Tensor, list[type]]:
-        for down in downs:
-            down.backend = backend
-        lm.use_fused_kernels()
+        _use_int8_backend(lm, downs, backend)
         handed = []
         hook = downs[0].register_forward_pre_hook(lambda m, args: handed.append(type(args[0])))
         with torch.inference_mode():
@@ -190,3 +201,17 @@ def test_int8_down_proj_takes_its_input_quantized_by_the_swiglu(models_and_promp
     ref, handed = logits("ref")
     assert lm.layers[0].mlp.int8_smooth is None and handed == [torch.Tensor]
     assert torch.equal(fast, ref)
+
+
+def test_int8_down_proj_runs_in_the_runner(models_and_prompt):
+    """The same model in the static runner (on a GPU: its steps captured in and replayed from CUDA graphs) gives the
+    tokens of the reference backend's run through the same runner: the int8 kernels capture and replay."""
+    _, _, prompt = models_and_prompt
+    lm, downs, _ = _int8_down_lm(models_and_prompt)
+    cfg = GenerationConfig(position_temperature=0.0, num_step=4)
+    tokens = {}
+    for backend in ("ref", "triton"):
+        runner = StaticRunner(_use_int8_backend(lm, downs, backend), buckets=(64,), fused=True)
+        assert runner.eager == (DEVICE == "cpu")
+        tokens[backend] = runner.generate([prompt], cfg, [0])[0]
+    assert torch.equal(tokens["triton"], tokens["ref"])
