@@ -1,11 +1,11 @@
 """W8A8 int8 on int8 tensor cores (any sm_80+ GPU), in Triton: the per-row activation quantizer and the GEMM.
 
-The numerics are `engine.quant.linears.W8A8Linear`'s reference, bit for bit: codes = x / smooth divided by its
-row's scale amax / 127 (IEEE divisions), rounded half to even and clamped to +-127 (an all-zero row: scale 0,
-codes 0); the GEMM sums codes x weight codes in int32 (exact), turns the sum into fp32 once, multiplies it by the
-row scale, then by the column scale, adds the bias in fp32 and rounds once to the output dtype. Kernels that
-produce an activation (the fused SwiGLU) quantize it in their own pass with `store_int8_codes` and hand the GEMM
-`Int8Rows`. Launch configurations are fixed per shape (no autotuning), so any call may be captured in a CUDA graph.
+The numerics are `kernels/int8_ref.py` (what `W8A8Linear` computes on the CPU), bit for bit: codes = x / smooth
+divided by its row's scale amax / 127 (IEEE divisions), rounded half to even and clamped to +-127 (an all-zero row:
+scale 0, codes 0); the GEMM sums codes x weight codes in int32 (exact), turns the sum into fp32 once, multiplies it by
+the row scale, then by the column scale, adds the bias in fp32 and rounds once to the output dtype. Kernels that
+produce an activation (the fused SwiGLU) quantize it in their own pass (`int8_row_scale`, `store_int8_codes`) and
+hand the GEMM `Int8Rows`. Launch configurations are fixed per shape (no autotuning), so any call may be captured in a CUDA graph.
 """
 import functools
 from typing import NamedTuple
@@ -38,6 +38,12 @@ def new_int8_rows(shape: torch.Size, dtype: torch.dtype, device: torch.device) -
 
 
 @triton.jit
+def int8_row_scale(amax):
+    """(scale, divisor), both [1] fp32, of a row whose |x / smooth| peaks at amax: amax / 127 and the divisor."""
+    return row_scale(amax, _QMAX)
+
+
+@triton.jit
 def store_int8_codes(xs, divisor, codes_row_ptr, cols, col_ok):
     """int8 codes of xs / divisor (the row's scale, 1 for a zero row) at codes_row_ptr[cols]."""
     q = round_half_even(clamped_quotient(xs, divisor, _QMAX))  # clamping first: the same integers
@@ -50,7 +56,7 @@ def _quantize_int8_kernel(x_ptr, smooth_ptr, codes_ptr, scales_ptr, K, stride_xm
     k = tl.arange(0, BLOCK_K)
     k_ok = k < K
     xs = smoothed(tl.load(x_ptr + row * stride_xm + k, mask=k_ok, other=0.0).to(tl.float32), smooth_ptr, k, k_ok)
-    scale, divisor = row_scale(tl.max(tl.abs(xs), axis=0), _QMAX)
+    scale, divisor = int8_row_scale(tl.max(tl.abs(xs), axis=0))
     store_int8_codes(xs, divisor, codes_ptr + row * K, k, k_ok)
     tl.store(scales_ptr + row + tl.arange(0, 1), scale)
 

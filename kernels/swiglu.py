@@ -17,8 +17,8 @@ import torch
 
 from kernels._launch import FLOAT_DTYPES, check, device_of, num_warps, on_device, output
 from kernels._triton import exp_f32, tl, triton
-from kernels.int8 import _QMAX, Int8Rows, new_int8_rows, store_int8_codes
-from kernels.row_quant import row_scale, smoothed
+from kernels.int8 import Int8Rows, int8_row_scale, new_int8_rows, store_int8_codes
+from kernels.row_quant import smoothed
 
 _MAX_BLOCK = 1024
 
@@ -98,7 +98,7 @@ def _swiglu_int8_kernel(
     x1 = _smoothed_swiglu(gate_up_ptr, smooth_ptr, stride_gate_up, n_cols, row, c1, m1)
     x2 = _smoothed_swiglu(gate_up_ptr, smooth_ptr, stride_gate_up, n_cols, row, c2, m2)
     amax = tl.maximum(tl.maximum(tl.max(tl.abs(x0), axis=0), tl.max(tl.abs(x1), axis=0)), tl.max(tl.abs(x2), axis=0))
-    scale, divisor = row_scale(amax, _QMAX)
+    scale, divisor = int8_row_scale(amax)
     codes_row = codes_ptr + row * n_cols
     store_int8_codes(x0, divisor, codes_row, c0, m0)
     store_int8_codes(x1, divisor, codes_row, c1, m1)
