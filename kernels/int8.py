@@ -5,7 +5,8 @@ divided by its row's scale amax / 127 (IEEE divisions), rounded half to even and
 scale 0, codes 0); the GEMM sums codes x weight codes in int32 (exact), turns the sum into fp32 once, multiplies it by
 the row scale, then by the column scale, adds the bias in fp32 and rounds once to the output dtype. Kernels that
 produce an activation (the fused SwiGLU) quantize it in their own pass (`int8_row_scale`, `store_int8_codes`) and
-hand the GEMM `Int8Rows`. Launch configurations are fixed per shape (no autotuning), so any call may be captured in a CUDA graph.
+hand the GEMM `Int8Rows`. Launch configurations are fixed per shape (no autotuning), so any call may be captured in
+a CUDA graph.
 """
 import functools
 from typing import NamedTuple
