@@ -106,7 +106,8 @@ def test_running_out_of_gpu_memory_is_said_for_a_person(worker, caplog):
     said = str(raised.value)
     assert said.startswith("The GPU ran out of memory for this request (CUDA out of memory. Tried to allocate "
                            "2.00 GiB. GPU 0 has a total capacity of 7.63 GiB of which 1.20 GiB is free). "), said
-    assert said.endswith("close them and try again.") and "PYTORCH_CUDA_ALLOC_CONF" not in said and "Including" not in said
+    assert said.endswith("close them and try again.")
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in said and "Including" not in said
     assert "PYTORCH_CUDA_ALLOC_CONF" in caplog.text
     assert worker.call(lambda cancel: 42) == 42
 
