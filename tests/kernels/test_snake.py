@@ -3,6 +3,9 @@ plain-PyTorch reference, by the accuracy rule of test_kernels_fused (Triton's in
 CUDA; on a GPU also at the codec's shapes, where it must give PyTorch's own bits)."""
 import pytest
 import torch
+
+pytest.importorskip("triton")
+
 from test_kernels_fused import DEVICE, ON_GPU, assert_matches_torch, poisoned
 
 from kernels.snake import snake, snake_input_ref, snake_ref

@@ -1,5 +1,8 @@
 """tools/kernels/bench_attention.py: `--before PATH[:key=value,...]` calls each copy of the kernel module with the
 settings written after its colon (ints and booleans), none without a colon; the operands have the model's layout."""
+import pytest
+
+from kernels._triton import HAS_TRITON
 from tools.kernels.bench_attention import HEAD_DIM, N_KV_HEADS, N_Q_HEADS, load_kernel, operands
 
 
@@ -12,6 +15,7 @@ def test_before_spec_passes_its_settings(tmp_path):
     assert load_kernel(str(path))[1](3) == ((3,), {})
 
 
+@pytest.mark.skipif(not HAS_TRITON, reason="the operands come from the fused qk_norm_rope (Triton)")
 def test_operands_are_laid_out_as_the_fused_model_has_them():
     """v a view of the qkv projection's output (read with its row stride, as the model's attention reads it),
     q and k in buffers of their own."""

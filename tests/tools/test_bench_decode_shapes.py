@@ -6,6 +6,8 @@ import json
 import pytest
 import torch
 
+pytest.importorskip("triton")  # tools.kernels.bench_decode, which the bench imports, times with Triton
+
 import engine.codec
 import tools.bench_decode_shapes as bench
 from engine.codec import AudioCodec

@@ -11,12 +11,13 @@ written fails.
 import pytest
 import torch
 
+pytest.importorskip("triton")
+
 from kernels.numerics import fp16_rounding_ratio, ulp_distance
 from kernels.qk_norm_rope import qk_norm_rope, qk_norm_rope_ref
 from kernels.swiglu import swiglu, swiglu_ref
 from tools.kernels import fused_gemm
 
-pytest.importorskip("triton")
 ON_GPU = torch.cuda.is_available()
 DEVICE = "cuda" if ON_GPU else "cpu"
 HOPPER = ON_GPU and torch.cuda.get_device_capability() == (9, 0)
