@@ -4,7 +4,8 @@
 #
 #   bash tests/gpu/run_gpu.sh [--wheels DIR] STEP...
 #
-# Steps: setup ckpt bench profile kernels attention attnfp8 realtime normfp8 fp8acc fp8scaling gemm gemmfused w4a4 decode clients captures i8down gputests. `--wheels DIR` names a folder of
+# Steps: setup ckpt bench profile kernels attention attnfp8 realtime normfp8 fp8acc fp8scaling gemm gemmfused w4a4 decode clients captures i8down gputests
+# archs smallcard notriton. `--wheels DIR` names a folder of
 # wheels to install first (without dependencies) for what the GPU image lacks, e.g. omnivoice 0.2.1 (for the
 # `upstream` bench mode), pydub, soundfile, cffi, pycparser and platformdirs built for its Python.
 # Results go to $OUT (default: a new temporary folder); the full-size random-weight checkpoint is made once
@@ -64,6 +65,20 @@ for step in "$@"; do
     # the normalize_* goldens need the tn extra, which the GPU image lacks). pytest-xdist is in the image.
     gputests) OMP_NUM_THREADS=2 timeout 400 python3 -m pytest -q -p no:cacheprovider -n 8 tests/kernels tests/engine \
                 tests/tools/test_bench.py 2>&1 | tail -45 ;;
+    # What the users' GPUs meet (docs/portability.md): every Triton kernel built for sm_80/86/89/90/120 by this
+    # machine's Triton against each arch's shared memory (no GPU used); the engine in 7 GiB as on an 8 GB card;
+    # the engine and the kernel/engine tests with Triton unimportable, as with pip's PyTorch for Windows.
+    archs) timeout 120 python3 -m tools.kernels.aot_archs 2>&1 | grep -v " ok$"; echo "aot_archs exit ${PIPESTATUS[0]}" ;;
+    smallcard) for gib in ${SMALL_GIB:-7.0}; do for m in ${SMALL_MODES:-hifi realtime}; do
+                 timeout 150 python3 -m tools.small_card --model "$FULL" --mode $m --gib $gib \
+                   --json "$OUT/small_card.jsonl" 2>&1 | grep -v "it/s\]" | tail -8
+               done; done ;;
+    notriton) BLOCK=$(mktemp -d); mkdir -p "$BLOCK/triton"
+              echo 'raise ModuleNotFoundError("No module named triton (blocked)", name="triton")' > "$BLOCK/triton/__init__.py"
+              PYTHONPATH=$BLOCK:$PYTHONPATH timeout 150 python3 -m tools.small_card --model "$FULL" --mode realtime \
+                --gib 60 --json "$OUT/small_card_notriton.jsonl" 2>&1 | grep -v "it/s\]" | tail -8
+              PYTHONPATH=$BLOCK:$PYTHONPATH OMP_NUM_THREADS=2 timeout 100 python3 -m pytest -q -p no:cacheprovider -n 8 \
+                tests/kernels 2>&1 | tail -25 ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done
