@@ -5,7 +5,7 @@
 #   bash tests/gpu/run_gpu.sh [--wheels DIR] STEP...
 #
 # Steps: setup ckpt bench profile kernels attention attnfp8 realtime normfp8 fp8acc fp8scaling gemm gemmfused w4a4 decode clients captures i8down gputests
-# archs smallcard notriton. `--wheels DIR` names a folder of
+# archs smallcard notriton int4graphs. `--wheels DIR` names a folder of
 # wheels to install first (without dependencies) for what the GPU image lacks, e.g. omnivoice 0.2.1 (for the
 # `upstream` bench mode), pydub, soundfile, cffi, pycparser and platformdirs built for its Python.
 # Results go to $OUT (default: a new temporary folder); the full-size random-weight checkpoint is made once
@@ -79,6 +79,9 @@ for step in "$@"; do
                 --gib 60 --json "$OUT/small_card_notriton.jsonl" 2>&1 | grep -v "it/s\]" | tail -8
               PYTHONPATH=$BLOCK:$PYTHONPATH OMP_NUM_THREADS=2 timeout 100 python3 -m pytest -q -p no:cacheprovider -n 8 \
                 tests/kernels 2>&1 | tail -25 ;;
+    # the CUDA INT4 GEMM inside the runner's graphs (RTX 30/40, L4 Realtime), emulated on a GPU without INT4 MMA
+    int4graphs) timeout 240 python3 -m tools.kernels.check_int4_runner --model "$FULL" --json "$OUT/int4_runner.json" \
+                  2>&1 | grep -v "it/s\]" | tail -8 ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done
