@@ -14,6 +14,7 @@ from engine.constants import DOWNLOAD_GB
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 MIN_FREE_GB = 1.0
+CUDA_TORCH_INDEX = "https://download.pytorch.org/whl/cu128"  # CUDA builds of PyTorch for Linux and Windows, RTX 50 too
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,26 @@ def check_python() -> SetupCheck:
     return SetupCheck("Python", OK, version)
 
 
+def torch_has_kernels_for(capability: tuple[int, int], arch_list: list[str]) -> bool:
+    """Whether a PyTorch built for `arch_list` (torch.cuda.get_arch_list(): "sm_86", "compute_90", ...) runs on a GPU
+    of this compute capability: a cubin for sm_XY runs on X.Z for Z >= Y, PTX for compute_XY is compiled by the
+    driver for any later GPU; arch-specific builds ("sm_90a") run on their own arch only."""
+    for arch in arch_list:
+        kind, _, number = arch.partition("_")
+        digits = number.rstrip("af")
+        if not digits.isdigit():
+            continue
+        built = divmod(int(digits), 10)
+        if digits != number:  # sm_90a, sm_100f...: that arch alone
+            if built == capability:
+                return True
+        elif kind == "sm" and built[0] == capability[0] and built[1] <= capability[1]:
+            return True
+        elif kind == "compute" and built <= capability:
+            return True
+    return False
+
+
 def check_gpu() -> SetupCheck:
     try:
         import torch
@@ -38,15 +59,21 @@ def check_gpu() -> SetupCheck:
         return SetupCheck("GPU", FAIL, "PyTorch is not installed", "pip install torch (Linux wheels include CUDA).")
     if not torch.cuda.is_available():
         if torch.version.cuda is None:
+            reinstall = (f"pip install --force-reinstall torch --index-url {CUDA_TORCH_INDEX} (PyPI's Windows wheels "
+                         "are CPU builds)" if sys.platform == "win32" else
+                         "pip install --force-reinstall torch (the Linux wheels on PyPI are CUDA builds)")
             return SetupCheck("GPU", WARN, f"PyTorch {torch.__version__} is a CPU-only build: generation runs on the "
-                         "CPU, far slower than real time",
-                         "On a computer with an NVIDIA GPU: pip install --force-reinstall torch (the Linux wheels "
-                         "on PyPI are CUDA builds).")
+                         "CPU, far slower than real time", f"On a computer with an NVIDIA GPU: {reinstall}.")
         return SetupCheck("GPU", WARN, "No NVIDIA GPU is visible to PyTorch: generation runs on the CPU",
                      "Install the NVIDIA driver (nvidia-smi must list your GPU), then restart.")
     props = torch.cuda.get_device_properties(0)
     detail = (f"{props.name}, sm_{props.major}{props.minor}, {props.total_memory / 2**30:.1f} GiB, "
               f"CUDA {torch.version.cuda}")
+    if not torch_has_kernels_for((props.major, props.minor), torch.cuda.get_arch_list()):
+        return SetupCheck("GPU", FAIL, f"{detail}: this PyTorch ({torch.__version__}) has no kernels for "
+                          f"sm_{props.major}{props.minor}, so every generation would fail",
+                          "Install a PyTorch built for this GPU: pip install --upgrade --force-reinstall torch "
+                          f"--index-url {CUDA_TORCH_INDEX} (RTX 50 cards need CUDA 12.8 or newer).")
     if props.total_memory < 4 * 2**30:
         return SetupCheck("GPU", WARN, detail + ": less than 4 GiB of memory",
                      "Close other GPU programs or use a larger GPU.")

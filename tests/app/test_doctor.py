@@ -1,3 +1,5 @@
+from types import SimpleNamespace
+
 import pytest
 
 from app import doctor
@@ -163,3 +165,45 @@ def test_the_realtime_check_line_shows_this_models_newest_result(monkeypatch, tm
     assert doctor.check_realtime(str(real_model)).status == doctor.WARN
     keep(real_model, RealtimeCheck(0.97, 0.8, 0.98), recipe='{"rank": 32}', checked="2026-12-04T10:00:00+00:00")
     assert doctor.check_realtime(str(real_model)).status == doctor.OK
+
+
+CU126 = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]  # torch 2.6 cu126's get_arch_list()
+
+
+@pytest.mark.parametrize("capability, arch_list, runs", [
+    ((12, 0), CU126, False),  # an RTX 50 with a PyTorch built before Blackwell: "no kernel image is available"
+    ((12, 0), [*CU126, "sm_100", "sm_120"], True),
+    ((8, 9), ["sm_80", "sm_86", "sm_90"], True),  # an sm_86 cubin runs on 8.9 (same major, later minor)
+    ((8, 0), ["sm_86"], False),
+    ((12, 0), ["sm_90", "compute_90"], True),  # the driver compiles PTX for later GPUs
+    ((9, 0), ["sm_90a"], True),
+    ((10, 0), ["compute_90a"], False),  # arch-specific PTX stays on its arch
+])
+def test_torch_has_kernels_for(capability, arch_list, runs):
+    assert doctor.torch_has_kernels_for(capability, arch_list) is runs
+
+
+def test_an_rtx_50_with_a_pytorch_built_before_it_fails_with_a_fix(monkeypatch):
+    import torch
+
+    rtx_5090 = SimpleNamespace(name="NVIDIA GeForce RTX 5090", major=12, minor=0, total_memory=32 * 2**30)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: rtx_5090)
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: CU126)
+    check = doctor.check_gpu()
+    assert check.status == doctor.FAIL and "no kernels for sm_120" in check.detail and "cu128" in check.fix
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: [*CU126, "sm_120"])
+    assert doctor.check_gpu().status == doctor.OK
+
+
+@pytest.mark.parametrize("platform, fix", [("win32", "--index-url https://download.pytorch.org/whl/cu128"),
+                                           ("linux", "the Linux wheels on PyPI are CUDA builds")])
+def test_a_cpu_build_of_pytorch_is_told_where_the_cuda_build_is(monkeypatch, platform, fix):
+    """PyPI's torch for Windows is a CPU build: reinstalling from PyPI would change nothing there."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", None)
+    monkeypatch.setattr(doctor.sys, "platform", platform)
+    check = doctor.check_gpu()
+    assert check.status == doctor.WARN and fix in check.fix
