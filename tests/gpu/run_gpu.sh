@@ -77,6 +77,8 @@ for step in "$@"; do
               echo 'raise ModuleNotFoundError("No module named triton (blocked)", name="triton")' > "$BLOCK/triton/__init__.py"
               PYTHONPATH=$BLOCK:$PYTHONPATH timeout 150 python3 -m tools.small_card --model "$FULL" --mode realtime \
                 --gib 60 --json "$OUT/small_card_notriton.jsonl" 2>&1 | grep -v "it/s\]" | tail -8
+              PYTHONPATH=$BLOCK:$PYTHONPATH timeout 240 python3 -m tools.kernels.check_int4_runner --model "$FULL" \
+                --json "$OUT/int4_runner_notriton.json" 2>&1 | grep -v "it/s\]" | tail -6
               PYTHONPATH=$BLOCK:$PYTHONPATH OMP_NUM_THREADS=2 timeout 100 python3 -m pytest -q -p no:cacheprovider -n 8 \
                 tests/kernels 2>&1 | tail -25 ;;
     # the CUDA INT4 GEMM inside the runner's graphs (RTX 30/40, L4 Realtime), emulated on a GPU without INT4 MMA
