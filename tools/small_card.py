@@ -26,6 +26,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--gib", type=float, default=7.0,
                         help="PyTorch memory allowed, GiB (an 8 GB card less ~1 GB of desktop and CUDA context)")
     parser.add_argument("--json", help="append one JSON line per stage to this file")
+    parser.add_argument("--quick", action="store_true", help="load, the voice and the 25 s workload only")
     args = parser.parse_args(argv)
     if not args.gib > 0:
         parser.error(f"--gib must be positive, got {args.gib}")
@@ -112,6 +113,7 @@ def main(argv: list[str]) -> int:
 
     if "voice" in context:
         stage("25 s", speak(TEXTS["en"][25], duration=25.0))
+    if "voice" in context and not args.quick:
         stage("4 takes", speak(TEXTS["en"][10], duration=10.0, takes=4))
         stage("2 min", speak(prose(2.0)))
         if args.mode == "realtime":
@@ -119,7 +121,7 @@ def main(argv: list[str]) -> int:
     if args.json:
         with open(args.json, "a") as out:
             out.writelines(json.dumps(asdict(s)) + "\n" for s in stages)
-    expected = 6 if args.mode == "realtime" else 5
+    expected = 3 if args.quick else 6 if args.mode == "realtime" else 5
     return 1 if any(s.error for s in stages) or len(stages) < expected else 0
 
 

@@ -76,7 +76,7 @@ for step in "$@"; do
     notriton) BLOCK=$(mktemp -d); mkdir -p "$BLOCK/triton"
               echo 'raise ModuleNotFoundError("No module named triton (blocked)", name="triton")' > "$BLOCK/triton/__init__.py"
               PYTHONPATH=$BLOCK:$PYTHONPATH timeout 150 python3 -m tools.small_card --model "$FULL" --mode realtime \
-                --gib 60 --json "$OUT/small_card_notriton.jsonl" 2>&1 | grep -v "it/s\]" | tail -8
+                --gib 60 --quick --json "$OUT/small_card_notriton.jsonl" 2>&1 | grep -v "it/s\]" | tail -8
               PYTHONPATH=$BLOCK:$PYTHONPATH timeout 240 python3 -m tools.kernels.check_int4_runner --model "$FULL" \
                 --json "$OUT/int4_runner_notriton.json" 2>&1 | grep -v "it/s\]" | tail -6
               PYTHONPATH=$BLOCK:$PYTHONPATH OMP_NUM_THREADS=2 timeout 100 python3 -m pytest -q -p no:cacheprovider -n 8 \
