@@ -61,3 +61,14 @@ def round_half_even(v):
         return (v + 12582912.0) - 12582912.0
     else:
         return libdevice.rint(v)
+
+
+@triton.jit
+def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """(row tile, column tile) of GEMM program `pid`, ordered in bands of GROUP_M row tiles so that neighbouring
+    programs share weight tiles in L2."""
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    band = GROUP_M * tl.cdiv(N, BLOCK_N)
+    first_m = (pid // band) * GROUP_M
+    band_m = min(tiles_m - first_m, GROUP_M)
+    return first_m + (pid % band) % band_m, (pid % band) // band_m

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import torch
 
 from kernels import _launch
-from kernels._triton import HAS_TRITON, round_half_even, tl, triton
+from kernels._triton import HAS_TRITON, grouped_tile, round_half_even, tl, triton
 from kernels.int8_ref import INT8_MAX
 from kernels.row_quant import clamped_quotient, row_scale, smoothed
 
@@ -93,14 +93,7 @@ def quantize_act_int8(x: torch.Tensor, smooth: torch.Tensor) -> Int8Rows:
 def _int8_gemm_kernel(a_ptr, sa_ptr, w_ptr, sw_ptr, bias_ptr, out_ptr, M, N, K,
                       HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    # Tiles ordered in bands of GROUP_M rows so neighbouring programs share weight tiles in L2.
-    pid = tl.program_id(0)
-    tiles_m = tl.cdiv(M, BLOCK_M)
-    band = GROUP_M * tl.cdiv(N, BLOCK_N)
-    first_m = (pid // band) * GROUP_M
-    band_m = min(tiles_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % band) % band_m
-    pid_n = (pid % band) // band_m
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
 
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

@@ -21,7 +21,7 @@ import functools
 import torch
 
 from kernels import _launch
-from kernels._triton import round_half_even, tl, triton
+from kernels._triton import grouped_tile, round_half_even, tl, triton
 from kernels.fp8 import FP8_TENSOR_CORES
 from kernels.w4a4_ref import GROUP, QuantizedAct, unpack_int4
 
@@ -120,14 +120,7 @@ def _w4a4_gemm_kernel(a_ptr, sa_ptr, w_ptr, sw_ptr, lowrank_ptr, up_ptr, bias_pt
                       RANK: tl.constexpr, INT8: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                       WRITE_SUMS: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
-    # Tiles ordered in bands of GROUP_M rows so neighbouring programs share weight tiles in L2.
-    pid = tl.program_id(0)
-    tiles_m = tl.cdiv(M, BLOCK_M)
-    band = GROUP_M * tl.cdiv(N, BLOCK_N)
-    first_m = (pid // band) * GROUP_M
-    band_m = min(tiles_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % band) % band_m
-    pid_n = (pid % band) // band_m
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
 
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
