@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from gradio_client import Client
 from pages import needs_chromium, open_page
 
 SHOTS = Path(os.environ.get("VOICEDESK_SCREENSHOTS") or tempfile.mkdtemp(prefix="voicedesk-shots-"))
@@ -30,6 +31,13 @@ def shoot(page, name):
     page.mouse.move(0, 0)  # no hover effects
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+@pytest.fixture
+def checks_left_off(running_app):
+    """The checks are off after the test, also when it fails (the tests after it generate unchecked)."""
+    yield
+    Client(running_app.url, verbose=False).predict("off", api_name="/set_checks")
 
 
 def wait_for_status(page, prefix, text, timeout_s=180):
@@ -58,6 +66,10 @@ def test_record_generate_and_hear_it(page):
     # The result must actually play while it is made: the live player plays its first samples.
     page.wait_for_function("window.voicedeskLive.events.some(e => e.type === 'first')", timeout=180_000)
     wait_for_status(page, "clone", "Done")
+    # the first-sound figure is the page's own report, answered apart from the generation's updates: on a busy
+    # computer it is shown after the status says Done (test_browser_first_audio.py)
+    page.wait_for_function("document.querySelector('#tab-clone .vd-metric-value').innerText.endsWith('ms')",
+                           timeout=60_000)
     metrics = page.locator("#tab-clone .vd-metric-value").all_inner_texts()
     assert metrics[0].endswith("ms") and metrics[1].endswith("ms") and float(metrics[2]) > 0, metrics
     page.locator("#clone-result").scroll_into_view_if_needed()
@@ -103,7 +115,7 @@ def test_voice_design_tab(page):
     shoot(page, "design")
 
 
-def test_checks_badge_in_clone_and_history(page):
+def test_checks_badge_in_clone_and_history(page, checks_left_off):
     """Best of 2 on: the Clone tab shows a badge per part (without the real models, the signal checks
     and why words and voice were not checked), and the History tab shows the same verdict."""
     page.get_by_role("tab", name="Clone").click()
@@ -132,9 +144,6 @@ def test_checks_badge_in_clone_and_history(page):
     # what the History's column says (app/checks.summary): without the real models, what was checked
     assert re.fullmatch(r"ok|[a-z, ]+ ok; [a-z, ]+ not checked|\d+/\d+ failed: .+", summary), summary
     row.locator("[role=gridcell]").first.click()
-    page.wait_for_function("document.querySelector('#history-checks').innerText.includes('Part 1:')")
+    # the details (#history-checks among them) are on the page only once a row's selection has arrived
+    page.wait_for_function("document.querySelector('#history-checks')?.innerText.includes('Part 1:')")
     assert "2 takes" in page.locator("#history-checks").inner_text()
-
-    page.get_by_role("tab", name="Clone").click()  # leave the checks off for whatever runs next
-    page.locator("#tab-clone").get_by_label("Check each line", exact=True).click()
-    page.get_by_role("option", name="Off", exact=True).click()
