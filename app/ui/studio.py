@@ -134,7 +134,7 @@ def _wire(v: StudioView, h: StudioHandlers, library_version: gr.State) -> None:
     wire = {"api_visibility": "private", "show_progress": "hidden"}
     render = {"show_progress": "hidden", "concurrency_limit": 8, "concurrency_id": "generate",
               "js": live_start("studio")}
-    open_outputs = [v.script, v.narrator, *v.view_outputs, v.project_message]
+    open_outputs = [v.selected, v.line_box, v.script, v.narrator, *v.view_outputs, v.project_message]
     v.project.change(reported(h.open_project, open_outputs), [v.project, v.failed], open_outputs, **wire)
     create_outputs = [v.project, v.new_name, v.project_message]
     v.create.click(reported(h.create_project, create_outputs), v.new_name, create_outputs, api_name="studio_create",

@@ -51,11 +51,15 @@ class StudioHandlers:
         return parts.rows(project_, script_, cues, failed_lines, current), [c.key for c in cues], chapter_update, note
 
     def open_project(self, slug, failed_lines):
+        """(selected line, line panel, script, narrator, *view, message): no line selected, its panel hidden (a line
+        of the project before is not this one's: Retake would look for it here)."""
+        unselected = (None, gr.Group(visible=False))
         if not slug:
-            return "", "", *self.view(None, "", "", failed_lines), ""
+            return *unselected, "", "", *self.view(None, "", "", failed_lines), ""
         project_ = self.ctx.projects.open(slug)
         narrator_name = project_.settings.narrator or ""
-        return project_.script, narrator_name, *self.view(slug, project_.script, narrator_name, failed_lines), ""
+        return *unselected, project_.script, narrator_name, \
+            *self.view(slug, project_.script, narrator_name, failed_lines), ""
 
     def create_project(self, name):
         project_ = self.ctx.projects.create(name or "Untitled")

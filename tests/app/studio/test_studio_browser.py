@@ -234,13 +234,16 @@ def test_a_retake_during_render_all_leaves_the_render_going(page, running_app, t
     path.write_text("".join(f"Anna: Racing line number {i}.\n" for i in range(1, count + 1)), encoding="utf-8")
     import_into_new_project(page, "race", path)
     page.wait_for_function(f"{ROWS_JS}.length === {count}", timeout=60_000)
+    # the line an earlier test selected (another project's) is no longer shown, nor its Retake
+    expect(page.locator("#studio-retake")).to_be_hidden(timeout=30_000)
     steps = page.locator("#studio-steps input[type=number]")
     steps.fill("4")
     steps.press("Enter")
     page.locator("#studio-render").click()
     page.wait_for_function(f"{ROWS_JS}[0][4] === 'done'", timeout=180_000)
     page.locator("#studio-lines [role=gridcell]", has_text="Racing line number 1.").first.click()
-    page.wait_for_selector("#studio-takes label", timeout=30_000)
+    # Retake renders the line the page has selected: wait until this selection has arrived
+    expect(page.locator("#studio-line-info")).to_contain_text("Racing line number 1.", timeout=30_000)
     page.locator("#studio-retake").click()
     [project_json] = [p for p in (running_app.home / "data" / "studio").glob("*/project.json")
                       if json.loads(p.read_text())["name"] == "race"]
