@@ -68,6 +68,16 @@ class LiveStream:
         if gone:
             stop()
 
+    def stop(self) -> None:
+        """The page's Stop: the generation stops now or, when no handler has attached yet, as one attaches (the
+        page's request for the samples may not even have reached the app)."""
+        with self._lock:
+            if self._ended:
+                return
+            self._gone, stop = True, self._stop
+        if stop is not None:
+            stop()
+
     def put(self, samples: np.ndarray) -> None:
         """The next int16 samples, sent on at once."""
         piece = np.ascontiguousarray(samples, dtype="<i2").tobytes()
@@ -142,6 +152,10 @@ class LiveStreams:
                 raise LiveError("This live id is already being listened to.", 409)
             stream.listening = True
         return stream
+
+    def stop(self, live_id: str) -> None:
+        """Stop the generation the page asked for under `live_id`, begun or not (LiveStream.stop)."""
+        self._stream(live_id).stop()
 
     @contextlib.contextmanager
     def publishing(self, live_id: str | None) -> Iterator[LiveStream | None]:

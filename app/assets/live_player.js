@@ -12,8 +12,10 @@
 (() => {
   const RATE = 24000; // engine/constants.py SAMPLE_RATE: the worklet plays the samples as they are, no resampling
   const clickedAt = {}, pending = {}; // per panel: the last click, its request until Gradio's js step takes it
+  const latest = {}; // per panel: the live id of its last generation, for Stop (app/ui/output.py stop_js)
   let node = null, current = null, streams = 0;
-  const live = { start, stop, isPlaying, context: () => context, tap: false, taps: [], events: [] };
+  const live = { start, stop, isPlaying, latest: (panel) => latest[panel] || "", context: () => context, tap: false,
+                 taps: [], events: [] };
   window.voicedeskLive = live;
 
   const STARTS = { clone: "#clone-generate", design: "#design-generate",
@@ -25,6 +27,7 @@
       clickedAt[panel] = performance.now();
       if (pending[panel]) pending[panel].controller.abort();
       pending[panel] = ask();
+      latest[panel] = pending[panel].id;
       if (context.state !== "running") context.resume(); // within the click's user activation
     }, true);
   }
@@ -56,6 +59,7 @@
   function start(panel) { // Gradio's js step: this generation's request becomes the one heard
     const asked = pending[panel] || ask();
     delete pending[panel];
+    latest[panel] = asked.id;
     silence();
     current = { panel, ...asked, stream: ++streams, clickedAt: clickedAt[panel] ?? asked.askedAt };
     note({ type: "request", stream: current.stream, panel, id: asked.id, clickedAt: current.clickedAt,

@@ -63,7 +63,7 @@ def build_output_panel(ctx: AppContext, view: SettingsView, prefix: str) -> Outp
             visible=ctx.speakers.available, interactive=True))
     stop = gr.Button("Stop", variant="stop", elem_id=f"{prefix}-stop")
 
-    stop.click(stop_handler(ctx), None, status, api_name=f"{prefix}_stop")
+    stop.click(stop_handler(ctx), live_id, status, api_name=f"{prefix}_stop", js=stop_js(prefix))
     heard.change(_heard_handler(ctx), heard, metrics_html, api_visibility="private", queue=False)
     return OutputPanel(audio, status, metrics_html, metrics_json, downloads, checks_html, checks_json, speakers,
                        device, stop, live_id, heard)
@@ -142,9 +142,18 @@ def _heard_handler(ctx: AppContext):
     return heard
 
 
+def stop_js(prefix: str) -> str:
+    """Stop's `js` step: the live id of the panel's last Generate (live_player.js), for the handler."""
+    return f"() => [window.voicedeskLive ? window.voicedeskLive.latest('{prefix}') : '']"
+
+
 def stop_handler(ctx: AppContext):
-    """Stop the session's generation (its running job at the next step, its waiting ones at once)."""
-    def stop(request: gr.Request) -> str:
+    """Stop the session's generation (its running job at the next step, its waiting ones at once) and, given the
+    page's `live_id` of it, also one whose handler has not begun: a Stop clicked at once on a busy computer comes
+    before the job is there to cancel (it stops as its handler takes the id)."""
+    def stop(live_id: str | None = None, request: gr.Request = None) -> str:
+        if live_id:
+            ctx.live_audio.stop(live_id)
         stopped = ctx.worker.cancel(request.session_hash)
         return "Stopping…" if stopped else gr.skip()
 

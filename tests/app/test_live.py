@@ -103,6 +103,24 @@ def test_a_listener_that_leaves_stops_the_generation_even_before_it_began():
     assert stopped == ["mid-stream", "before"]
 
 
+def test_the_pages_stop_stops_the_generation_begun_or_not():
+    """The page's Stop (app/ui/output.py) names the live id of its last Generate: on a busy computer it can come
+    before the handler took the id and before the page's request for the samples reached the app (no listener to
+    leave, no job to cancel yet); the generation stops as its handler attaches. Mid-stream it stops it then; after
+    the end, nothing."""
+    streams, stopped = LiveStreams(), []
+    streams.stop(ID)
+    with streams.publishing(ID) as stream:
+        stream.attach(stop=lambda: stopped.append("before"))
+    other = "abcdefabcdefabcdef"
+    with streams.publishing(other) as stream:
+        stream.attach(stop=lambda: stopped.append("mid-stream"))
+        stream.put(samples(10))
+        streams.stop(other)
+    streams.stop(other)
+    assert stopped == ["before", "mid-stream"]
+
+
 def test_the_routes_body_closed_mid_stream_stops_the_generation():
     """The route's body (app/api/routes.rest_of, the API's too) closed after its first piece, as when the page
     goes away: the listener's pieces are closed with it, which stops the generation at once."""
