@@ -13,7 +13,7 @@ from ..studio.export import SUFFIXES as EXPORT_SUFFIXES
 from ..studio.importers import SUFFIXES as IMPORT_SUFFIXES
 from . import studio_parts as parts
 from .messages import message_line, reported
-from .output import live_start, stop_handler
+from .output import live_start, stop_handler, stop_js
 from .studio_handlers import StudioHandlers, narrators
 
 
@@ -148,7 +148,7 @@ def _wire(v: StudioView, h: StudioHandlers, library_version: gr.State) -> None:
                        api_name="studio_render", **render)
     v.render_chapter.click(reported(h.render_one_chapter, render_outputs), [*render_inputs, v.chapter, v.live_id],
                            render_outputs, api_name="studio_render_chapter", **render)
-    v.stop.click(stop_handler(h.ctx), None, v.progress, api_name="studio_stop")
+    v.stop.click(stop_handler(h.ctx), v.live_id, v.progress, api_name="studio_stop", js=stop_js("studio"))
     select_outputs = [v.selected, v.line_box, *details]
     v.table.select(reported(h.select, select_outputs), [*script_inputs, v.keys], select_outputs, **wire)
     choose_outputs = [v.take_player, *v.view_outputs]
