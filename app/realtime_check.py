@@ -189,8 +189,8 @@ class RealtimeChecks:
         except Exception as err:  # a fault of ours (a value JSON cannot hold...): failed, never left "running"
             log.exception("the Realtime check's result could not be kept")
             why = f"its result could not be kept ({type(err).__name__}: {err})"
+            self.keep_failure(key, why)  # noted before it is shown: whoever sees the failure finds the note
             self._set(CheckStatus(FAILED, why))
-            self.keep_failure(key, why)
             return
         self._set(CheckStatus(DONE, result=result))
 

@@ -223,6 +223,9 @@ def test_a_result_that_breaks_keeping_ends_failed_and_is_noted_for_doctor(worker
     monkeypatch.setattr(RealtimeCheck, "to_dict", lambda self: {"token_agreement": np.float32(1.0)})
     loads = Loads()
     checks = service(worker, loads, tmp_path)
+    keep_failure, shown_while_noting = checks.keep_failure, []
+    monkeypatch.setattr(checks, "keep_failure", lambda *args: shown_while_noting.append(checks.status().state)
+                        or keep_failure(*args))
     checks.after_load(engine)
     status = settled(checks)
     assert status.state == FAILED and status.line().startswith(
@@ -231,6 +234,7 @@ def test_a_result_that_breaks_keeping_ends_failed_and_is_noted_for_doctor(worker
     key = CheckKey.of(engine)
     record = json.loads(key.file(tmp_path).read_text())
     assert record["failed"] == status.message and "result" not in record
+    assert shown_while_noting == [RUNNING]  # the note is kept before the page says failed
     assert latest_for(key.checkpoint, "CPU", tmp_path) == (None, record)  # the backend "FP32 eager (CPU)"
     monkeypatch.undo()
     checks.after_load(engine)  # a kept failure is not a result: the next load runs the check
