@@ -1,5 +1,7 @@
 """Helpers of the browser tests: Debian's Chromium, driven by Playwright."""
+import contextlib
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -28,3 +30,37 @@ def clip_form_page(browser, url: str, width: int, height: int):
     page.get_by_role("option", name="New voice from a clip", exact=True).click()
     yield page
     context.close()
+
+
+@contextlib.contextmanager
+def stop_clicked_before_start(page, *, start: str, stop: str):
+    """Click the button with elem_id `start`, then `stop` while the app has neither begun `start`'s handler (its
+    event in Gradio's queue is held) nor heard of the page's request for the live samples (held, never let through):
+    a busy computer's order of events. Yields once the Stop's event is answered and `start`'s event let go; the
+    routes are removed after the block."""
+    ids = page.evaluate(f"""() => Object.fromEntries([{start!r}, {stop!r}].map(
+        (name) => [name, gradio_config.components.find(c => c.props.elem_id === name).id]))""")
+    held = {}
+
+    def hold_start(route):  # Gradio's queue: the start's event is held, every other goes on
+        if (route.request.post_data_json or {}).get("trigger_id") == ids[start]:
+            held["start"] = route
+        else:
+            route.continue_()
+
+    page.route("**/live/stream/*", lambda route: held.setdefault("samples", route))  # never reaches the app
+    page.route("**/gradio_api/queue/join*", hold_start)
+    try:
+        page.locator(f"#{start}").click()
+        deadline = time.monotonic() + 60
+        while len(held) < 2:
+            assert time.monotonic() < deadline, held
+            page.wait_for_timeout(100)
+        with page.expect_response(lambda r: "/queue/join" in r.url
+                                  and (r.request.post_data_json or {}).get("trigger_id") == ids[stop]):
+            page.locator(f"#{stop}").click()
+        held["start"].continue_()
+        yield
+    finally:
+        page.unroute("**/live/stream/*")
+        page.unroute("**/gradio_api/queue/join*")

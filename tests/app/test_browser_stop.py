@@ -2,7 +2,7 @@
 generation: the player falls silent at once and stays silent."""
 import time
 
-from pages import needs_chromium, open_page
+from pages import needs_chromium, open_page, stop_clicked_before_start
 
 pytestmark = needs_chromium
 # generating long after playback starts
@@ -48,29 +48,10 @@ def test_a_stop_before_the_generation_began_stops_it(running_app, browser):
     page = open_page(context, running_app.url)
     page.get_by_role("tab", name="Voice design").click()
     page.locator("#design-text textarea").fill(LONG_TEXT)
-    ids = page.evaluate("""() => Object.fromEntries(['design-generate', 'design-stop'].map(
-        (name) => [name, gradio_config.components.find(c => c.props.elem_id === name).id]))""")
-    held = {}
-
-    def hold_generate(route):  # Gradio's queue: Generate's event is held, every other goes on
-        if (route.request.post_data_json or {}).get("trigger_id") == ids["design-generate"]:
-            held["generate"] = route
-        else:
-            route.continue_()
-
-    page.route("**/live/stream/*", lambda route: held.setdefault("samples", route))  # never reaches the app
-    page.route("**/gradio_api/queue/join*", hold_generate)
-    page.locator("#design-generate").click()
-    deadline = time.monotonic() + 60
-    while len(held) < 2:
-        assert time.monotonic() < deadline, held
-        page.wait_for_timeout(100)
-    with page.expect_response(lambda r: "/queue/join" in r.url
-                              and (r.request.post_data_json or {}).get("trigger_id") == ids["design-stop"]):
-        page.locator("#design-stop").click()
-    held["generate"].continue_()
-    page.wait_for_function("document.querySelector('#design-status').innerText.includes('Stopped')", timeout=120_000)
-    page.wait_for_function("getComputedStyle(document.querySelector('#design-stop')).display === 'none'",
-                           timeout=30_000)
-    assert "Stopped after 0.0 s of audio" in page.locator("#design-status").inner_text()
+    with stop_clicked_before_start(page, start="design-generate", stop="design-stop"):
+        page.wait_for_function("document.querySelector('#design-status').innerText.includes('Stopped')",
+                               timeout=120_000)
+        page.wait_for_function("getComputedStyle(document.querySelector('#design-stop')).display === 'none'",
+                               timeout=30_000)
+        assert "Stopped after 0.0 s of audio" in page.locator("#design-status").inner_text()
     context.close()

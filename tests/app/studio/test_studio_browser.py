@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import srt
 import torch
+from pages import stop_clicked_before_start
 from playwright.sync_api import expect
 
 from app.library import VoiceLibrary
@@ -274,33 +275,9 @@ def test_a_stop_before_the_render_began_stops_it(page, tmp_path):
     path.write_text("".join(f"Anna: Stopped line number {i}.\n" for i in range(1, 5)), encoding="utf-8")
     import_into_new_project(page, "stopped", path)
     page.wait_for_function(f"{ROWS_JS}.length === 4", timeout=60_000)
-    ids = page.evaluate("""() => Object.fromEntries(['studio-render', 'studio-stop'].map(
-        (name) => [name, gradio_config.components.find(c => c.props.elem_id === name).id]))""")
-    held = {}
-
-    def hold_render(route):  # Gradio's queue: Render all's event is held, every other goes on
-        if (route.request.post_data_json or {}).get("trigger_id") == ids["studio-render"]:
-            held["render"] = route
-        else:
-            route.continue_()
-
-    page.route("**/live/stream/*", lambda route: held.setdefault("sound", route))  # never reaches the app
-    page.route("**/gradio_api/queue/join*", hold_render)
-    try:
-        page.locator("#studio-render").click()
-        deadline = time.monotonic() + 60
-        while len(held) < 2:
-            assert time.monotonic() < deadline, held
-            page.wait_for_timeout(100)
-        with page.expect_response(lambda r: "/queue/join" in r.url
-                                  and (r.request.post_data_json or {}).get("trigger_id") == ids["studio-stop"]):
-            page.locator("#studio-stop").click()
-        held["render"].continue_()
+    with stop_clicked_before_start(page, start="studio-render", stop="studio-stop"):
         # the box still shows an earlier test's render until this one's (4 lines) has ended
         page.wait_for_function("""() => { const p = document.querySelector('#studio-progress .vd-studio-progress');
             return ['stopped', 'done'].includes(p.dataset.state) && p.dataset.total === '4'; }""", timeout=180_000)
         assert progress(page)["state"] == "stopped", progress(page)
         assert "done" not in states(page), states(page)
-    finally:
-        page.unroute("**/live/stream/*")
-        page.unroute("**/gradio_api/queue/join*")
