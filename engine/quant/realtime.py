@@ -64,9 +64,9 @@ def realtime_scheme(*, int4_native: bool, fp8_ok: bool, choice: str = "auto") ->
     tensor cores (`w4a4_cuda.is_supported`), whether the FP8 path runs there, and the user's `choice`.
 
     W4A4 runs on INT4 tensor cores on sm_80/86/89 (A100, RTX 30, L4 / RTX 40). Hopper (sm_90) and Blackwell
-    (sm_100, RTX 50's sm_120) have none: W4A4 there is an int8 emulation in Triton, about 8x slower than
-    fp16 per GEMM on an H200, so "auto" takes W8A8 FP8 wherever it runs and W4A4 is not native. "w4a4"
-    forces W4A4 and "fp8" forces FP8 wherever it runs.
+    (sm_100, RTX 50's sm_120) have none: W4A4 there is an int8 emulation in Triton, 8-13x fp16's time
+    per down_proj call on an H200 (quantizer + GEMM, 256-1024 rows), so "auto" takes W8A8 FP8 wherever it
+    runs and W4A4 is not native. "w4a4" forces W4A4 and "fp8" forces FP8 wherever it runs.
     """
     if choice not in ("auto", "w4a4", "fp8"):
         raise VoiceDeskError(f"{REALTIME_ENV}={choice!r}: choose auto, w4a4 or fp8")
