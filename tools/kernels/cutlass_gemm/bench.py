@@ -11,6 +11,9 @@ rounding (`kernels.numerics.fp16_rounding_ratio` <= 1). A configuration CUTLASS 
 as n/a. Times: us per call from CUDA-graph replays of 32 calls cycling 8 weight sets (more than L2 holds); each
 graph's output is checked equal to the eager call's. Interleaved: every round times cuBLAS, each candidate, then
 cuBLAS again (`interleaved_order`), so a drift in the GPU's clocks shows in cuBLAS's spread instead of in a ratio.
+Then (unless --no-swiglu, and if the library holds SwiGLU configurations) gate_up with silu(gate) * up in the
+GEMM's epilogue (gemm_swiglu.cu, the weight interleaved at load time) against cuBLAS followed by kernels.swiglu,
+the pair captured together: the same checks (bitwise against the pair's output) and timings.
 Exit status 1 when a check fails (every result is still written).
 """
 import argparse
@@ -26,7 +29,7 @@ from kernels.numerics import fp16_rounding_ratio, ulp_distance
 from tools.kernels.check_realtime_gpu import COPIES, replay_us
 from tools.kernels.cutlass_gemm.build import CUTLASS_VERSION
 from tools.kernels.cutlass_gemm.configs import BY_NAME
-from tools.kernels.cutlass_gemm.library import CutlassError, CutlassGemm
+from tools.kernels.cutlass_gemm.library import CutlassError, CutlassGemm, interleave_gate_up
 
 PROJECTIONS = {"qkv": (1024, 4096), "gate_up": (1024, 6144), "o_proj": (2048, 1024), "down": (3072, 1024)}  # K, N
 ROWS = (256, 320, 896, 7168)
@@ -50,11 +53,17 @@ class Variant:
 
 
 def variants_for(names: list[str], *, rows: int, n: int) -> list[Variant]:
-    """cuBLAS first, then each configuration, then split-K runs of the stream-K ones (N = 1024, M <= 512)."""
-    found = [Variant("cuBLAS")] + [Variant(name, name) for name in names]
+    """cuBLAS first, then each plain configuration, then split-K runs of the stream-K ones (N = 1024, M <= 512)."""
+    plain = [name for name in names if not BY_NAME[name].swiglu]
+    found = [Variant("cuBLAS")] + [Variant(name, name) for name in plain]
     if n == 1024 and rows <= SPLIT_K_MAX_ROWS:
-        found += [Variant(f"{name} split-K {s}", name, s) for name in names if BY_NAME[name].stream_k for s in SPLITS]
+        found += [Variant(f"{name} split-K {s}", name, s) for name in plain if BY_NAME[name].stream_k for s in SPLITS]
     return found
+
+
+def swiglu_variants_for(names: list[str]) -> list[Variant]:
+    """cuBLAS + kernels.swiglu first, then each SwiGLU-epilogue configuration."""
+    return [Variant("cuBLAS + swiglu")] + [Variant(name, name) for name in names if BY_NAME[name].swiglu]
 
 
 def interleaved_order(count: int, rounds: int) -> list[int]:
@@ -92,35 +101,17 @@ def cublas_kernels(rows: int, projection: str) -> list[str]:
         return [f"? ({error})"]
 
 
-def measure(gemm: CutlassGemm, projection: str, rows: int, rounds: int) -> dict:
-    """Checks and interleaved timings of every variant at one shape."""
-    k, n = PROJECTIONS[projection]
-    torch.manual_seed(rows * 7 + k + n)
-    xs = [torch.randn(rows, k, device="cuda").half() for _ in range(COPIES)]
-    ws = [(torch.randn(n, k, device="cuda") / k ** 0.5).half() for _ in range(COPIES)]
-    exact = xs[0].double() @ ws[0].double().T
-    ref32, ref16 = exact.float(), exact.half()
-    wanted = F.linear(xs[0], ws[0])
+def check_and_time(variants: list[Variant], make_call, out_shape: tuple[int, int], wanted: torch.Tensor,
+                   ref32: torch.Tensor, ref16: torch.Tensor, rounds: int) -> None:
+    """Fill in each variant's checks (against `wanted`, the baseline's eager output on weight set 0, and the fp64
+    reference's ref32 / ref16) and interleaved timings; make_call(variant, out) -> call(weight_set)."""
     last = (CALLS - 1) % COPIES  # the weight set a graph's output holds after a replay
-    variants = variants_for(gemm.names, rows=rows, n=n)
-    workspace_bytes = 0
-    for v in variants[1:]:
-        try:
-            workspace_bytes = max(workspace_bytes, gemm.workspace_bytes(v.config, m=rows, n=n, k=k, splits=v.splits))
-        except CutlassError as error:
-            v.status = f"n/a: {error}"
-    workspace = torch.zeros(max(workspace_bytes, 1), dtype=torch.uint8, device="cuda")
     outs, graphs = {}, {}
     for i, v in enumerate(variants):
         if v.status != "ok":
             continue
-        out = torch.empty(rows, n, dtype=torch.float16, device="cuda")
-        if v.config is None:
-            def call(c, out=out):
-                torch.mm(xs[c], ws[c].T, out=out)
-        else:
-            def call(c, out=out, v=v):
-                gemm.linear(v.config, xs[c], ws[c], out=out, splits=v.splits, workspace=workspace)
+        out = torch.empty(*out_shape, dtype=torch.float16, device="cuda")
+        call = make_call(v, out)
         try:
             call(last)
             eager_last = out.clone()
@@ -141,11 +132,74 @@ def measure(gemm: CutlassGemm, projection: str, rows: int, rounds: int) -> dict:
     for i in interleaved_order(len(variants), rounds):
         if i in graphs:
             variants[i].us.append(replay_us(graphs[i], REPLAYS) / CALLS)
+
+
+def _summary(variants: list[Variant], **shape) -> dict:
     base = variants[0].us
-    return {"projection": projection, "rows": rows, "k": k, "n": n,
-            "cublas_median_us": statistics.median(base),
-            "cublas_spread": (max(base) - min(base)) / statistics.median(base),
-            "variants": [asdict(v) | {"median_us": statistics.median(v.us) if v.us else None} for v in variants]}
+    return shape | {"cublas_median_us": statistics.median(base),
+                    "cublas_spread": (max(base) - min(base)) / statistics.median(base),
+                    "variants": [asdict(v) | {"median_us": statistics.median(v.us) if v.us else None}
+                                 for v in variants]}
+
+
+def _workspace(gemm: CutlassGemm, variants: list[Variant], *, m: int, n: int, k: int) -> torch.Tensor:
+    """One workspace for every variant (those CUTLASS refuses at this shape marked n/a)."""
+    size = 0
+    for v in variants:
+        if v.config is not None:
+            try:
+                size = max(size, gemm.workspace_bytes(v.config, m=m, n=n, k=k, splits=v.splits))
+            except CutlassError as error:
+                v.status = f"n/a: {error}"
+    return torch.zeros(max(size, 1), dtype=torch.uint8, device="cuda")
+
+
+def _operands(rows: int, k: int, n: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    torch.manual_seed(rows * 7 + k + n)
+    xs = [torch.randn(rows, k, device="cuda").half() for _ in range(COPIES)]
+    ws = [(torch.randn(n, k, device="cuda") / k ** 0.5).half() for _ in range(COPIES)]
+    return xs, ws
+
+
+def measure(gemm: CutlassGemm, projection: str, rows: int, rounds: int) -> dict:
+    """Checks and interleaved timings of every plain variant at one shape."""
+    k, n = PROJECTIONS[projection]
+    xs, ws = _operands(rows, k, n)
+    exact = xs[0].double() @ ws[0].double().T
+    variants = variants_for(gemm.names, rows=rows, n=n)
+    workspace = _workspace(gemm, variants, m=rows, n=n, k=k)
+
+    def make_call(v: Variant, out: torch.Tensor):
+        if v.config is None:
+            return lambda c: torch.mm(xs[c], ws[c].T, out=out)
+        return lambda c: gemm.linear(v.config, xs[c], ws[c], out=out, splits=v.splits, workspace=workspace)
+
+    check_and_time(variants, make_call, (rows, n), F.linear(xs[0], ws[0]), exact.float(), exact.half(), rounds)
+    return _summary(variants, projection=projection, rows=rows, k=k, n=n)
+
+
+def measure_swiglu(gemm: CutlassGemm, rows: int, rounds: int) -> dict:
+    """The SwiGLU-epilogue GEMMs against cuBLAS followed by kernels.swiglu (captured together) at gate_up's shape."""
+    from kernels.swiglu import swiglu, swiglu_ref  # Triton: on the GPU machine only
+
+    k, n = PROJECTIONS["gate_up"]
+    xs, ws = _operands(rows, k, n)
+    interleaved = [interleave_gate_up(w) for w in ws]
+    gate, up = (xs[0].double() @ ws[0].double().T).chunk(2, dim=-1)
+    ref32 = (F.silu(gate) * up).float()
+    ref16 = swiglu_ref(torch.cat([gate, up], dim=-1).half())
+    variants = swiglu_variants_for(gemm.names)
+    workspace = _workspace(gemm, variants, m=rows, n=n // 2, k=k)
+    product = torch.empty(rows, n, dtype=torch.float16, device="cuda")
+
+    def make_call(v: Variant, out: torch.Tensor):
+        if v.config is None:
+            return lambda c: swiglu(torch.mm(xs[c], ws[c].T, out=product), out=out)
+        return lambda c: gemm.swiglu(v.config, xs[c], interleaved[c], out=out, workspace=workspace)
+
+    wanted = swiglu(F.linear(xs[0], ws[0]))
+    check_and_time(variants, make_call, (rows, n // 2), wanted, ref32, ref16, rounds)
+    return _summary(variants, projection="gate_up + SwiGLU", rows=rows, k=k, n=n)
 
 
 def table(shape: dict) -> list[str]:
@@ -170,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, nargs="+", default=list(ROWS))
     parser.add_argument("--projections", nargs="+", choices=list(PROJECTIONS), default=list(PROJECTIONS))
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--no-swiglu", dest="swiglu", action="store_false",
+                        help="skip the SwiGLU-epilogue part (gate_up with silu(gate) * up in the epilogue)")
     parser.add_argument("--json", help="write every result here")
     args = parser.parse_args(argv)
     gemm = CutlassGemm(args.library)
@@ -191,8 +247,13 @@ def main(argv: list[str] | None = None) -> int:
             shapes.append(measure(gemm, projection, rows, args.rounds))
             print("\n".join(table(shapes[-1])), flush=True)
             save()
+    if args.swiglu and len(swiglu_variants_for(gemm.names)) > 1:
+        for rows in args.rows:
+            shapes.append(measure_swiglu(gemm, rows, args.rounds))
+            print("\n".join(table(shapes[-1])), flush=True)
+            save()
     for shape in shapes:
-        shape["cublas_kernels"] = cublas_kernels(shape["rows"], shape["projection"])
+        shape["cublas_kernels"] = cublas_kernels(shape["rows"], shape["projection"].split()[0])
         print(f"cuBLAS at {shape['rows']} x {shape['projection']}: {', '.join(shape['cublas_kernels'])}")
     save()
     failed = [(s["rows"], s["projection"], v["label"]) for s in shapes for v in s["variants"]

@@ -8,7 +8,8 @@ that holds include/cute and tools/util/include (the wheel's cutlass_library/sour
 VOICEDESK_CUTLASS environment variable, then an installed cutlass_library package are tried. nvcc: --nvcc, then
 $CUDA_HOME/bin/nvcc, then nvcc on PATH. The CUDA runtime is linked statically; the driver's cuTensorMapEncodeTiled
 is found at run time through cudaGetDriverEntryPoint (CUTLASS's default), so nothing links libcuda.
-One object per configuration, compiled in parallel (about 35 s each on one core of the CPU machine).
+One object per configuration, compiled in parallel (about 35 s each on one core of the CPU machine); an object
+whose command line is unchanged and that is newer than every source is kept.
 """
 import argparse
 import importlib.util
@@ -23,7 +24,7 @@ from tools.kernels.cutlass_gemm.configs import BY_NAME, CONFIGS, Config
 
 CUTLASS_VERSION = "4.2.0"  # the headers gemm.cu was written and checked against (nvidia-cutlass 4.2.0.0)
 HEADERS_ENV = "VOICEDESK_CUTLASS"
-SOURCE = Path(__file__).parent / "gemm.cu"
+SOURCE_DIR = Path(__file__).parent  # gemm.cu, gemm_swiglu.cu and the headers they share
 LIBRARY_NAME = "libvd_cutlass_gemm.so"
 ARCH = "sm_90a"  # wgmma and TMA need the arch-specific target
 HOW_TO_GET_HEADERS = (f"pip download --no-deps nvidia-cutlass=={CUTLASS_VERSION}.0, unzip the wheel outside the "
@@ -71,7 +72,7 @@ def compile_command(nvcc: Path, headers: Path, config: Config, obj: Path) -> lis
     """nvcc's command line for one configuration's object."""
     return [str(nvcc), "-std=c++17", "-O3", f"-arch={ARCH}", "-Xcompiler", "-fPIC", "--expt-relaxed-constexpr",
             "-DNDEBUG", f"-I{headers / 'include'}", f"-I{headers / 'tools' / 'util' / 'include'}",
-            f"-I{SOURCE.parent}", *config.defines(), "-c", str(SOURCE), "-o", str(obj)]
+            f"-I{SOURCE_DIR}", *config.defines(), "-c", str(SOURCE_DIR / config.source), "-o", str(obj)]
 
 
 def link_command(nvcc: Path, objects: list[Path], library: Path) -> list[str]:
@@ -84,12 +85,27 @@ def _run(command: list[str]) -> None:
         raise BuildError(f"{' '.join(command)}\nfailed ({done.returncode}):\n{done.stdout}{done.stderr}")
 
 
+def is_fresh(obj: Path, command: list[str]) -> bool:
+    """Whether obj was made by this command line (its .cmd beside it) after every source last changed."""
+    record = obj.with_suffix(".cmd")
+    if not (obj.is_file() and record.is_file()) or record.read_text() != "\n".join(command):
+        return False
+    newest = max(p.stat().st_mtime for p in SOURCE_DIR.iterdir() if p.suffix in (".cu", ".h"))
+    return obj.stat().st_mtime > newest
+
+
+def _compile(command: list[str], obj: Path) -> None:
+    if not is_fresh(obj, command):
+        _run(command)
+        obj.with_suffix(".cmd").write_text("\n".join(command))
+
+
 def build(out: Path, headers: Path, nvcc: Path, configs: list[Config], jobs: int) -> Path:
     """Compile each configuration and link them into out/libvd_cutlass_gemm.so; returns its path."""
     out.mkdir(parents=True, exist_ok=True)
     objects = [out / f"{config.name}.o" for config in configs]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        list(pool.map(_run, [compile_command(nvcc, headers, c, o) for c, o in zip(configs, objects)]))
+        list(pool.map(_compile, [compile_command(nvcc, headers, c, o) for c, o in zip(configs, objects)], objects))
     library = out / LIBRARY_NAME
     _run(link_command(nvcc, objects, library))
     return library

@@ -1,5 +1,7 @@
-"""The CUTLASS configurations gemm.cu is compiled for: one object (and one exported function) each."""
+"""The CUTLASS configurations gemm.cu and gemm_swiglu.cu are compiled for: one object, one exported function each."""
 from dataclasses import dataclass
+
+INTERLEAVE = 8  # gemm_swiglu.cu's weight: 8 gate rows, then the 8 up rows of the same outputs, and so on
 
 
 @dataclass(frozen=True)
@@ -15,13 +17,20 @@ class Config:
     pingpong: bool = False  # else cooperative (two consumer warp groups share each tile)
     stream_k: bool = False  # else the persistent data-parallel scheduler
     swap: bool = False
+    swiglu: bool = False  # gemm_swiglu.cu: y = silu(gate) * up in the epilogue, from the interleaved gate_up weight
 
     def defines(self) -> list[str]:
-        """The -D options gemm.cu reads."""
+        """The -D options config.h reads."""
         values = {"NAME": self.name, "TM": self.tile[0], "TN": self.tile[1], "TK": self.tile[2],
                   "CM": self.cluster[0], "CN": self.cluster[1], "PINGPONG": int(self.pingpong),
                   "STREAMK": int(self.stream_k), "SWAP": int(self.swap)}
+        if self.swiglu:
+            values["INTERLEAVE"] = INTERLEAVE
         return [f"-DVD_{key}={value}" for key, value in values.items()]
+
+    @property
+    def source(self) -> str:
+        return "gemm_swiglu.cu" if self.swiglu else "gemm.cu"
 
     @property
     def symbol(self) -> str:
@@ -42,5 +51,10 @@ CONFIGS = (
     Config("sk_128x64_c1x1", (128, 64, 64), (1, 1), stream_k=True),
     Config("sk_128x128_c1x1", (128, 128, 64), (1, 1), stream_k=True),
     Config("swap_coop_128x64_c1x1", (128, 64, 64), (1, 1), swap=True),
+    Config("swiglu_coop_128x128_c1x1", (128, 128, 64), (1, 1), swiglu=True),
+    Config("swiglu_coop_128x128_c2x1", (128, 128, 64), (2, 1), swiglu=True),
+    Config("swiglu_coop_128x256_c1x1", (128, 256, 64), (1, 1), swiglu=True),
+    Config("swiglu_pp_64x128_c1x1", (64, 128, 64), (1, 1), pingpong=True, swiglu=True),
+    Config("swiglu_pp_64x256_c1x1", (64, 256, 64), (1, 1), pingpong=True, swiglu=True),
 )
 BY_NAME = {config.name: config for config in CONFIGS}

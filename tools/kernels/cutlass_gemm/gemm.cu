@@ -1,56 +1,30 @@
 // y[M, N] = x[M, K] @ w[N, K]^T in fp16 with fp32 accumulation, through CUTLASS 3's sm90 collective builder
 // (TMA, warp-specialised mainloop, persistent or stream-K tile scheduler). Written against CUTLASS 4.2.0
-// (nvidia-cutlass 4.2.0.0's headers). One configuration per compilation, chosen by -D options that
-// tools/kernels/cutlass_gemm/build.py passes (its CONFIGS is the one list of them); each object exports
+// (nvidia-cutlass 4.2.0.0's headers). One configuration per compilation, chosen by the -D options config.h
+// reads; each object exports
 //   int  vd_gemm_<name>(x, w, y, m, n, k, splits, workspace, workspace_bytes, stream)  -> 0 or an error code
 //   long vd_gemm_<name>_workspace(m, n, k, splits)                                     -> bytes, or < 0
 // VD_SWAP computes y^T = w @ x^T (the weight's N rows as CUTLASS's M), so a small M is the N side of a tile.
-#include <cuda_runtime.h>
-
-#include "cute/tensor.hpp"
-#include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
-#include "cutlass/gemm/collective/collective_builder.hpp"
 #include "cutlass/gemm/device/gemm_universal_adapter.h"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
-#include "cutlass/gemm/kernel/tile_scheduler.hpp"
 #include "cutlass/util/packed_stride.hpp"
 
+#include "config.h"
 #include "status.h"
 
-#if !defined(VD_NAME) || !defined(VD_TM) || !defined(VD_TN) || !defined(VD_TK) || !defined(VD_CM) || \
-    !defined(VD_CN) || !defined(VD_PINGPONG) || !defined(VD_STREAMK) || !defined(VD_SWAP)
-#error "build.py passes VD_NAME, VD_TM, VD_TN, VD_TK, VD_CM, VD_CN, VD_PINGPONG, VD_STREAMK, VD_SWAP"
-#endif
-#if VD_PINGPONG && VD_STREAMK
-#error "CUTLASS's stream-K scheduler runs with the cooperative schedule only"
-#endif
-
-#define VD_CAT2(a, b) a##b
-#define VD_CAT(a, b) VD_CAT2(a, b)
 #define VD_FN VD_CAT(vd_gemm_, VD_NAME)
 #define VD_WS VD_CAT(VD_FN, _workspace)
 
 using namespace cute;
+using namespace vd;
 
 namespace {
 
-using Element = cutlass::half_t;
-using Accumulator = float;
-constexpr int kAlignment = 16 / sizeof(Element);  // TMA wants 16-byte rows
-
 // Swapped, CUTLASS's A is the weight (N x K, K contiguous) and its D is y^T (N x M) stored column-major = y.
-using LayoutA = cutlass::layout::RowMajor;     // K contiguous
-using LayoutB = cutlass::layout::ColumnMajor;  // K contiguous
 using LayoutD = cute::conditional_t<VD_SWAP, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
-
-using TileShape = Shape<Int<VD_TM>, Int<VD_TN>, Int<VD_TK>>;
-using ClusterShape = Shape<Int<VD_CM>, Int<VD_CN>, _1>;
-using MainloopSchedule = cute::conditional_t<VD_PINGPONG, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
-                                             cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
 using EpilogueSchedule = cute::conditional_t<VD_PINGPONG, cutlass::epilogue::TmaWarpSpecialized,
                                              cutlass::epilogue::TmaWarpSpecializedCooperative>;
-using Scheduler = cute::conditional_t<VD_STREAMK, cutlass::gemm::StreamKScheduler, cutlass::gemm::PersistentScheduler>;
 
 // D = 1 * acc rounded to nearest fp16; no C operand (void): nothing read besides x and w.
 using Fusion = cutlass::epilogue::fusion::LinearCombination<Element, Accumulator, void, Accumulator,
@@ -61,26 +35,10 @@ using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBui
     cutlass::epilogue::collective::EpilogueTileAuto, Accumulator, Accumulator,
     void, LayoutD, kAlignment, Element, LayoutD, kAlignment, EpilogueSchedule, Fusion>::CollectiveOp;
 
-using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA, kAlignment, Element, LayoutB, kAlignment,
-    Accumulator, TileShape, ClusterShape,
-    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
-    MainloopSchedule>::CollectiveOp;
-
-using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue,
-                                                    Scheduler>;
+using Kernel = cutlass::gemm::kernel::GemmUniversal<
+    Shape<int, int, int, int>, Mainloop<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
+    CollectiveEpilogue, Scheduler>;
 using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-
-int sm_count() {  // asked once: the harness calls this outside CUDA-graph captures first
-  static int count = 0;
-  if (count == 0) {
-    int device = 0;
-    if (cudaGetDevice(&device) == cudaSuccess) {
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-    }
-  }
-  return count;
-}
 
 // x, w, y as the caller sees them -> CUTLASS's arguments (swapped or not); splits: 1, or a split-K count (stream-K
 // configurations only).
@@ -95,15 +53,12 @@ int make_arguments(const void* x, const void* w, void* y, int m, int n, int k, i
   auto stride_a = cutlass::make_cute_packed_stride(typename Kernel::StrideA{}, cute::make_shape(gm, k, 1));
   auto stride_b = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, cute::make_shape(gn, k, 1));
   auto stride_d = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, cute::make_shape(gm, gn, 1));
-  cutlass::KernelHardwareInfo hw_info;
-  cudaGetDevice(&hw_info.device_id);
-  hw_info.sm_count = sm_count();
   typename Gemm::Arguments arguments{
       cutlass::gemm::GemmUniversalMode::kGemm,
       {gm, gn, k, 1},
       {static_cast<const Element*>(a), stride_a, static_cast<const Element*>(b), stride_b},
       {{}, nullptr, stride_d, static_cast<Element*>(y), stride_d},
-      hw_info};
+      hardware()};
   arguments.epilogue.thread.alpha = 1.0f;
   arguments.epilogue.thread.beta = 0.0f;
 #if VD_STREAMK

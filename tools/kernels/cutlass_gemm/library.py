@@ -1,4 +1,6 @@
-"""ctypes binding of the library build.py makes: y = x @ weight.T through one of CONFIGS by name.
+"""ctypes binding of the library build.py makes: y = x @ weight.T (`linear`), or y = silu(gate) * up of the gate_up
+projection with the SwiGLU in the GEMM's epilogue (`swiglu`, the weight as `interleave_gate_up` lays it out),
+through one of CONFIGS by name.
 
 The library takes raw device pointers and the caller's CUDA stream (PyTorch's current one), so calls are
 captured into CUDA graphs like any kernel. Workspace (stream-K and split-K need it) comes from the caller,
@@ -9,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from tools.kernels.cutlass_gemm.configs import BY_NAME, CONFIGS
+from tools.kernels.cutlass_gemm.configs import BY_NAME, CONFIGS, INTERLEAVE
 
 
 class CutlassError(RuntimeError):
@@ -34,6 +36,16 @@ def check_operands(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | No
     for name, t in tensors.items():
         if t.device.type != "cuda" or t.device != x.device:
             raise ValueError(f"{name} must be on x's CUDA device, got {t.device} (x on {x.device})")
+
+
+def interleave_gate_up(weight: torch.Tensor) -> torch.Tensor:
+    """The gate_up weight [2I, K] (I gate rows, then I up rows) in the row order gemm_swiglu.cu reads: blocks of
+    INTERLEAVE gate rows, each followed by the up rows of the same outputs."""
+    rows, k = weight.shape
+    if rows % (2 * INTERLEAVE):
+        raise ValueError(f"gate_up's rows ({rows}) must be a multiple of {2 * INTERLEAVE}")
+    gate, up = weight.reshape(2, rows // (2 * INTERLEAVE), INTERLEAVE, k).unbind(0)
+    return torch.stack([gate, up], dim=1).reshape(rows, k)
 
 
 class CutlassGemm:
@@ -75,10 +87,27 @@ class CutlassGemm:
         of at least workspace_bytes(...) (None: no workspace, enough for the data-parallel configurations).
         """
         check_operands(x, weight, out)
+        return self._call(name, x, weight, out, n=weight.shape[0], swiglu=False, splits=splits, workspace=workspace)
+
+    def swiglu(self, name: str, x: torch.Tensor, weight: torch.Tensor, *, out: torch.Tensor | None = None,
+               workspace: torch.Tensor | None = None) -> torch.Tensor:
+        """silu(gate) * up of x @ gate_up.T [M, I], weight = interleave_gate_up(gate_up) [2I, K], as kernels.swiglu
+        rounds it; configuration `name` must be a SwiGLU one."""
+        if weight.dim() != 2 or weight.shape[0] % (2 * INTERLEAVE):
+            raise ValueError(f"weight [2I, K] with 2I a multiple of {2 * INTERLEAVE} wanted, got {tuple(weight.shape)}")
+        n = weight.shape[0] // 2
+        check_operands(x, weight[:n], out)
+        return self._call(name, x, weight, out, n=n, swiglu=True, splits=1, workspace=workspace)
+
+    def _call(self, name: str, x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None, *, n: int,
+              swiglu: bool, splits: int, workspace: torch.Tensor | None) -> torch.Tensor:
+        if workspace is not None and (workspace.dtype != torch.uint8 or workspace.device != x.device):
+            raise ValueError(f"workspace must be uint8 on {x.device}, got {workspace.dtype} on {workspace.device}")
         if name not in self.names:
             raise ValueError(f"{name} is not in this library ({', '.join(self.names)})")
+        if BY_NAME[name].swiglu != swiglu:
+            raise ValueError(f"{name} is {'' if BY_NAME[name].swiglu else 'not '}a SwiGLU configuration")
         m, k = x.shape
-        n = weight.shape[0]
         out = torch.empty(m, n, dtype=torch.float16, device=x.device) if out is None else out
         ws_ptr, ws_bytes = (None, 0) if workspace is None else (workspace.data_ptr(), workspace.numel())
         stream = torch.cuda.current_stream(x.device).cuda_stream
