@@ -4,7 +4,7 @@
 #
 #   bash tests/gpu/run_gpu.sh [--wheels DIR] STEP...
 #
-# Steps: setup ckpt bench profile kernels attention attnfp8 realtime normfp8 fp8acc fp8scaling gemm gemmfused cutlass w4a4 decode clients captures i8down gputests
+# Steps: setup ckpt bench profile kernels attention attnfp8 realtime normfp8 fp8acc fp8scaling gemm gemmfused cutlass fa3 w4a4 decode clients captures i8down gputests
 # archs smallcard notriton int4graphs. `--wheels DIR` names a folder of
 # wheels to install first (without dependencies) for what the GPU image lacks, e.g. omnivoice 0.2.1 (for the
 # `upstream` bench mode), pydub, soundfile, cffi, pycparser and platformdirs built for its Python.
@@ -53,6 +53,15 @@ for step in "$@"; do
              fi
              timeout 420 python3 -m tools.kernels.cutlass_gemm.bench --library "$LIB" --json "$OUT/cutlass_gemm.json" 2>&1 \
                | tail -250; echo "cutlass bench exit ${PIPESTATUS[0]}" ;;
+    # FlashAttention-3's varlen forward beside the ragged kernel (tools/kernels/fa3_probe): FA3_LIB names a built library;
+    # if it is unset or does not load, it is built here from FA3_SRC (a flash-attention checkout) and CUTLASS_SRC
+    fa3) LIB=${FA3_LIB:-}
+         if [ -z "$LIB" ] || ! python3 -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' "$LIB"; then
+           if ! LIB=$(python3 -m tools.kernels.fa3_probe.build --fa3 "${FA3_SRC:-}" --cutlass "${CUTLASS_SRC:-}" \
+                        --out /tmp/fa3_probe_build); then echo "fa3 bench exit 1 (build failed)"; continue; fi
+         fi
+         timeout 300 python3 -m tools.kernels.fa3_probe.bench --library "$LIB" --json "$OUT/fa3_probe.json" 2>&1 \
+           | tail -60; echo "fa3 bench exit ${PIPESTATUS[0]}" ;;
     w4a4) timeout 90 python3 -m tools.kernels.check_w4a4_cuda --quick --no-bench 2>&1 | tail -25 ;;
     # W8A8 int8 down_proj with its own kernels (kernels/int8.py): its GPU tests, then the chains timed against fp16
     i8down) OMP_NUM_THREADS=2 timeout 200 python3 -m pytest -q -p no:cacheprovider -n 8 -k int8 tests/kernels/test_int8.py \
