@@ -117,11 +117,13 @@ def test_shapes_parse_as_bench_attention_writes_them():
             bench.parse_shape(bad)
 
 
-def test_fp8_inputs_keep_the_qkv_layout():
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float16])
+def test_views_keep_the_qkv_layout(dtype):
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(5, h, 128, generator=g).half() for h in (16, 8, 8))
-    q8, k8, v8 = bench.e4m3_views(q, k, v)
-    assert all(x.dtype == torch.float8_e4m3fn and x.stride()[:2] == (bench.QKV_WIDTH, 128) for x in (q8, k8, v8))
-    assert v8.data_ptr() - q8.data_ptr() == (16 + 8) * 128 and k8.data_ptr() - q8.data_ptr() == 16 * 128
+    q8, k8, v8 = bench.qkv_views(q, k, v, dtype)
+    assert all(x.dtype == dtype and x.stride()[:2] == (bench.QKV_WIDTH, 128) for x in (q8, k8, v8))
+    size = dtype.itemsize
+    assert v8.data_ptr() - q8.data_ptr() == (16 + 8) * 128 * size and k8.data_ptr() - q8.data_ptr() == 16 * 128 * size
     for x8, x in ((q8, q), (k8, k), (v8, v)):
-        assert torch.equal(x8.float(), x.to(torch.float8_e4m3fn).float())
+        assert torch.equal(x8.float(), x.to(dtype).float())

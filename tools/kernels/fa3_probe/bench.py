@@ -4,16 +4,18 @@
 
 A shape is c x T [x n] as tools.kernels.bench_attention packs it (n takes of a c-row prompt and a T-row uncond
 target, then pads, in the runner's bucket of S rows); FA3 gets the same packing as variable-length sequences
-(cu_seqlens, one per range of keys). q, k, v are bench_attention's operands: k and v views of one qkv projection
-output (row stride 4096). Every library configuration runs (`configs.py`); the e4m3 one gets the same tensors
-cast to float8 e4m3 (no scales), in a qkv buffer of the same layout.
+(cu_seqlens, one per range of keys). q, k, v are bench_attention's operands, as the model has them: q and k
+written by qk_norm_rope ([rows, heads, 128], contiguous), v a view of the qkv projection's output (row stride
+4096). Every library configuration runs (`configs.py`); the e4m3 one gets the same tensors cast to float8 e4m3 (no
+scales) as views of one [rows, 4096] buffer laid out like the qkv output.
 
 Checks first, each fatal: outputs poisoned with NaN, then against a float64 reference within fp16 rounding (the
 suite's rule, tests/kernels/test_ragged_attention.py: at most twice PyTorch's own fp16 error plus one fp16 ulp of
 the largest output); e4m3 against float64 on its fp8 inputs within 2^-3 max|v| + one bf16 ulp of the largest
 output (FA3 rounds the probabilities to e4m3: a relative 2^-4 each moves an output by at most 2^-4 max|v - o|).
-Each graph's output must equal the eager call's. Times: us per call from CUDA-graph replays of 28 calls (one per
-layer); interleaved: each round times main's kernel, every FA3 configuration, main's kernel again
+Each graph's output must equal the eager call's, and an fp16 call on q, k, v as views of one qkv buffer (row stride
+4096 for all three) must equal the call on the model's layout. Times: us per call from CUDA-graph replays of 28
+calls (one per layer); interleaved: each round times main's kernel, every FA3 configuration, main's kernel again
 (`cutlass_gemm.bench.interleaved_order`), so drift shows in main's spread, and each FA3 time also has a ratio to
 the mean of the main timings around it. Last, the profiler's kernel times of a few eager calls of each variant
 (FA3 launches its scheduler's prepare kernel before the attention kernel on every call). Exit status 1 when a
@@ -61,12 +63,13 @@ class Variant:
     allowed: float | None = None
     max_diff_to_main: float | None = None  # fp16 configurations only
     graph_equals_eager: bool | None = None
+    views_equal: bool | None = None  # fp16 FA3: the call on views of one qkv buffer equals the model layout's
     kernels_us: dict[str, float] = field(default_factory=dict)  # the profiler's, eager calls, after the timings
 
 
-def e4m3_views(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """q, k, v cast to float8 e4m3 in one [S, 4096] buffer laid out like the qkv projection's output."""
-    qkv = torch.empty(q.shape[0], QKV_WIDTH, dtype=torch.float8_e4m3fn, device=q.device)
+def qkv_views(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """q, k, v cast to dtype in one [S, 4096] buffer laid out like the qkv projection's output."""
+    qkv = torch.empty(q.shape[0], QKV_WIDTH, dtype=dtype, device=q.device)
     parts = qkv.view(q.shape[0], N_Q_HEADS + 2 * N_KV_HEADS, HEAD_DIM).split([N_Q_HEADS, N_KV_HEADS, N_KV_HEADS], 1)
     for part, source in zip(parts, (q, k, v)):
         part.copy_(source)
@@ -99,9 +102,8 @@ def measure(probe: Fa3Probe, shape: str, rounds: int) -> dict:
     torch.manual_seed(0)
     S, ranges = layout(c, t, n)
     q, k, v = operands(S)
-    if k.stride(0) != QKV_WIDTH or v.stride(0) != QKV_WIDTH:
-        raise RuntimeError(f"k and v should be views of the qkv output (row stride {QKV_WIDTH}), got "
-                           f"{k.stride()} and {v.stride()}")
+    if v.stride(0) != QKV_WIDTH:  # qk_norm_rope writes q and k anew; v stays a view of the qkv output
+        raise RuntimeError(f"v should be a view of the qkv output (row stride {QKV_WIDTH}), got {v.stride()}")
     bounds, longest = sequence_bounds(ranges)
 
     def reference(q, k, v):
@@ -111,7 +113,8 @@ def measure(probe: Fa3Probe, shape: str, rounds: int) -> dict:
     exact, exact_max = reference(q, k, v)
     torch_err = (ragged_attention_ref(q, k, v, ranges.start, ranges.end).double() - exact).abs().max().item()
     fp16_allowed = 2 * torch_err + torch.finfo(torch.float16).eps * exact_max
-    q8, k8, v8 = e4m3_views(q, k, v)
+    q8, k8, v8 = qkv_views(q, k, v, torch.float8_e4m3fn)
+    strided = qkv_views(q, k, v, torch.float16)
     exact8, exact8_max = reference(q8, k8, v8) if any(BY_NAME[name].e4m3 for name in probe.names) else (None, 0)
     variants = [Variant("main ragged_attention")] + [Variant(f"FA3 {name}", name) for name in probe.names]
     graphs, calls, main_out = {}, {}, None
@@ -138,12 +141,13 @@ def measure(probe: Fa3Probe, shape: str, rounds: int) -> dict:
             main_out = eager
         elif not e4m3:
             variant.max_diff_to_main = (eager.float() - main_out.float()).abs().max().item()
+            variant.views_equal = torch.equal(probe.attention(variant.config, *strided, bounds, longest), eager)
         graphs[i] = _capture(call, CALLS)
         out.fill_(float("nan"))  # what the graph's replay writes, not the eager calls of its capture
         graphs[i].replay()
         torch.cuda.synchronize()
         variant.graph_equals_eager = torch.equal(out, eager)
-        if not variant.err <= variant.allowed or not variant.graph_equals_eager:
+        if not variant.err <= variant.allowed or not variant.graph_equals_eager or variant.views_equal is False:
             variant.status = "FAILED"
     order = interleaved_order(len(variants), rounds)
     times = [(i, replay_us(graphs[i], REPLAYS) / CALLS) for i in order]
