@@ -281,6 +281,32 @@ def resource_usage(cubin: bytes) -> str:
     return usage.group(0).strip() if usage else (run.stderr.strip() or run.stdout.strip())[-200:]
 
 
+def spill_stores(ptx: str) -> int:
+    """Bytes of register spill stores per thread, as ptxas reports them compiling `ptx` for its own target (with
+    the ptxas Triton chose for that arch). cuobjdump's STACK also counts local arrays the code declares, such as the
+    one libdevice's sinf keeps for the slow path of its argument reduction (Triton 3.6's snake kernels: a 32 B stack
+    frame, no spill)."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    target = re.search(r"^\.target\s+(sm_(\d+)\w*)", ptx, re.MULTILINE)
+    if target is None:
+        raise ValueError("no .target line in the PTX")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kernel.ptx"
+        path.write_text(ptx)
+        run = subprocess.run([get_ptxas(int(target.group(2))).path, "-v", "--gpu-name", target.group(1), str(path),
+                              "-o", str(path) + ".cubin"], capture_output=True, text=True, check=False)
+    return parse_spill_stores(run.stderr + run.stdout)
+
+
+def parse_spill_stores(ptxas_verbose: str) -> int:
+    """The largest "N bytes spill stores" of `ptxas -v`'s report (one line per function); ValueError if none."""
+    found = [int(n) for n in re.findall(r"(\d+) bytes spill stores", ptxas_verbose)]
+    if not found:
+        raise ValueError(f"no spill figures in ptxas's report: {ptxas_verbose[-300:]!r}")
+    return max(found)
+
+
 def sass_mma_summary(cubin: bytes) -> dict[str, int]:
     """Counts of the tensor-core instructions in the SASS (what the GPU runs: IMMA, HMMA, QMMA; IGMMA, HGMMA,
     QGMMA on Hopper), by opcode with its shape and types."""

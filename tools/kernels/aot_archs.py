@@ -18,6 +18,7 @@ from tools.kernels.aot import (
     hifi_builds,
     int8_builds,
     resource_usage,
+    spill_stores,
     w4a4_builds,
 )
 
@@ -64,7 +65,7 @@ class Fit:
     shared: int  # bytes per block: Triton's dynamic shared memory plus the cubin's static
     limit: int
     registers: int
-    spilled: int  # bytes of stack and local memory per thread (0 unless registers spill)
+    spilled: int  # bytes of register spill stores per thread (ptxas); a stack frame of local arrays is not a spill
 
     @property
     def ok(self) -> bool:
@@ -84,7 +85,7 @@ def fit(arch: int, build: Build, limit: int | None = None) -> Fit:
     usage = resource_usage(compiled.asm["cubin"])
     return Fit(arch, build.name, compiled.metadata.shared + _field(usage, "SHARED"),
                SHARED_MEMORY_PER_BLOCK[arch] if limit is None else limit, _field(usage, "REG"),
-               _field(usage, "STACK") + _field(usage, "LOCAL"))
+               spill_stores(compiled.asm["ptx"]))
 
 
 def main(argv: list[str]) -> int:
