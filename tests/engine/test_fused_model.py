@@ -164,7 +164,9 @@ def _int8_down_lm(models_and_prompt):
     plain, _, prompt = models_and_prompt
     batch = build_cfg_batch([prompt], plain.cfg.audio_mask_id, DEVICE)
     lm = load_lm(DEMO_MODEL, DEVICE)
-    with torch.inference_mode():
+    # converted as the engine converts (engine/lm/modes.py: outside inference mode): the W4A4 linears' Triton path
+    # keys its cached weight codes on qweight's version, which an inference tensor does not keep
+    with torch.no_grad():
         plan = quantize_(lm, QuantConfig(w8a8=("*.down_proj",)),
                          lambda m: m(batch.input_ids, batch.audio_mask, batch.attn_mask))
     assert all(scheme == "w8a8" for name, scheme in plan.items() if name.endswith("down_proj"))
