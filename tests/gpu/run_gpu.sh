@@ -45,14 +45,15 @@ for step in "$@"; do
     gemm) timeout 120 python3 -m tools.kernels.bench_gemm_n1024 2>&1 | tail -20 ;;
     gemmfused) timeout 200 python3 -m tools.kernels.bench_gemm_fused 2>&1 | tail -60 ;;
     # CUTLASS 3 sm90 GEMMs against cuBLAS (tools/kernels/cutlass_gemm): CUTLASS_LIB names a built library; if it is
-    # unset or does not load, the library is built here from CUTLASS_SRC (nvidia-cutlass 4.2.0.0's cutlass_library/source)
+    # unset or does not load, the library is built here from CUTLASS_SRC (nvidia-cutlass 4.2.0.0's cutlass_library/source);
+    # CUTLASS_ARGS adds bench options (e.g. --rows 256 896 --no-swiglu)
     cutlass) LIB=${CUTLASS_LIB:-}
              if [ -z "$LIB" ] || ! python3 -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' "$LIB"; then
                if ! LIB=$(python3 -m tools.kernels.cutlass_gemm.build --cutlass "${CUTLASS_SRC:-}" \
                             --out /tmp/cutlass_gemm_build); then echo "cutlass bench exit 1 (build failed)"; continue; fi
              fi
-             timeout 420 python3 -m tools.kernels.cutlass_gemm.bench --library "$LIB" --json "$OUT/cutlass_gemm.json" 2>&1 \
-               | tail -250; echo "cutlass bench exit ${PIPESTATUS[0]}" ;;
+             timeout 420 python3 -m tools.kernels.cutlass_gemm.bench --library "$LIB" --json "$OUT/cutlass_gemm.json" \
+               ${CUTLASS_ARGS:-} 2>&1 | tail -600; echo "cutlass bench exit ${PIPESTATUS[0]}" ;;
     # FlashAttention-3's varlen forward beside the ragged kernel (tools/kernels/fa3_probe): FA3_LIB names a built library;
     # if it is unset or does not load, it is built here from FA3_SRC (a flash-attention checkout) and CUTLASS_SRC
     fa3) LIB=${FA3_LIB:-}

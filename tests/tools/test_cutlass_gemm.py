@@ -158,3 +158,9 @@ def test_an_object_is_kept_only_for_the_same_command_and_newer_than_the_sources(
     assert not build.is_fresh(obj, ["nvcc", "-DVD_TM=64"])
     os.utime(obj, (0, 0))  # older than gemm.cu
     assert not build.is_fresh(obj, command)
+
+
+def test_the_bench_refuses_an_unknown_configuration(capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--library", "absent.so", "--configs", "coop_128x128_c1x1", "no_such_tile"])
+    assert "invalid choice: 'no_such_tile'" in capsys.readouterr().err

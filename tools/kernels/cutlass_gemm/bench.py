@@ -1,5 +1,6 @@
 """CUTLASS 3 sm90 GEMMs against cuBLAS at the LM's shapes: `python -m tools.kernels.cutlass_gemm.bench
---library PATH [--rows 256 320 896 7168] [--projections qkv gate_up o_proj down] [--rounds 7] [--json F]`.
+--library PATH [--rows 256 320 896 7168] [--projections qkv gate_up o_proj down] [--configs NAME...] [--rounds 7]
+[--no-swiglu] [--json F]`.
 
 y = x @ W.T (x [M, K], W [N, K] as nn.Linear keeps it, fp16, fp32 accumulation) per projection and M (packed
 rows: 256 and 320 a 3 s output, 896 the baseline bucket, 7168 eight takes), for each configuration the library
@@ -223,12 +224,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--library", required=True, help="the .so build.py made")
     parser.add_argument("--rows", type=int, nargs="+", default=list(ROWS))
     parser.add_argument("--projections", nargs="+", choices=list(PROJECTIONS), default=list(PROJECTIONS))
+    parser.add_argument("--configs", nargs="+", choices=sorted(BY_NAME), help="time only these (default: all)")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--no-swiglu", dest="swiglu", action="store_false",
                         help="skip the SwiGLU-epilogue part (gate_up with silu(gate) * up in the epilogue)")
     parser.add_argument("--json", help="write every result here")
     args = parser.parse_args(argv)
     gemm = CutlassGemm(args.library)
+    if args.configs:
+        missing = sorted(set(args.configs) - set(gemm.names))
+        if missing:
+            parser.error(f"not in {args.library}: {', '.join(missing)}")
+        gemm.names = [name for name in gemm.names if name in args.configs]
     env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cutlass": CUTLASS_VERSION,
            "library": args.library, "configs": gemm.names, "rounds": args.rounds, "calls_per_replay": CALLS,
            "fp16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction}
