@@ -27,6 +27,17 @@ def category(name: str) -> str:
     return "other"
 
 
+@dataclass(frozen=True)
+class PairGap:
+    """The GPU's idle time between kernels named `before` and `after` (one right after the other), summed."""
+
+    before: str
+    after: str
+    total_ms: float
+    count: int
+    median_us: float
+
+
 @dataclass
 class TraceStats:
     kernels: int
@@ -39,6 +50,7 @@ class TraceStats:
     gap_p90_us: float
     top_kernels: list[tuple[str, float, int]] = field(default_factory=list)  # name, total ms, count
     cpu_launches: int = 0  # host-side kernel launches, graph launches and async copies/memsets
+    top_gaps: list[PairGap] = field(default_factory=list)  # where the GPU idles most, by the kernels around it
 
     def table(self) -> str:
         lines = [f"kernels {self.kernels} (CPU-side launches {self.cpu_launches})   span {self.span_ms:.1f} ms   "
@@ -51,6 +63,10 @@ class TraceStats:
         lines.append("  top kernels:")
         for name, ms, n in self.top_kernels:
             lines.append(f"    {ms:8.2f} ms  n={n:<6d} {name[:100]}")
+        lines.append("  largest idle gaps, by the kernels around them:")
+        for g in self.top_gaps:
+            lines.append(f"    {g.total_ms:8.2f} ms  n={g.count:<6d} median {g.median_us:5.2f} us  {g.before[:45]} -> "
+                         f"{g.after[:45]}")
         return "\n".join(lines)
 
 
@@ -95,7 +111,24 @@ def stats_from_events(kernels: list[dict], top: int = 10) -> TraceStats:
         gap_median_us=statistics.median(gaps_sorted),
         gap_p90_us=gaps_sorted[int(0.9 * (len(gaps_sorted) - 1))],
         top_kernels=[(name, v / 1e3, n_name[name]) for name, v in t_name.most_common(top)],
+        top_gaps=gaps_by_pair(kernels, gaps)[:GAP_PAIRS_SHOWN],
     )
+
+
+GAP_PAIRS_SHOWN = 4
+GAP_CEILING_US = 1000.0  # a longer gap is the host's doing (between graph replays, a sync), not one kernel's wait
+
+
+def gaps_by_pair(kernels: list[dict], gaps: list[float]) -> list[PairGap]:
+    """`gaps[i]` (the idle time after kernels[i]) summed by the names of kernels i and i + 1, largest first; gaps of
+    GAP_CEILING_US or more are left out."""
+    by_pair: dict[tuple[str, str], list[float]] = {}
+    for i, gap in enumerate(gaps):
+        if gap < GAP_CEILING_US:
+            by_pair.setdefault((kernels[i]["name"], kernels[i + 1]["name"]), []).append(gap)
+    found = [PairGap(before, after, sum(g) / 1e3, len(g), statistics.median(g))
+             for (before, after), g in by_pair.items()]
+    return sorted(found, key=lambda g: -g.total_ms)
 
 
 def _union_length(intervals: list[tuple[float, float]]) -> float:

@@ -9,6 +9,7 @@ import torch
 
 import launcher
 from tools.trace_stats import (
+    PairGap,
     category,
     cpu_launch_count,
     kernel_events,
@@ -70,3 +71,21 @@ def test_trace_statistics_on_a_synthetic_trace():
     assert s.gap_median_us == pytest.approx(5.0)  # gaps 5, 0 (overlap), 18
     assert cpu_launch_count(trace) == 2
     assert category("_w4a4_gemm_kernel") == "gemm" and category("triton_snake") == "other"
+
+
+def test_idle_gaps_are_summed_by_the_kernels_around_them():
+    """Where the GPU idles, by pair of neighbours: the pair with the most idle time first, each gap counted for the
+    kernel before and the kernel after it (not the other way round); a gap of a millisecond or more (the host's,
+    between graph replays) left out."""
+    def k(name, ts, dur):
+        return {"cat": "kernel", "name": name, "ts": ts, "dur": dur}
+    trace = {"traceEvents": [
+        k("norm", 0, 2), k("fp8_gemm", 8, 4),  # norm -> fp8_gemm: 6 us
+        k("norm", 12.5, 2), k("fp8_gemm", 20.5, 4),  # 0.5 us fp8_gemm -> norm; 6 us norm -> fp8_gemm
+        k("swiglu", 25, 1),  # 0.5 us fp8_gemm -> swiglu
+        k("norm", 2000, 2),  # 1974 us: the host's
+    ]}
+    gaps = stats_from_events(kernel_events(trace)).top_gaps
+    assert gaps[0] == PairGap("norm", "fp8_gemm", total_ms=0.012, count=2, median_us=6.0)
+    assert {(g.before, g.after, g.count) for g in gaps[1:]} == {("fp8_gemm", "norm", 1), ("fp8_gemm", "swiglu", 1)}
+    assert all(g.total_ms == 0.0005 for g in gaps[1:])
