@@ -4,7 +4,7 @@
 #
 #   bash tests/gpu/run_gpu.sh [--wheels DIR] STEP...
 #
-# Steps: setup ckpt bench profile kernels attention attnfp8 realtime normfp8 fp8acc fp8scaling gemm gemmfused cutlass fa3 w4a4 decode clients captures i8down gputests
+# Steps: setup ckpt bench profile kernels attention attnfp8 realtime fp8wait normfp8 fp8acc fp8scaling gemm gemmfused cutlass fa3 w4a4 decode clients captures i8down gputests
 # archs smallcard notriton int4graphs. `--wheels DIR` names a folder of
 # wheels to install first (without dependencies) for what the GPU image lacks, e.g. omnivoice 0.2.1 (for the
 # `upstream` bench mode), pydub, soundfile, cffi, pycparser and platformdirs built for its Python.
@@ -38,6 +38,8 @@ for step in "$@"; do
     attnfp8) python3 -m tools.kernels.aot_attention_fp8 2>&1 | tail -2; timeout 150 python3 -m pytest -q -p no:cacheprovider \
              tests/tools/test_attention_fp8.py 2>&1 | tail -5; timeout 120 python3 -m tools.kernels.bench_attention_fp8 --json "$OUT/attention_fp8.jsonl" 2>&1 | tail -20 ;;
     realtime) timeout 120 python3 -m tools.kernels.check_realtime_gpu 2>&1 | tail -45 ;;
+    # why Realtime's GPU idles before gate_up's FP8 GEMM: _scaled_mm's output/scaling variants, one replay's activities
+    fp8wait) timeout 120 python3 -m tools.kernels.fp8_product_wait 2>&1 | tail -40 ;;
     normfp8) timeout 120 python3 -m tools.kernels.bench_rmsnorm_fp8 ${BEFORE:+--before "$BEFORE"} \
                --json "$OUT/rmsnorm_fp8.jsonl" 2>&1 | tail -20 ;;
     fp8acc) timeout 120 python3 -m tools.kernels.fp8_accumulation 2>&1 | tail -20 ;;
