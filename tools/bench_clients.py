@@ -7,7 +7,10 @@ clients send the same paragraph at the same moment (different seeds) and read th
 the total audio seconds delivered per wall second (from the round's start to its last byte) against one
 client's, and each client's first audio byte (p50, p90 over every client of every round) against a lone
 client's. The worker runs compatible requests side by side and the engine batches their pieces
-(engine/gather.py); before that, each waited for the one before it.
+(engine/gather.py); before that, each waited for the one before it. The JSON rows also hold, per client, when it
+sent its request after the round's first client did (`sent_ms`) and the server's Server-Timing spans (`server_ms`:
+accept, queue, engine = the job's start until its first part, handoff): whether a late first audio waited at the
+server's door, in the worker's line, or for a batch.
 """
 from __future__ import annotations
 
@@ -30,6 +33,17 @@ PARAGRAPH = " ".join(["Streaming lets a listener hear the first sentence while t
                       "A long answer from a chat assistant is a typical case."] * 3)
 
 
+def server_timing(header: str | None) -> dict[str, float]:
+    """A Server-Timing header's spans, {name: ms}: "accept;dur=1.20, queue;dur=0.50" gives {"accept": 1.2, ...}."""
+    spans = {}
+    for entry in (header or "").split(","):
+        name, _, params = entry.strip().partition(";")
+        duration = next((p.strip()[4:] for p in params.split(";") if p.strip().startswith("dur=")), None)
+        if name and duration is not None:
+            spans[name] = float(duration)
+    return spans
+
+
 def stream(url: str, text: str, seed: int, steps: int | None, start: threading.Barrier) -> dict:
     """One client's request, sent when every client of the round is ready: first byte, last byte, audio."""
     body = {"model": "tts-1", "voice": "alloy", "input": text, "response_format": "pcm", "seed": seed}
@@ -40,11 +54,13 @@ def stream(url: str, text: str, seed: int, steps: int | None, start: threading.B
     first, size = None, 0
     with httpx.stream("POST", f"{url}/v1/audio/speech", json=body, timeout=600) as response:
         response.raise_for_status()
+        spans = server_timing(response.headers.get("server-timing"))
         for piece in response.iter_raw():
             if first is None and piece:
                 first = time.perf_counter() - t0
             size += len(piece)
-    return {"start": t0, "first_s": first, "end": time.perf_counter(), "audio_s": size / 2 / SAMPLE_RATE}
+    return {"start": t0, "first_s": first, "end": time.perf_counter(), "audio_s": size / 2 / SAMPLE_RATE,
+            "server_ms": spans}
 
 
 def one_round(url: str, clients: int, steps: int | None, seed: int) -> list[dict]:
@@ -76,9 +92,11 @@ def row(clients: int, rounds: list[list[dict]]) -> dict:
     audio = sum(r["audio_s"] for rs in rounds for r in rs)
     wall = sum(max(r["end"] for r in rs) - min(r["start"] for r in rs) for rs in rounds)
     firsts = [r["first_s"] for rs in rounds for r in rs]
+    sent = [round(1e3 * (r["start"] - min(q["start"] for q in rs)), 2) for rs in rounds for r in rs]
     return {"clients": clients, "rounds": len(rounds), "audio_s": audio, "wall_s": wall,
             "audio_per_s": audio / wall, "first_p50_s": statistics.median(firsts), "first_p90_s": p90(firsts),
-            "first_s": firsts}  # each client's, round after round: a cold first round shows here
+            "first_s": firsts,  # each client's, round after round: a cold first round shows here
+            "sent_ms": sent, "server_ms": [r["server_ms"] for rs in rounds for r in rs]}
 
 
 def table(rows: list[dict]) -> str:
