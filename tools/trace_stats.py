@@ -29,7 +29,8 @@ def category(name: str) -> str:
 
 @dataclass(frozen=True)
 class PairGap:
-    """The GPU's idle time between kernels named `before` and `after` (one right after the other), summed."""
+    """The time between kernels named `before` and `after` (one right after the other), summed: the GPU idle, or
+    busy with what the trace files apart from kernels (memsets, copies; cuBLASLt's memset before an FP8 GEMM)."""
 
     before: str
     after: str
@@ -50,7 +51,7 @@ class TraceStats:
     gap_p90_us: float
     top_kernels: list[tuple[str, float, int]] = field(default_factory=list)  # name, total ms, count
     cpu_launches: int = 0  # host-side kernel launches, graph launches and async copies/memsets
-    top_gaps: list[PairGap] = field(default_factory=list)  # where the GPU idles most, by the kernels around it
+    top_gaps: list[PairGap] = field(default_factory=list)  # the longest time between kernels, by the kernels around it
 
     def table(self) -> str:
         lines = [f"kernels {self.kernels} (CPU-side launches {self.cpu_launches})   span {self.span_ms:.1f} ms   "
@@ -63,7 +64,7 @@ class TraceStats:
         lines.append("  top kernels:")
         for name, ms, n in self.top_kernels:
             lines.append(f"    {ms:8.2f} ms  n={n:<6d} {name[:100]}")
-        lines.append("  largest idle gaps, by the kernels around them:")
+        lines.append("  largest gaps between kernels (idle, memsets, copies), by the kernels around them:")
         for g in self.top_gaps:
             lines.append(f"    {g.total_ms:8.2f} ms  n={g.count:<6d} median {g.median_us:5.2f} us  {g.before[:45]} -> "
                          f"{g.after[:45]}")
@@ -120,8 +121,8 @@ GAP_CEILING_US = 1000.0  # a longer gap is the host's doing (between graph repla
 
 
 def gaps_by_pair(kernels: list[dict], gaps: list[float]) -> list[PairGap]:
-    """`gaps[i]` (the idle time after kernels[i]) summed by the names of kernels i and i + 1, largest first; gaps of
-    GAP_CEILING_US or more are left out."""
+    """`gaps[i]` (the time after kernels[i] until the next kernel) summed by the names of kernels i and i + 1,
+    largest first; gaps of GAP_CEILING_US or more are left out."""
     by_pair: dict[tuple[str, str], list[float]] = {}
     for i, gap in enumerate(gaps):
         if gap < GAP_CEILING_US:
