@@ -6,11 +6,15 @@ today's variant and of qkv's, with the idle time before each.
 
     python -m tools.kernels.fp8_product_wait [--rows 896] [--rounds 3]
 
+cuBLASLt's workspace comes from the environment (CUBLASLT_WORKSPACE_SIZE, KiB): run it under several values to see
+whether the algorithm, and its memset, follow the workspace.
+
 Random inputs (the timing does not depend on the values). Needs a CUDA GPU with FP8 `_scaled_mm` (sm_89+).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 
@@ -21,6 +25,7 @@ PAIRS_PER_GRAPH = 28
 WEIGHT_SETS = 4
 TODAY = "unit scales, bf16 out (today's gate_up)"
 QKV_LIKE = "rowwise scales, fp16 out (qkv's)"
+HALVES = "unit scales, bf16 out, as two N/2 products (gate, up)"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -39,6 +44,7 @@ def variants(rows: int) -> dict[str, Callable[[int], torch.Tensor]]:
     x = torch.randn(rows, k, device=dev, dtype=torch.float16)
     codes = (x * 8).to(torch.float8_e4m3fn)
     weights = [(torch.randn(n, k, device=dev) * 8).to(torch.float8_e4m3fn) for _ in range(WEIGHT_SETS)]
+    halves_fp8 = [w.chunk(2) for w in weights]  # contiguous [N/2, K] row blocks: gate's and up's weights
     halves = [torch.randn(n, k, device=dev, dtype=torch.float16) for _ in range(WEIGHT_SETS)]
     one = torch.ones((), device=dev)
     row_scales, col_scales = torch.rand(rows, 1, device=dev) + 0.5, torch.rand(1, n, device=dev) + 0.5
@@ -52,6 +58,8 @@ def variants(rows: int) -> dict[str, Callable[[int], torch.Tensor]]:
         "unit scales, fp32 out": scaled(one, one, torch.float32),
         QKV_LIKE: scaled(row_scales, col_scales, torch.float16),
         "rowwise scales, bf16 out": scaled(row_scales, col_scales, torch.bfloat16),
+        HALVES: lambda i: [torch._scaled_mm(codes, half.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+                           for half in halves_fp8[i]],
         "fp16 F.linear (HiFi)": lambda i: torch.nn.functional.linear(x, halves[i]),
         "_before": lambda i: x * 1.0,  # the small kernel before each GEMM, as the input norm
     }
@@ -107,11 +115,13 @@ def main(argv: list[str]) -> int:
     found = variants(args.rows)
     before = found.pop("_before")
     graphs = {name: graph_of(gemm, before) for name, gemm in found.items()}
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; {args.rows} x {GATE_UP[0]} -> {GATE_UP[1]}")
+    workspace = {v: os.environ[v] for v in ("CUBLASLT_WORKSPACE_SIZE", "CUBLAS_WORKSPACE_CONFIG") if v in os.environ}
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; {args.rows} x {GATE_UP[0]} -> {GATE_UP[1]};"
+          f" workspace settings {workspace or 'default'}")
     for round_ in range(args.rounds):
         for name, graph in graphs.items():
             print(f"round {round_}: {name}: {us_per_pair(graph):.2f} us per (small kernel + GEMM)")
-    for name in (TODAY, QKV_LIKE):
+    for name in (TODAY, QKV_LIKE, HALVES):
         print(f"one replay of {name}:")
         print("\n".join(activities(graphs[name])))
     return 0
