@@ -68,12 +68,26 @@ def store_e4m3_row(x, inv_smooth_ptr, codes_row_ptr, scale_ptr, cols, col_ok):
     (0 where not col_ok). The quantizer below and the kernels that produce activations share it.
     Two divisions per row, none per element (`kernels/fp8_ref.py`)."""
     xs = smoothed_by_reciprocals(x, inv_smooth_ptr, cols, col_ok)
-    scale, inv_scale = row_scale_reciprocal(tl.max(tl.abs(xs), axis=0), _E4M3_MAX, _SMALLEST_SCALE)
+    inv_scale = store_e4m3_scale(tl.max(tl.abs(xs), axis=0), scale_ptr)
+    store_e4m3_codes(xs, inv_scale, codes_row_ptr, cols, col_ok)
+
+
+@triton.jit
+def store_e4m3_scale(amax, scale_ptr):
+    """Store a row's scale (amax / FP8_MAX) at scale_ptr[0] and return 1 / scale ([1] fp32), for
+    `store_e4m3_codes`; a kernel holding its row in several slices calls it once with their joint amax."""
+    scale, inv_scale = row_scale_reciprocal(amax, _E4M3_MAX, _SMALLEST_SCALE)
+    tl.store(scale_ptr + tl.arange(0, 1), scale)
+    return inv_scale
+
+
+@triton.jit
+def store_e4m3_codes(xs, inv_scale, codes_row_ptr, cols, col_ok):
+    """e4m3 codes of xs (a row or a slice of it, already smoothed) at codes_row_ptr[cols]."""
     v = clamped_product(xs, inv_scale, _E4M3_MAX)
     if _INTERPRET:
         v = _round_to_e4m3(v)
     tl.store(codes_row_ptr + cols, v.to(tl.float8e4nv), mask=col_ok)
-    tl.store(scale_ptr + tl.arange(0, 1), scale)
 
 
 @triton.jit
@@ -158,6 +172,14 @@ def fp8_rows_product(a: FP8Rows, qweight: torch.Tensor, wscales: torch.Tensor) -
     one = unit_scale(a.codes.device)
     raw = torch._scaled_mm(a.codes, qweight.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # [rows, N]
     return FP8Product(raw, a.scales, wscales, torch.Size((*a.shape[:-1], qweight.shape[0])), a.dtype)
+
+
+def scaled_product_ref(raw: torch.Tensor, *, row_scales: torch.Tensor, col_scales: torch.Tensor,
+                       out_dtype: torch.dtype) -> torch.Tensor:
+    """An FP8Product's value, as its consumers apply the scales: raw [rows, N] * row_scales [rows] * col_scales
+    [N] in the scales' dtype, rounded to out_dtype (what rowwise `_scaled_mm` writes; float64 scales and
+    out_dtype give the exact value)."""
+    return (raw.to(row_scales.dtype) * row_scales[:, None] * col_scales[None, :]).to(out_dtype)
 
 
 def fp8_linear(x: torch.Tensor, inv_smooth: torch.Tensor, qweight: torch.Tensor, wscales: torch.Tensor,

@@ -1,10 +1,11 @@
 """Adapters from the model's tensor layouts to the fused kernels in kernels/ (CUDA + Triton only).
 
-Where the consumer is a W8A8 FP8 linear, the norms get its smoothing factors' reciprocals and return FP8Rows
-(e4m3 codes + per-row scales) instead of the fp16 activation: one kernel fewer per linear. (SwiGLU
-does not: fused with the 3072-wide quantizer it measured slower on an H200 than the two kernels.)
-An FP8 gate_up hands SwiGLU its product before the scales (FP8Product), which SwiGLU applies as it reads.
+Where the consumer is a W8A8 FP8 linear, the norms (and, for an FP8 down_proj after an FP8 gate_up, SwiGLU) get its
+smoothing factors' reciprocals and return FP8Rows (e4m3 codes + per-row scales) instead of the fp16 activation: one
+kernel fewer per linear. An FP8 gate_up hands SwiGLU its product before the scales (FP8Product), which SwiGLU
+applies as it reads.
 A W8A8 int8 down_proj (Realtime's W4A4 recipe option) gets its input quantized by SwiGLU (Int8Rows).
+The residual add + RMSNorm applies the scales of an FP8 sublayer output (o_proj's, down_proj's) as it reads.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from kernels.rmsnorm import add_rmsnorm as _add_rmsnorm
 from kernels.rmsnorm import add_rmsnorm_fp8, rmsnorm_fp8
 from kernels.rmsnorm import rmsnorm as _rmsnorm
 from kernels.swiglu import swiglu as _swiglu
-from kernels.swiglu import swiglu_int8, swiglu_scaled
+from kernels.swiglu import swiglu_int8, swiglu_scaled, swiglu_scaled_fp8
 
 
 def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float,
@@ -29,8 +30,10 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float,
     return _rmsnorm(x, weight, eps)
 
 
-def add_rmsnorm(h: torch.Tensor, residual: torch.Tensor, norm) -> tuple[torch.Tensor | FP8Rows, torch.Tensor]:
-    """(norm(residual + h), residual + h); the first quantized when norm.fp8_inv_smooth is set."""
+def add_rmsnorm(h: torch.Tensor | FP8Product, residual: torch.Tensor,
+                norm) -> tuple[torch.Tensor | FP8Rows, torch.Tensor]:
+    """(norm(residual + h), residual + h); the first quantized when norm.fp8_inv_smooth is set. h may be an FP8
+    linear's product before its scales (FP8Product), which the kernel applies as it reads."""
     if norm.fp8_inv_smooth is not None:
         return add_rmsnorm_fp8(h, residual, norm.weight, norm.eps, norm.fp8_inv_smooth)
     return _add_rmsnorm(h, residual, norm.weight, norm.eps)
@@ -59,9 +62,15 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask) -> torch.
     return out.view(1, S, Hq * D)
 
 
-def swiglu(gate_up: torch.Tensor | FP8Product, int8_smooth: torch.Tensor | None = None) -> torch.Tensor | Int8Rows:
-    """silu(gate) * up; given the int8 down_proj's `int8_smooth` (gate_up then a tensor), its Int8Rows."""
+def swiglu(gate_up: torch.Tensor | FP8Product, *, int8_smooth: torch.Tensor | None = None,
+           fp8_inv_smooth: torch.Tensor | None = None) -> torch.Tensor | Int8Rows | FP8Rows:
+    """silu(gate) * up; given the int8 down_proj's `int8_smooth` (gate_up then a tensor), its Int8Rows; given the
+    FP8 down_proj's `fp8_inv_smooth` (gate_up then an FP8Product), its FP8Rows."""
     shape = torch.Size((*gate_up.shape[:-1], gate_up.shape[-1] // 2))  # [..., I]
+    if fp8_inv_smooth is not None:
+        rows = swiglu_scaled_fp8(gate_up.raw, row_scales=gate_up.row_scales, col_scales=gate_up.col_scales,
+                                 out_dtype=gate_up.dtype, inv_smooth=fp8_inv_smooth)
+        return rows._replace(shape=shape)
     if int8_smooth is not None:
         return swiglu_int8(gate_up.reshape(-1, gate_up.shape[-1]), int8_smooth)._replace(shape=shape)
     if isinstance(gate_up, FP8Product):

@@ -116,10 +116,12 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
         self.fused = False
         self.int8_smooth: torch.Tensor | None = None  # fused: SwiGLU quantizes for a W8A8 int8 down_proj
+        self.fp8_inv_smooth: torch.Tensor | None = None  # fused: SwiGLU quantizes for a W8A8 FP8 down_proj
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.fused:
-            return self.down_proj(fused.swiglu(self.gate_up_proj(x), self.int8_smooth))
+            act = fused.swiglu(self.gate_up_proj(x), int8_smooth=self.int8_smooth, fp8_inv_smooth=self.fp8_inv_smooth)
+            return self.down_proj(act)
         return self.down_proj(silu_mul(self.gate_up_proj(x)))
 
 
@@ -193,11 +195,18 @@ class OmniVoiceLM(nn.Module):
             block.input_norm.fp8_inv_smooth = _input_smooth(block.attn.qkv_proj, "fp8_input_inv_smooth")
             block.post_attn_norm.fp8_inv_smooth = _input_smooth(block.mlp.gate_up_proj, "fp8_input_inv_smooth")
             # ... and gate_up leaves its scales to the fused SwiGLU (unit-scale FP8 GEMMs run faster)
-            block.mlp.gate_up_proj.product_out = _can_return_product(block.mlp.gate_up_proj)
-            # a W8A8 int8 down_proj takes its input quantized by the SwiGLU (from a tensor, not an FP8Product)
             mlp = block.mlp
+            mlp.gate_up_proj.product_out = _can_return_product(mlp.gate_up_proj)
+            # an FP8 down_proj takes its input quantized by that SwiGLU (from the FP8Product); a W8A8 int8 one too
+            # (from a tensor)
+            mlp.fp8_inv_smooth = (_input_smooth(mlp.down_proj, "fp8_input_inv_smooth") if mlp.gate_up_proj.product_out
+                                  else None)
             mlp.int8_smooth = (None if mlp.gate_up_proj.product_out
                                else _input_smooth(mlp.down_proj, "int8_input_smooth"))
+            # FP8 o_proj and down_proj leave their scales to the residual add + RMSNorm after them (the next block's
+            # input norm; after the last block, the final norm)
+            block.attn.o_proj.product_out = _can_return_product(block.attn.o_proj)
+            mlp.down_proj.product_out = _can_return_product(mlp.down_proj)
         return self
 
     def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:
@@ -221,9 +230,11 @@ class OmniVoiceLM(nn.Module):
         mlp_out = None
         for layer in self.layers:
             x, mlp_out = layer(x, cos, sin, attn_mask, mlp_out)
-        if mlp_out is not None:
-            x = x + mlp_out
+        if mlp_out is None:
+            x = self.norm(x)
+        else:  # fused: the last block's MLP output joins the stream in the final norm's pass
+            x, _ = fused.add_rmsnorm(mlp_out, x, self.norm)
         if rows is None:
-            return self.audio_heads(self.norm(x)).view(B, S, cfg.num_codebooks, cfg.audio_vocab_size)
-        x = x.reshape(B * S, H).index_select(0, rows)  # [N, H]
-        return self.audio_heads(self.norm(x)).view(-1, cfg.num_codebooks, cfg.audio_vocab_size)
+            return self.audio_heads(x).view(B, S, cfg.num_codebooks, cfg.audio_vocab_size)
+        x = x.reshape(B * S, H).index_select(0, rows)  # [N, H]; the norm is per row
+        return self.audio_heads(x).view(-1, cfg.num_codebooks, cfg.audio_vocab_size)

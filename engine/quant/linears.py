@@ -264,7 +264,7 @@ class W8A8FP8Linear(_QuantizedLinear):
                          bias, dtype, device)
         self.rank = rank
         self.backend: str | None = None  # None: chosen from the device; or force "ref" / "scaled_mm"
-        self.product_out = False  # set by the model where the fused SwiGLU after me applies the scales (FP8Product)
+        self.product_out = False  # set by the model where the kernel after me applies the scales (FP8Product)
         make = functools.partial(torch.empty, dtype=dtype, device=device)
         self.register_buffer("lora_down", make(in_features, rank) if rank else None)
         self.register_buffer("lora_up", make(out_features, rank) if rank else None)

@@ -14,7 +14,7 @@ from torch import nn
 from engine.errors import VoiceDeskError
 from engine.folders import user_folders
 from engine.quant.api import load_quantized, quantize_, save_quantized
-from engine.quant.config import QuantConfig
+from engine.quant.config import TARGET_NAMES, QuantConfig
 from engine.quant.linears import FP8_LABELS, W4A4Linear, W8A8FP8Linear, W8A8Linear
 from kernels import fp8, w4a4_cuda
 
@@ -52,11 +52,19 @@ REALTIME_ENV = "VOICEDESK_REALTIME"  # "auto" (default), "w4a4" or "fp8"
 NO_INT4_NOTE = "no INT4 tensor cores on this GPU"
 
 
-# FP8 where it pays: qkv_proj and gate_up_proj, whose inputs the fused norms quantize in their own pass.
-# On an H200 at M = 896 rows, o_proj and down_proj (1024 outputs) ran no faster in FP8 than in FP16
-# (cuBLAS's 128x128 FP8 tiles cover 56 of 132 SMs) and would need a separate quantize kernel each, so
-# they stay FP16 (BENCHMARKS.md, realtime profile of 2026-11-30).
+# Which linears Realtime runs in FP8 on GPUs without INT4 tensor cores (the others stay FP16): the one switch,
+# flipped by measurement (`python -m tools.kernels.bench_fp8_layer` times the layer's chains and the model's step
+# for each choice). qkv_proj and gate_up_proj pay: the fused norms quantize their inputs in their own pass.
+# o_proj and down_proj (1024 outputs) can run as unit-scale products (the residual add + RMSNorm after them applies
+# the scales; down_proj's input quantized by the fused SwiGLU, o_proj's by its own quantize kernel), but the
+# quantizers cost more than FP8 saves there (H200, BENCHMARKS.md 2026-12-04).
 FP8_LINEARS = ("*.qkv_proj", "*.gate_up_proj")
+
+
+def fp8_config(fp8_linears: tuple[str, ...] = FP8_LINEARS) -> QuantConfig:
+    """Realtime's FP8 config: `fp8_linears` in W8A8 FP8, the LM's other projections kept FP16."""
+    keep = tuple(f"*.{name}" for name in TARGET_NAMES if f"*.{name}" not in fp8_linears)
+    return QuantConfig(fp8=fp8_linears, keep_fp16=keep)
 
 
 def realtime_scheme(*, int4_native: bool, fp8_ok: bool, choice: str = "auto") -> str:
@@ -86,7 +94,7 @@ def realtime_config(device: torch.device) -> QuantConfig:
     scheme = realtime_scheme(int4_native=w4a4_cuda.is_supported(device), fp8_ok=fp8.fp8_supported(device),
                              choice=choice)
     if scheme == "fp8":
-        return QuantConfig(fp8=FP8_LINEARS, keep_fp16=("*.o_proj", "*.down_proj"))
+        return fp8_config()
     return QuantConfig()
 
 

@@ -81,25 +81,28 @@ def _all_fp8_fused_lm(models_and_prompt):
 
 @pytest.mark.skipif(not _scaled_mm_runs(), reason=f"no rowwise torch._scaled_mm on this {DEVICE}")
 def test_fp8_linears_take_their_input_quantized_by_the_kernel_before_them(models_and_prompt):
-    """Realtime on FP8 GPUs: input_norm and post_attn_norm hand qkv_proj and gate_up_proj e4m3 codes
-    (FP8Rows) instead of fp16; the result must equal each linear quantizing its own input (the same
-    kernels' output, the same quantizer), bit for bit."""
+    """Realtime on FP8 GPUs: input_norm, post_attn_norm and SwiGLU hand qkv_proj, gate_up_proj and
+    down_proj e4m3 codes (FP8Rows) instead of fp16 (o_proj quantizes its own input); the result must equal
+    each linear quantizing its own input (the same kernels' output, the same quantizer), bit for bit."""
     from kernels.fp8 import FP8Rows
 
     lm, batch = _all_fp8_fused_lm(models_and_prompt)
     block = lm.layers[0]
     assert block.input_norm.fp8_inv_smooth is block.attn.qkv_proj.inv_smooth
     assert block.post_attn_norm.fp8_inv_smooth is block.mlp.gate_up_proj.inv_smooth
+    assert block.mlp.fp8_inv_smooth is block.mlp.down_proj.inv_smooth
     handed = []
-    hook = block.mlp.gate_up_proj.register_forward_pre_hook(lambda m, args: handed.append(type(args[0])))
+    hooks = [linear.register_forward_pre_hook(lambda m, args: handed.append(type(args[0])))
+             for linear in (block.attn.o_proj, block.mlp.gate_up_proj, block.mlp.down_proj)]
     with torch.inference_mode():
         fused = lm(batch.input_ids, batch.audio_mask, batch.attn_mask, rows=batch.rows)
         for module in lm.modules():  # the same kernels, each linear quantizing its own input
             if hasattr(module, "fp8_inv_smooth"):
                 module.fp8_inv_smooth = None
         separate = lm(batch.input_ids, batch.audio_mask, batch.attn_mask, rows=batch.rows)
-    hook.remove()
-    assert handed == [FP8Rows, torch.Tensor]
+    for hook in hooks:
+        hook.remove()
+    assert handed == [torch.Tensor, FP8Rows, FP8Rows] + [torch.Tensor] * 3
     assert torch.equal(fused, separate)
 
 
@@ -117,6 +120,8 @@ def test_fp8_gate_up_leaves_its_scales_to_the_swiglu(models_and_prompt):
     lm, batch = _all_fp8_fused_lm(models_and_prompt)
     mlps = [block.mlp for block in lm.layers]
     assert all(mlp.gate_up_proj.product_out for mlp in mlps)
+    for mlp in mlps:
+        mlp.fp8_inv_smooth = None  # SwiGLU's output itself, not its e4m3 codes (test_swiglu_quantizes_in_the_same_pass)
     acc_bits = fp8.accumulator_bits(torch.device(DEVICE)) if DEVICE == "cuda" else 23
 
     def run() -> list[tuple[fp8.FP8Rows, torch.Tensor]]:
@@ -154,6 +159,64 @@ def test_fp8_gate_up_leaves_its_scales_to_the_swiglu(models_and_prompt):
     for mlp in mlps:
         mlp.gate_up_proj.product_out = False  # the rowwise path: scales inside the GEMM
     assert worst_ratio(run(), product_rounding=0.0) <= 1
+
+
+@pytest.mark.skipif(not _scaled_mm_runs(), reason=f"no rowwise torch._scaled_mm on this {DEVICE}")
+def test_fp8_o_proj_and_down_proj_products_join_the_residual_stream_in_the_next_norm(models_and_prompt, monkeypatch):
+    """o_proj and down_proj return their products before the scales (FP8Product): the residual add + RMSNorm after
+    each (post_attn_norm; the next block's input norm, after the last block the final norm) applies row scale x
+    column scale in fp32 and rounds to the model dtype as it reads, so each new residual equals the stream plus
+    `scaled_product_ref` of the product bit for bit, and every product is consumed, the last one's too."""
+    from engine.lm import fused_ops
+    from kernels.fp8 import FP8Product, scaled_product_ref
+
+    lm, batch = _all_fp8_fused_lm(models_and_prompt)
+    assert all(block.attn.o_proj.product_out and block.mlp.down_proj.product_out for block in lm.layers)
+    calls, add_rmsnorm = [], fused_ops.add_rmsnorm
+
+    def recording(h, residual, norm):
+        normed, new_residual = add_rmsnorm(h, residual, norm)
+        calls.append((h, residual, norm, new_residual))
+        return normed, new_residual
+
+    monkeypatch.setattr(fused_ops, "add_rmsnorm", recording)
+    with torch.inference_mode():
+        lm(batch.input_ids, batch.audio_mask, batch.attn_mask, rows=batch.rows)
+    products = [call for call in calls if isinstance(call[0], FP8Product)]
+    next_norms = [block.input_norm for block in lm.layers[1:]] + [lm.norm]
+    want = [norm for block, after in zip(lm.layers, next_norms) for norm in (block.post_attn_norm, after)]
+    assert [norm for _, _, norm, _ in products] == want
+    for h, residual, _, new_residual in products:
+        value = scaled_product_ref(h.raw, row_scales=h.row_scales, col_scales=h.col_scales, out_dtype=h.dtype)
+        assert torch.equal(new_residual, residual + value.view(h.shape))
+
+
+@pytest.mark.skipif(not _scaled_mm_runs(), reason=f"no rowwise torch._scaled_mm on this {DEVICE}")
+def test_all_four_fp8_linears_fused_are_as_accurate_as_the_fp8_reference(models_and_prompt):
+    """Realtime with every projection FP8 on the fused path (unit-scale products, quantizing norms and SwiGLU)
+    against the unquantized model: its logits may miss by what the FP8 reference backend misses (the same
+    conversion, fp32 arithmetic, no fused kernel) plus what the path adds on top. The bf16 products add one
+    rounding of unit 2^-9 per element where the e4m3 codes round with unit 2^-4: each linear's added error is at
+    most 2^-5 of its quantization error, and errors the model carries forward grow no faster than the
+    quantization errors themselves, so the total is at most (1 + 2^-5) times the reference's, widened to
+    (1 + 2^-3) for the code flips the extra rounding can set off (each one e4m3 step of one element)."""
+    from engine.quant import W8A8FP8Linear
+
+    plain, _, _ = models_and_prompt
+    lm, batch = _all_fp8_fused_lm(models_and_prompt)
+    args = (batch.input_ids, batch.audio_mask, batch.attn_mask)
+    with torch.inference_mode():
+        want = plain(*args, rows=batch.rows).double()
+        fused = lm(*args, rows=batch.rows).double()
+        for module in lm.modules():
+            if isinstance(module, W8A8FP8Linear):
+                module.backend = "ref"
+            if hasattr(module, "fused"):
+                module.fused = False
+        ref = lm(*args, rows=batch.rows).double()
+    err_fused, err_ref = (fused - want).norm().item(), (ref - want).norm().item()
+    assert err_ref > 1e-3 * want.norm().item()  # quantized: the reference is FP8's, not fp32's
+    assert err_fused <= (1 + 2.0 ** -3) * err_ref, (err_fused, err_ref)
 
 
 def _int8_down_lm(models_and_prompt):

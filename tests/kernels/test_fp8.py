@@ -38,6 +38,7 @@ from kernels.fp8_ref import (
 )
 from kernels.numerics import ieee_div, ieee_reciprocal
 from kernels.rmsnorm import add_rmsnorm, add_rmsnorm_fp8, rmsnorm, rmsnorm_fp8
+from kernels.swiglu import swiglu_scaled, swiglu_scaled_fp8
 from tools.fidelity import sqnr_db
 
 ON_GPU = torch.cuda.is_available()
@@ -220,6 +221,49 @@ def test_norms_quantize_in_the_same_pass(m, k, dtype):
     rows, fused_residual = add_rmsnorm_fp8(x, residual, weight, 1e-6, inv_smooth)
     assert_same_rows(rows, *fp8.quantize_act_fp8(normed, inv_smooth), (m, k), dtype)
     assert torch.equal(fused_residual, new_residual)
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("m,k", FUSED_SHAPES)
+def test_add_rmsnorm_fp8_applies_the_scales_of_an_fp8_product(m, k, dtype):
+    """The sublayer output as an FP8 linear's product before its scales (o_proj's, down_proj's): the same
+    FP8Rows and new residual as from its value scaled and rounded to the model dtype beforehand."""
+    gen = torch.Generator().manual_seed(k)
+    raw = outlier_activations(m, k, seed=k, dtype=torch.bfloat16) * 100  # [m, k] e4m3 sums
+    row_scales = (0.5 + torch.rand(m, generator=gen)).to(DEVICE) / 100  # [m]
+    col_scales = (0.5 + torch.rand(k, generator=gen)).to(DEVICE)  # [k]
+    residual = outlier_activations(m, k, seed=k + 1, dtype=dtype)
+    weight = (1 + 0.2 * torch.randn(k, generator=gen)).to(DEVICE, dtype)
+    smooth = (0.5 + torch.rand(k, generator=gen)).to(DEVICE)
+    product = fp8.FP8Product(raw, row_scales, col_scales, torch.Size((m, k)), dtype)
+    value = fp8.scaled_product_ref(raw, row_scales=row_scales, col_scales=col_scales, out_dtype=dtype)
+    rows, new_residual = add_rmsnorm_fp8(product, residual, weight, 1e-6, smooth)
+    want_rows, want_residual = add_rmsnorm_fp8(value, residual, weight, 1e-6, smooth)
+    assert torch.equal(new_residual, want_residual)
+    assert_same_rows(rows, want_rows.codes, want_rows.scales, (m, k), dtype)
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("m,i", [(1, 64), (5, 1500), pytest.param(896, 3072, marks=pytest.mark.skipif(
+    not ON_GPU, reason="GPU size"))])
+def test_swiglu_quantizes_in_the_same_pass(m, i, dtype):
+    """swiglu_scaled_fp8 = the FP8 quantizer applied to swiglu_scaled's output rounded to the model dtype (the
+    fused SwiGLU handing an FP8 down_proj its input): bit for bit, as nothing but the row's amax (exact) sits
+    between them. 1500 columns: three slices of 512, the last partly masked."""
+    gen = torch.Generator().manual_seed(i)
+    raw = outlier_activations(m, 2 * i, seed=i, dtype=torch.bfloat16) * 100  # [m, 2i] e4m3 sums
+    row_scales = (0.5 + torch.rand(m, generator=gen)).to(DEVICE) / 100  # [m]
+    col_scales = (0.5 + torch.rand(2 * i, generator=gen)).to(DEVICE)  # [2i]
+    inv_smooth = smoothing_reciprocals(i)
+    raw[-1, :i] = 0  # the last row's gate all zero: SwiGLU's output 0, scale 0, codes 0
+    scales = {"row_scales": row_scales, "col_scales": col_scales, "out_dtype": dtype}
+    rows = swiglu_scaled_fp8(raw, **scales, inv_smooth=inv_smooth)
+    codes, want_scales = fp8.quantize_act_fp8(swiglu_scaled(raw, **scales), inv_smooth)
+    assert rows.shape == (m, i) and rows.dtype == dtype
+    assert torch.equal(bits(rows.codes), bits(codes)) and torch.equal(rows.scales, want_scales)
+    assert want_scales[-1] == 0 and (rows.codes[-1].float() == 0).all()
 
 
 @needs_scaled_mm
@@ -417,7 +461,7 @@ def test_realtime_kernels_compile_for_hopper_with_wgmma():
                          cwd=Path(__file__).parents[2], timeout=300, check=False)
     assert run.returncode == 0, run.stderr[-2000:]
     report = run.stdout
-    assert report.count("LOCAL:0 ") == 17, report  # W4A4 in both layouts, the FP8 and int8 kernels, none spilling
+    assert report.count("LOCAL:0 ") == 19, report  # W4A4 in both layouts, the FP8 and int8 kernels, none spilling
     for mma in ("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3",
                 "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8",
                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",  # the low-rank epilogue

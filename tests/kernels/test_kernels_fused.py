@@ -16,6 +16,7 @@ pytest.importorskip("triton")  # e.g. pip's PyTorch for Windows ships none: the 
 
 from kernels import triton_available
 from kernels.cfg_score import cfg_score, cfg_score_ref
+from kernels.fp8 import FP8Product, scaled_product_ref
 from kernels.numerics import ulp_distance
 from kernels.qk_norm_rope import qk_norm_rope, qk_norm_rope_ref
 from kernels.rmsnorm import add_rmsnorm, add_rmsnorm_ref, rmsnorm, rmsnorm_ref
@@ -76,6 +77,16 @@ def rope_tables(positions, head_dim, dtype, theta=1_000_000.0):
     return angles.cos().to(DEVICE, dtype), angles.sin().to(DEVICE, dtype)
 
 
+def fp8_product(rows, width, seed=0):
+    """An FP8 linear's product before its scales: raw bf16 sums ~1e3 (e4m3 products summed), row scales
+    and column scales spread over a factor 4 each, so a scale applied on the wrong axis or half shows."""
+    raw = randn(rows, width + 16, dtype=torch.float32, scale=1000.0, seed=seed)
+    raw = raw.to(torch.bfloat16)[:, :width]  # [rows, width], a row stride past the width
+    row_scales = 1e-3 * (0.5 + 1.5 * randn(rows, seed=seed + 1).abs().clamp(max=1))  # [rows]
+    col_scales = 0.5 + 1.5 * randn(width, seed=seed + 2).abs().clamp(max=1)  # [width]
+    return raw, row_scales, col_scales
+
+
 def test_triton_available_needs_cuda():
     assert triton_available() == ON_GPU
 
@@ -114,6 +125,26 @@ def test_add_rmsnorm(rows, hidden, dtype):
     assert torch.equal(new_residual, torch_residual)  # one rounding of an fp32 sum: must be exact
     exact_normed, _ = add_rmsnorm_ref(x.double(), residual.double(), weight.double(), EPS)
     assert_matches_torch(normed, torch_normed, exact_normed)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows,hidden", RMS_SHAPES)
+def test_add_rmsnorm_of_an_fp8_product(rows, hidden, dtype):
+    """x an FP8 linear's product before its scales (o_proj's or down_proj's): each element scaled in fp32
+    and rounded to the model dtype as torch rounds it, so the new residual equals torch's bit for bit;
+    the norm as in test_add_rmsnorm. Row scales also as one scalar expanded over the rows (stride 0)."""
+    raw, row_scales, col_scales = fp8_product(rows, hidden, seed=4)
+    residual = randn(rows, hidden, dtype=dtype, scale=4.0, seed=3)
+    weight = norm_weight(hidden, dtype)
+    for rs in (row_scales, row_scales[:1].expand(rows)):
+        x = FP8Product(raw, rs, col_scales, torch.Size((rows, hidden)), dtype)
+        out = (poisoned(rows, hidden, dtype=dtype), poisoned(rows, hidden, dtype=dtype))
+        normed, new_residual = add_rmsnorm(x, residual, weight, EPS, out=out)
+        x_value = scaled_product_ref(raw, row_scales=rs, col_scales=col_scales, out_dtype=dtype)
+        torch_normed, torch_residual = add_rmsnorm_ref(x_value, residual, weight, EPS)
+        assert torch.equal(new_residual, torch_residual)
+        exact_normed, _ = add_rmsnorm_ref(x_value.double(), residual.double(), weight.double(), EPS)
+        assert_matches_torch(normed, torch_normed, exact_normed)
 
 
 def test_add_rmsnorm_in_place():
@@ -175,22 +206,12 @@ def test_swiglu_is_bit_exact_on_gpu(dtype):
     assert torch.equal(y, expected), f"{(y != expected).sum().item()} of {y.numel()} elements differ"
 
 
-def fp8_product(rows, intermediate, seed=0):
-    """An FP8 gate_up product before its scales: raw bf16 sums ~1e3 (e4m3 products summed), row scales
-    and column scales spread over a factor 4 each, so a scale applied on the wrong axis or half shows."""
-    raw = randn(rows, 2 * intermediate + 16, dtype=torch.float32, scale=1000.0, seed=seed)
-    raw = raw.to(torch.bfloat16)[:, :2 * intermediate]  # [rows, 2I], a row stride past the width
-    row_scales = 1e-3 * (0.5 + 1.5 * randn(rows, seed=seed + 1).abs().clamp(max=1))  # [rows]
-    col_scales = 0.5 + 1.5 * randn(2 * intermediate, seed=seed + 2).abs().clamp(max=1)  # [2I]
-    return raw, row_scales, col_scales
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("rows,intermediate", SWIGLU_SHAPES)
 def test_swiglu_scaled(rows, intermediate, dtype):
     """The scaled variant against torch on the same bf16 product and scales (an fp64 exact value of
     that function): each scaled element rounded to the model dtype where rowwise `_scaled_mm` rounds it."""
-    raw, row_scales, col_scales = fp8_product(rows, intermediate)
+    raw, row_scales, col_scales = fp8_product(rows, 2 * intermediate)
     y = swiglu_scaled(raw, row_scales=row_scales, col_scales=col_scales, out_dtype=dtype,
                       out=poisoned(rows, intermediate, dtype=dtype))
     torch_out = swiglu_scaled_ref(raw, row_scales=row_scales, col_scales=col_scales, out_dtype=dtype)
@@ -248,6 +269,10 @@ def _bad_calls():
     qkv, qk_w = randn(3, 4 * 16, dtype=h), norm_weight(16, h)
     cos, sin = rope_tables(3, 16, h)
     logits = randn(8, 3, 1025)
+
+    def product():
+        return FP8Product(x.bfloat16(), x[:, 0].float(), x[0].float(), x.shape, h)
+
     return {
         "weight dtype": lambda: rmsnorm(x, w.float(), EPS),
         "weight size": lambda: rmsnorm(x, w[:32], EPS),
@@ -256,6 +281,10 @@ def _bad_calls():
         "residual shape": lambda: add_rmsnorm(x, x[:2], w, EPS),
         "out dtype": lambda: rmsnorm(x, w, EPS, out=torch.empty(3, 64, device=DEVICE)),
         "residual out shape": lambda: add_rmsnorm(x, x, w, EPS, out=(x.clone(), x[:2].clone())),
+        "product without a residual": lambda: rmsnorm(product(), w, EPS),
+        "product raw dtype": lambda: add_rmsnorm(product()._replace(raw=x), x, w, EPS),
+        "product row scales size": lambda: add_rmsnorm(product()._replace(row_scales=x[:2, 0].float()), x, w, EPS),
+        "product dtype": lambda: add_rmsnorm(product()._replace(dtype=torch.float32), x, w, EPS),
         "qkv width": lambda: qk_norm_rope(qkv, qk_w, qk_w, cos, sin, 2, 2, EPS),
         "odd head_dim": lambda: qk_norm_rope(randn(3, 60, dtype=h), qk_w[:15], qk_w[:15], cos, sin, 2, 1, EPS),
         "positions do not tile rows": lambda: qk_norm_rope(qkv, qk_w, qk_w, cos[:2], sin[:2], 2, 1, EPS),

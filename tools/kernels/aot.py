@@ -46,14 +46,16 @@ def hifi_builds() -> list[Build]:
     from kernels import _launch, cfg_score, qk_norm_rope, reveal, rmsnorm, snake, swiglu
 
     hidden, mlp, books = MODEL["hidden"], MODEL["mlp"], MODEL["books"]
-    norm = _signature("x_ptr:*fp16 residual_ptr:*fp16 weight_ptr:*fp16 y_ptr:*fp16 residual_out_ptr:*fp16 "
-                      "inv_smooth_ptr:*fp16 codes_ptr:*fp16 scales_ptr:*fp16 stride_x:i32 stride_residual:i32 "
-                      "stride_y:i32 stride_residual_out:i32 eps:fp32 N_COLS HAS_RESIDUAL QUANT BLOCK_N")
+    norm = _signature("x_ptr:*fp16 x_row_scales_ptr:*fp16 x_col_scales_ptr:*fp16 residual_ptr:*fp16 weight_ptr:*fp16 "
+                      "y_ptr:*fp16 residual_out_ptr:*fp16 inv_smooth_ptr:*fp16 codes_ptr:*fp16 scales_ptr:*fp16 "
+                      "stride_x:i32 stride_x_row_scales:i32 stride_residual:i32 stride_y:i32 stride_residual_out:i32 "
+                      "eps:fp32 N_COLS HAS_RESIDUAL X_SCALED QUANT BLOCK_N")
     norm_block = next_power_of_2(hidden)
 
     def norm_build(name: str, residual: bool) -> Build:
-        return Build(name, rmsnorm._rmsnorm_kernel, norm, {"N_COLS": hidden, "HAS_RESIDUAL": residual, "QUANT": False,
-                                                           "BLOCK_N": norm_block},
+        constants = {"N_COLS": hidden, "HAS_RESIDUAL": residual, "X_SCALED": False, "QUANT": False,
+                     "BLOCK_N": norm_block}
+        return Build(name, rmsnorm._rmsnorm_kernel, norm, constants,
                      _launch.num_warps(norm_block), enable_fp_fusion=False)
 
     half, q_heads = MODEL["head_dim"] // 2, MODEL["q_heads"]
@@ -138,6 +140,7 @@ def w4a4_builds(layout: str) -> list[Build]:
 def fp8_builds() -> list[Build]:
     """Realtime's W8A8 FP8 kernels (GPUs with FP8 tensor cores): the activation quantizer at K = 1024 and 3072,
     the norms that quantize their output, and SwiGLU applying the FP8 gate_up product's scales."""
+    import torch
     from triton import next_power_of_2
 
     from kernels import _launch, fp8, rmsnorm, swiglu
@@ -145,28 +148,37 @@ def fp8_builds() -> list[Build]:
     hidden, mlp = MODEL["hidden"], MODEL["mlp"]
     quantize = _signature("x_ptr:*fp16 inv_smooth_ptr:*fp32 codes_ptr:*fp8e4nv scales_ptr:*fp32 K:i32 stride_xm:i32 "
                           "BLOCK_K")
-    norm = _signature("x_ptr:*fp16 residual_ptr:*fp16 weight_ptr:*fp16 y_ptr:*fp16 residual_out_ptr:*fp16 "
-                      "inv_smooth_ptr:*fp32 codes_ptr:*fp8e4nv scales_ptr:*fp32 stride_x:i32 stride_residual:i32 "
-                      "stride_y:i32 stride_residual_out:i32 eps:fp32 N_COLS HAS_RESIDUAL QUANT BLOCK_N")
+    def norm(x: str, scales: str) -> dict:
+        return _signature(f"x_ptr:*{x} x_row_scales_ptr:*{scales} x_col_scales_ptr:*{scales} residual_ptr:*fp16 "
+                          "weight_ptr:*fp16 y_ptr:*fp16 residual_out_ptr:*fp16 inv_smooth_ptr:*fp32 codes_ptr:*fp8e4nv "
+                          "scales_ptr:*fp32 stride_x:i32 stride_x_row_scales:i32 stride_residual:i32 stride_y:i32 "
+                          "stride_residual_out:i32 eps:fp32 N_COLS HAS_RESIDUAL X_SCALED QUANT BLOCK_N")
     glu = _signature("raw_ptr:*bf16 row_scales_ptr:*fp32 col_scales_ptr:*fp32 out_ptr:*fp16 stride_raw:i32 "
                      "stride_out:i32 n_cols:i32 BLOCK")
+    glu_fp8 = _signature("raw_ptr:*bf16 row_scales_ptr:*fp32 col_scales_ptr:*fp32 inv_smooth_ptr:*fp32 "
+                         "codes_ptr:*fp8e4nv scales_ptr:*fp32 stride_raw:i32 n_cols:i32 DTYPE SLICE")
 
     def quantize_build(k: int) -> Build:
         block = next_power_of_2(k)
         return Build(f"fp8 quantize K={k}", fp8._quantize_fp8_kernel, quantize, {"BLOCK_K": block},
                      _launch.num_warps(block), enable_fp_fusion=False)
 
-    def norm_build(name: str, residual: bool) -> Build:
+    def norm_build(name: str, residual: bool, product: bool = False) -> Build:
         block = next_power_of_2(hidden)
-        return Build(name, rmsnorm._rmsnorm_kernel, norm, {"N_COLS": hidden, "HAS_RESIDUAL": residual, "QUANT": True,
-                                                           "BLOCK_N": block},
+        signature = norm("bf16", "fp32") if product else norm("fp16", "fp16")
+        return Build(name, rmsnorm._rmsnorm_kernel, signature, {"N_COLS": hidden, "HAS_RESIDUAL": residual,
+                                                                "X_SCALED": product, "QUANT": True, "BLOCK_N": block},
                      _launch.num_warps(block), enable_fp_fusion=False)
 
     glu_block = swiglu._block(mlp)
     return [quantize_build(hidden), quantize_build(mlp), norm_build("rmsnorm_fp8", residual=False),
             norm_build("add_rmsnorm_fp8", residual=True),
+            norm_build("add_rmsnorm_fp8 of an FP8 product", residual=True, product=True),
             Build("swiglu_scaled", swiglu._swiglu_scaled_kernel, glu, {"BLOCK": glu_block},
-                  _launch.num_warps(glu_block), enable_fp_fusion=False)]
+                  _launch.num_warps(glu_block), enable_fp_fusion=False),
+            Build("swiglu_scaled_fp8", swiglu._swiglu_scaled_fp8_kernel, glu_fp8,
+                  {"DTYPE": swiglu._TRITON_DTYPES[torch.float16], "SLICE": swiglu._slice(mlp)},
+                  swiglu.SWIGLU_FP8_WARPS, enable_fp_fusion=False)]
 
 
 def int8_builds() -> list[Build]:
