@@ -368,13 +368,18 @@ def main(argv: list[str]) -> int:
             base = "MLP chain, fp16 down (today)" if name.startswith("MLP") else "attn-out chain, fp16 o_proj (today)"
             share = f"  ({us / times[base]:.3f} x today's)" if "chain" in name else ""
             print(f"M {m}: {name}: {us:.2f} us{share}", flush=True)
+    write(report, args.json)  # the layer's figures even if the model's step runs out of time
     if args.model_rows and not failed:
         report["model"] = model_steps(args.model_rows)
+        write(report, args.json)
     print(f"{time.time() - start:.0f} s")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
     return 1 if failed else 0
+
+
+def write(report: dict, path: str | None) -> None:
+    if path:
+        with open(path, "w") as f:
+            json.dump(report, f, indent=1)
 
 
 if __name__ == "__main__":
