@@ -11,43 +11,58 @@ One decoder layer's chains at M rows, us per call replayed from a CUDA graph wit
   fp16 o_proj: F.linear + add_rmsnorm_fp8 (today); FP8 o_proj: quantize_act_fp8 + o_proj product + add_rmsnorm_fp8
   of the product;
 - each chain's kernels alone;
-- a CANDIDATE outside the contract, timing only: one static per-tensor scale for down's and o_proj's inputs (a
-  calibrated one would take its place), so the quantizer needs no row reduction and runs tiled like the SwiGLU
-  (`_swiglu_static_kernel`, `_quantize_static_kernel` below): what such scales would be worth, not whether their
-  numerics hold (that needs real weights).
+- CANDIDATES outside the contract (`tools/kernels/fp8_candidates.py`), whose quantizers need no reduction over a
+  whole row and run tiled like the SwiGLU: one static per-tensor scale (a calibrated one would take its place; the
+  GEMM stays unit-scale), and 1 x 128 activation blocks with 128 x 128 weight blocks scaled inside the GEMM (fp16
+  out, a plain tensor for the norm): what such scales would be worth, not whether their numerics hold on real weights;
 Then the whole model's step at --model-rows: a random full-size LM (fp16, `ModelConfig()`), converted by
 `engine.quant.realtime.fp8_config` for each choice of FP8 linears in MODEL_CHOICES, fused kernels on, one forward of
 M packed rows (one sequence, logits of the last half) replayed from a CUDA graph, ms per step, with 1 - cosine of
 its logits against the fp16 model's (random weights: the figure says how far the choice moves the output, not
 what real weights do).
 
-Checked first on the GPU (exit status 1 if any fails): swiglu_scaled_fp8's codes and scales bit for bit
-quantize_act_fp8 of swiglu_scaled's output; the candidates' codes equal the same arithmetic in torch; each FP8 chain's
-new residual within the FP8 error of the fp16 chain's (relative Frobenius distance <= 0.1; e4m3 quantization gives
-~0.04). Well under two minutes on an H200.
+Checked first (exit status 1 if any fails): swiglu_scaled_fp8's codes and scales bit for bit quantize_act_fp8 of
+swiglu_scaled's output; the candidates' codes and scales equal the same arithmetic in torch; each FP8 chain's sublayer
+output within DISTANCE (0.1, relative Frobenius) of the fp16 chain's, whose weights are the FP8 ones dequantized (e4m3
+on the activation gives ~0.03). A GPU whose `_scaled_mm` refuses block scales gets the rest. Well under two minutes
+on an H200.
 """
 import argparse
 import json
 import statistics
 import sys
 import time
+from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 
 from kernels import fp8
-from kernels._triton import _INTERPRET, tl, triton
-from kernels.fp8 import _round_to_e4m3
-from kernels.fp8_ref import FP8_DTYPE, FP8_MAX
+from kernels._triton import triton
+from kernels.fp8_ref import quantize_rows_fp8_ref
+from kernels.numerics import ieee_reciprocal
 from kernels.rmsnorm import add_rmsnorm_fp8
-from kernels.swiglu import silu_mul, swiglu_scaled, swiglu_scaled_fp8
+from kernels.swiglu import swiglu_scaled, swiglu_scaled_fp8
+from tools.kernels.bench_fp8_scaling import refusal
+from tools.kernels.fp8_candidates import (
+    GROUP,
+    StaticScale,
+    block_gemm,
+    block_weight,
+    blocks_ref,
+    quantize_blocks,
+    quantize_static,
+    static_ref,
+    swiglu_blocks,
+    swiglu_static,
+)
 from tools.provenance import commit_id
 
-HIDDEN, INTER, Q_DIM = 1024, 3072, 2048
 ROWS = (256, 320, 896, 1792)
 MODEL_ROWS = (320, 896)  # a 3 s output's bucket and the baseline's
 EPS = 1e-6
-STATIC_BLOCK = 1024
+COPIES = 8  # weight sets cycled through while timing (check_realtime_gpu.graph_us's)
 MODEL_CHOICES = {  # name -> the FP8 linears (fp8_config's argument); None: the fp16 model (High fidelity's linears)
     "fp16": None,
     "today (qkv, gate_up)": ("*.qkv_proj", "*.gate_up_proj"),
@@ -57,92 +72,51 @@ MODEL_CHOICES = {  # name -> the FP8 linears (fp8_config's argument); None: the 
 }
 
 
-@triton.jit
-def _static_e4m3(x, inv_smooth_ptr, inv_scale, cols, mask):
-    v = tl.minimum(tl.maximum(x * tl.load(inv_smooth_ptr + cols, mask=mask, other=1.0) * inv_scale, -448.0), 448.0)
-    if _INTERPRET:
-        v = _round_to_e4m3(v)
-    return v.to(tl.float8e4nv)
+@dataclass(frozen=True)
+class Sizes:
+    hidden: int = 1024
+    inter: int = 3072
+    q_dim: int = 2048  # o_proj's input: heads x head_dim
 
 
-@triton.jit
-def _swiglu_static_kernel(raw_ptr, row_scales_ptr, col_scales_ptr, inv_smooth_ptr, inv_scale_ptr, codes_ptr,
-                          stride_raw, n_cols, BLOCK: tl.constexpr):
-    """The candidate: swiglu_scaled's output (fp16) * inv_smooth * one static 1 / scale, e4m3, tiled like
-    swiglu_scaled."""
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    row_scale = tl.load(row_scales_ptr + row)
-    gate = tl.load(raw_ptr + row * stride_raw + cols, mask=mask, other=0.0).to(tl.float32)
-    up = tl.load(raw_ptr + row * stride_raw + n_cols + cols, mask=mask, other=0.0).to(tl.float32)
-    gate = (gate * row_scale * tl.load(col_scales_ptr + cols, mask=mask, other=0.0)).to(tl.float16)
-    up = (up * row_scale * tl.load(col_scales_ptr + n_cols + cols, mask=mask, other=0.0)).to(tl.float16)
-    act = silu_mul(gate, up).to(tl.float16).to(tl.float32)
-    codes = _static_e4m3(act, inv_smooth_ptr, tl.load(inv_scale_ptr), cols, mask)
-    tl.store(codes_ptr + row * n_cols + cols, codes, mask=mask)
+def make_fp8(k: int, n: int, seed: int, device: str) -> SimpleNamespace:
+    """An FP8 layer [N, K] of random weights 0.05 N(0, 1), rowwise e4m3, smoothing factors in [0.5, 1.5)."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    codes, scales = quantize_rows_fp8_ref(0.05 * torch.randn(n, k, device=device, generator=g))
+    return SimpleNamespace(inv_smooth=ieee_reciprocal(0.5 + torch.rand(k, device=device, generator=g)), qweight=codes,
+                           wscales=scales)
 
 
-@triton.jit
-def _quantize_static_kernel(x_ptr, inv_smooth_ptr, inv_scale_ptr, codes_ptr, stride_x, n_cols, BLOCK: tl.constexpr):
-    """The candidate: x * inv_smooth * one static 1 / scale, e4m3, tiled."""
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
-    tl.store(codes_ptr + row * n_cols + cols, _static_e4m3(x, inv_smooth_ptr, tl.load(inv_scale_ptr), cols, mask),
-             mask=mask)
-
-
-def swiglu_static(p: fp8.FP8Product, inv_smooth: torch.Tensor, scale: torch.Tensor) -> fp8.FP8Rows:
-    """The candidate's FP8Rows for down_proj: the static scale as every row's scale."""
-    m, n = p.raw.shape[0], p.raw.shape[1] // 2
-    codes = torch.empty(m, n, dtype=FP8_DTYPE, device=p.raw.device)
-    _swiglu_static_kernel[(m, triton.cdiv(n, STATIC_BLOCK))](
-        p.raw, p.row_scales, p.col_scales, inv_smooth, scale.inv, codes, p.raw.stride(0), n, BLOCK=STATIC_BLOCK,
-        num_warps=4, enable_fp_fusion=False)
-    return fp8.FP8Rows(codes, scale.rows, torch.Size((m, n)), p.dtype)
-
-
-def quantize_static(x: torch.Tensor, inv_smooth: torch.Tensor, scale) -> fp8.FP8Rows:
-    m, n = x.shape
-    codes = torch.empty(m, n, dtype=FP8_DTYPE, device=x.device)
-    _quantize_static_kernel[(m, triton.cdiv(n, STATIC_BLOCK))](x, inv_smooth, scale.inv, codes, x.stride(0), n,
-                                                              BLOCK=STATIC_BLOCK, num_warps=4, enable_fp_fusion=False)
-    return fp8.FP8Rows(codes, scale.rows, x.shape, x.dtype)
-
-
-class StaticScale:
-    """One per-tensor scale (amax of xs [M, K] / 448, times `margin`, as a calibration would set it) and its
-    reciprocal, with the scale expanded over the M rows (stride 0) as FP8Rows carries row scales."""
-
-    def __init__(self, xs: torch.Tensor, margin: float = 4.0):
-        self.scale = (xs.abs().amax().float() * margin / FP8_MAX).reshape(1)
-        self.inv = 1 / self.scale
-        self.rows = self.scale.expand(xs.shape[0])
-
-
-def layer_weights(seed: int):
-    from tools.kernels.check_realtime_gpu import make_fp8
+def layer_weights(seed: int, device: str, sizes: Sizes = Sizes()) -> dict:
+    """One layer's weights: FP8 gate_up, down, o_proj; fp16 down and o_proj equal to the FP8 ones dequantized (so
+    the chains differ by the activations' quantization only) and, where whole 128 x 512 blocks tile them, the same
+    in 128 x 128 blocks (the block candidate's); the norm's weight and qkv's smoothing reciprocals."""
 
     def dequantized(layer) -> torch.Tensor:  # the fp16 weight an FP8 layer stands for: (x * inv_smooth) @ W^T
         return (layer.qweight.float() * layer.wscales[:, None] * layer.inv_smooth[None, :]).half()
 
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    down, o = make_fp8(INTER, HIDDEN, seed=seed + 100), make_fp8(Q_DIM, HIDDEN, seed=seed + 200)
-    return {"gate_up": make_fp8(HIDDEN, 2 * INTER, seed=seed), "down": down, "o": o,
-            "down16": dequantized(down), "o16": dequantized(o),
-            "norm": (1 + 0.1 * torch.randn(HIDDEN, device="cuda", generator=g)).half(),
-            "qkv_inv_smooth": 1 / (0.5 + torch.rand(HIDDEN, device="cuda", generator=g))}
+    def blocks(w: torch.Tensor):
+        return block_weight(w) if w.shape[0] % GROUP == 0 and w.shape[1] % (4 * GROUP) == 0 else None
+
+    g = torch.Generator(device=device).manual_seed(seed)
+    down = make_fp8(sizes.inter, sizes.hidden, seed + 100, device)
+    o = make_fp8(sizes.q_dim, sizes.hidden, seed + 200, device)
+    down16, o16 = dequantized(down), dequantized(o)
+    return {"gate_up": make_fp8(sizes.hidden, 2 * sizes.inter, seed, device), "down": down, "o": o,
+            "down16": down16, "o16": o16, "down_blocks": blocks(down16), "o_blocks": blocks(o16),
+            "norm": (1 + 0.1 * torch.randn(sizes.hidden, device=device, generator=g)).half(),
+            "qkv_inv_smooth": ieee_reciprocal(0.5 + torch.rand(sizes.hidden, device=device, generator=g))}
 
 
 def chains(m: int, layers: list[dict]) -> tuple[dict, dict]:
-    """(name -> fn(i) timed with weight set i, checks) at m rows."""
-    g = torch.Generator(device="cuda").manual_seed(m)
-    h = torch.randn(m, HIDDEN, device="cuda", generator=g).half()
-    residual = (4 * torch.randn(m, HIDDEN, device="cuda", generator=g)).half()
-    attn_out = torch.randn(m, Q_DIM, device="cuda", generator=g).half()
+    """(name -> fn(i) timed with weight set i, checks) at m rows, on the layers' device and sizes."""
     w0 = layers[0]
+    device = w0["norm"].device
+    hidden, q_dim = w0["o"].qweight.shape
+    g = torch.Generator(device=device).manual_seed(m)
+    h = torch.randn(m, hidden, device=device, generator=g).half()
+    residual = (4 * torch.randn(m, hidden, device=device, generator=g)).half()
+    attn_out = torch.randn(m, q_dim, device=device, generator=g).half()
     rows0, _ = add_rmsnorm_fp8(h, residual, w0["norm"], EPS, w0["gate_up"].inv_smooth)
     product = fp8.fp8_rows_product(rows0, w0["gate_up"].qweight, w0["gate_up"].wscales)
     scaled = {"row_scales": product.row_scales, "col_scales": product.col_scales, "out_dtype": torch.float16}
@@ -159,6 +133,9 @@ def chains(m: int, layers: list[dict]) -> tuple[dict, dict]:
 
     def tail(i, out, res):  # the next input norm's add
         return add_rmsnorm_fp8(out, res, layers[i]["norm"], EPS, layers[i]["qkv_inv_smooth"])
+
+    def post_attn(i, out):  # post_attn_norm's add
+        return add_rmsnorm_fp8(out, residual, layers[i]["norm"], EPS, layers[i]["gate_up"].inv_smooth)
 
     def down8(i, rows):
         return fp8.fp8_rows_product(rows, layers[i]["down"].qweight, layers[i]["down"].wscales)
@@ -187,27 +164,24 @@ def chains(m: int, layers: list[dict]) -> tuple[dict, dict]:
         p, res = head(i)
         return tail(i, down8(i, swiglu_static(p, layers[i]["down"].inv_smooth, down_scale)), res)
 
-    def attn_fp16(i):
-        return add_rmsnorm_fp8(F.linear(attn_out, layers[i]["o16"]), residual, layers[i]["norm"], EPS,
-                               layers[i]["gate_up"].inv_smooth)
+    def mlp_blocks(i):
+        p, res = head(i)
+        return tail(i, block_gemm(*swiglu_blocks(p), layers[i]["down_blocks"]), res)
 
     def attn_fp8(i):
         rows = fp8.FP8Rows(*fp8.quantize_act_fp8(attn_out, layers[i]["o"].inv_smooth), attn_out.shape, attn_out.dtype)
-        return add_rmsnorm_fp8(o8(i, rows), residual, layers[i]["norm"], EPS, layers[i]["gate_up"].inv_smooth)
-
-    def attn_static(i):
-        rows = quantize_static(attn_out, layers[i]["o"].inv_smooth, o_scale)
-        return add_rmsnorm_fp8(o8(i, rows), residual, layers[i]["norm"], EPS, layers[i]["gate_up"].inv_smooth)
+        return post_attn(i, o8(i, rows))
 
     found = {
         "MLP chain, fp16 down (today)": mlp_fp16,
         "MLP chain, FP8 down (swiglu_scaled_fp8)": mlp_fp8,
         "MLP chain, FP8 down, separate quantizer": mlp_fp8_separate,
         "MLP chain, FP8 down, CANDIDATE static scale": mlp_static,
-        "attn-out chain, fp16 o_proj (today)": attn_fp16,
+        "attn-out chain, fp16 o_proj (today)": lambda i: post_attn(i, F.linear(attn_out, layers[i]["o16"])),
         "attn-out chain, FP8 o_proj (quantize_act_fp8)": attn_fp8,
-        "attn-out chain, FP8 o_proj, CANDIDATE static scale": attn_static,
-        "kernel add_rmsnorm_fp8 + gate_up product": lambda i: head(i),
+        "attn-out chain, FP8 o_proj, CANDIDATE static scale": lambda i: post_attn(
+            i, o8(i, quantize_static(attn_out, layers[i]["o"].inv_smooth, o_scale))),
+        "kernel add_rmsnorm_fp8 + gate_up product": head,
         "kernel swiglu_scaled": lambda i: swiglu_scaled(product.raw, **scaled),
         "kernel swiglu_scaled_fp8": lambda i: swiglu_scaled_fp8(product.raw, **scaled,
                                                                 inv_smooth=layers[i]["down"].inv_smooth),
@@ -224,39 +198,64 @@ def chains(m: int, layers: list[dict]) -> tuple[dict, dict]:
         "kernel o_proj FP8 unit product": lambda i: o8(i, o_rows),
     }
 
+    def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+        return torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+
+    def distance(fn, want) -> float:  # of the sublayer outputs (new residual - residual), relative
+        got, want = fn(0)[1].float() - residual.float(), want[1].float() - residual.float()
+        return ((got - want).norm() / want.norm()).item()
+
     codes, want_scales = fp8.quantize_act_fp8(act16, w0["down"].inv_smooth)
-    static_down = swiglu_static(product, w0["down"].inv_smooth, down_scale)
-    static_o = quantize_static(attn_out, w0["o"].inv_smooth, o_scale)
-
-    def torch_static(x, inv_smooth, scale):
-        return (x.float() * inv_smooth * scale.inv).clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE).view(torch.uint8)
-
-    def distance(a, b):
-        return ((a.float() - b.float()).norm() / b.float().norm()).item()
-
-    want_res = mlp_fp16(0)[1]
     checks = {
-        "swiglu_scaled_fp8 == quantize_act_fp8(swiglu_scaled)": torch.equal(act_rows.codes.view(torch.uint8),
-                                                                            codes.view(torch.uint8))
+        "swiglu_scaled_fp8 == quantize_act_fp8(swiglu_scaled)": same(act_rows.codes, codes)
         and torch.equal(act_rows.scales, want_scales),
-        "candidate swiglu static == torch": torch.equal(static_down.codes.view(torch.uint8),
-                                                         torch_static(act16, w0["down"].inv_smooth, down_scale)),
-        "candidate quantize static == torch": torch.equal(static_o.codes.view(torch.uint8),
-                                                           torch_static(attn_out, w0["o"].inv_smooth, o_scale)),
+        "candidate swiglu static == torch": same(swiglu_static(product, w0["down"].inv_smooth, down_scale).codes,
+                                                 static_ref(act16, w0["down"].inv_smooth, down_scale)),
+        "candidate quantize static == torch": same(quantize_static(attn_out, w0["o"].inv_smooth, o_scale).codes,
+                                                   static_ref(attn_out, w0["o"].inv_smooth, o_scale)),
     }
-    # the chains' sublayer output (new residual - residual) against the fp16 chain's, whose weights are the FP8
-    # layers' dequantized: e4m3's error on the activation (~0.04 relative), not a broken chain
-    for name, fn, want in (("MLP FP8 down", mlp_fp8, want_res), ("MLP FP8 down separate", mlp_fp8_separate, want_res),
-                           ("MLP candidate static", mlp_static, want_res),
-                           ("attn FP8 o_proj", attn_fp8, attn_fp16(0)[1]),
-                           ("attn candidate static", attn_static, attn_fp16(0)[1])):
-        checks[f"{name}: sublayer output's distance to the fp16 chain's <= 0.1"] = distance(fn(0)[1] - residual,
-                                                                                             want - residual)
-    return found, checks
+    # each chain's sublayer output against the fp16 chain's, whose weights are the FP8 layers' dequantized: e4m3's
+    # error on the activation (~0.04 relative at most), not a broken chain
+    mlp_want, attn_want = mlp_fp16(0), found["attn-out chain, fp16 o_proj (today)"](0)
+    for name in [name for name in found if "chain" in name and "today" not in name]:
+        want = mlp_want if name.startswith("MLP") else attn_want
+        checks[f"{name}: distance to fp16's <= {DISTANCE}"] = distance(found[name], want)
+    if w0["down_blocks"] is None or w0["o_blocks"] is None:
+        return found, checks  # the sizes are not whole weight blocks
+    codes, block_scales = swiglu_blocks(product)
+    want_codes, want_block_scales = blocks_ref(act16)
+    checks["candidate swiglu blocks == torch"] = (same(codes, want_codes)
+                                                  and torch.equal(block_scales, want_block_scales))
+    codes, block_scales = quantize_blocks(attn_out)
+    want_codes, want_block_scales = blocks_ref(attn_out)
+    checks["candidate quantize blocks == torch"] = (same(codes, want_codes)
+                                                    and torch.equal(block_scales, want_block_scales))
+    block_chains = {
+        "MLP chain, FP8 down, CANDIDATE 1x128 blocks": mlp_blocks,
+        "attn-out chain, FP8 o_proj, CANDIDATE 1x128 blocks": lambda i: post_attn(
+            i, block_gemm(*quantize_blocks(attn_out), layers[i]["o_blocks"])),
+        "kernel CANDIDATE swiglu blocks": lambda i: swiglu_blocks(product),
+        "kernel CANDIDATE quantize blocks K=2048": lambda i: quantize_blocks(attn_out),
+        "kernel down block GEMM": lambda i: block_gemm(*swiglu_blocks(product), layers[i]["down_blocks"]),
+        "kernel o_proj block GEMM": lambda i: block_gemm(*quantize_blocks(attn_out), layers[i]["o_blocks"]),
+    }
+    try:
+        for name, want in (("MLP chain, FP8 down, CANDIDATE 1x128 blocks", mlp_want),
+                           ("attn-out chain, FP8 o_proj, CANDIDATE 1x128 blocks", attn_want)):
+            checks[f"{name}: distance to fp16's <= {DISTANCE}"] = distance(block_chains[name], want)
+    except (RuntimeError, ValueError, NotImplementedError) as e:  # block-scaled _scaled_mm refused here
+        checks["block-scaled _scaled_mm"] = f"refused: {refusal(e)}"
+        return found, checks
+    return found | block_chains, checks
+
+
+DISTANCE = 0.1
 
 
 def failures(checks: dict) -> list[str]:
-    return [name for name, ok in checks.items() if (ok > 0.1 if isinstance(ok, float) else not ok)]
+    """The checks that failed: False, or a distance past DISTANCE (a refusal is reported, not failed)."""
+    return [name for name, ok in checks.items()
+            if (ok > DISTANCE if isinstance(ok, float) else ok is not True and not str(ok).startswith("refused"))]
 
 
 def model_steps(rows: list[int]) -> dict:
@@ -341,7 +340,7 @@ def main(argv: list[str]) -> int:
     if not torch.cuda.is_available():
         print("bench_fp8_layer needs a CUDA GPU", file=sys.stderr)
         return 2
-    from tools.kernels.check_realtime_gpu import COPIES, graph_us
+    from tools.kernels.check_realtime_gpu import graph_us
 
     start = time.time()
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -349,7 +348,7 @@ def main(argv: list[str]) -> int:
               "commit": commit_id(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "weights": "random", "command": "python -m tools.kernels.bench_fp8_layer " + " ".join(argv)}
     print(json.dumps(header))
-    layers = [layer_weights(seed) for seed in range(COPIES)]
+    layers = [layer_weights(seed, "cuda") for seed in range(COPIES)]
     report = {"header": header, "checks": {}, "us": {}, "model": {}}
     failed = False
     for m in args.rows:
