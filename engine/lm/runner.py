@@ -14,7 +14,8 @@ per-sequence top-k, write-back) is captured per bucket; a generation is `num_ste
 host sync. Per-request inputs are copied into the bucket's static buffers once. Scoring settings are
 baked into a graph, so a graph is keyed by (bucket, scoring settings); the default settings are
 captured at load, others on first use. With `eager=True` the same static algorithm runs without
-graphs (CPU, debugging), which is what tests compare to the reference loop.
+graphs (CPU, debugging), which is what tests compare to the reference loop. `load` and `replay` are the same
+steps for a batch that sequences join and leave between steps (engine/lm/continuous.py).
 
 Steady latency: the host's work per generation is a few small copies and `num_step` graph
 launches, done with Python's garbage collector paused (a collection in a process holding the app
@@ -74,7 +75,7 @@ class Buffers:
     valid: torch.Tensor  # [C, H] bool: a slot of some sequence
     tokens: torch.Tensor  # [C, H] long: current target tokens (MASK until revealed)
     slot_sequence: torch.Tensor  # [H] long: the sequence of each slot (MAX_SEQUENCES for junk)
-    slot_frame: torch.Tensor  # [H] long: the slot's frame within its sequence
+    slot_frame: torch.Tensor  # [H] long: the slot's frame in its sequence, + start * C * MAX_FRAMES (pack)
     slot_key: torch.Tensor  # [H] long: its sequence's noise key (32 bits)
     rank_base: torch.Tensor  # [H] long: flat slots of the sequences before its own (C * their frames)
     sequence_slots: torch.Tensor  # [MAX_SEQUENCES + 2] long: sequence j's slots: [j] to [j + 1] (MAX_SEQUENCES: junk)
@@ -96,9 +97,12 @@ class Buffers:
                    torch.zeros((), dtype=torch.long, **z))
 
 
-def pack(prompts: list[PromptItem], S: int, mask_id: int, schedules: list[list[int]], seeds: list[int]) -> Buffers:
+def pack(prompts: list[PromptItem], S: int, mask_id: int, schedules: list[list[int]], seeds: list[int],
+         starts: list[int] | None = None) -> Buffers:
     """Lay out [prompt (c) | uncond target (T)] per sequence, then pads, in S rows (host-side Buffers,
-    step 0); the last row is always a pad."""
+    step 0); the last row is always a pad. Sequence j is at its own step starts[j] (default 0) when the
+    step counter is 0: its schedule from there on, and its noise counter shifted by as many steps
+    (engine/lm/continuous.py: sequences that join a running batch)."""
     C = prompts[0].ids.shape[0]
     H = S // 2
     total = sum(packed_rows(p) for p in prompts)
@@ -113,7 +117,7 @@ def pack(prompts: list[PromptItem], S: int, mask_id: int, schedules: list[list[i
     slot_frame, slot_key, rank_base = (torch.zeros(H, dtype=torch.long) for _ in range(3))
     sched = torch.zeros(MAX_STEPS, MAX_SEQUENCES + 1, dtype=torch.long)
     row = slot = 0
-    for j, (prompt, schedule, seed) in enumerate(zip(prompts, schedules, seeds)):
+    for j, (prompt, schedule, seed, start) in enumerate(zip(prompts, schedules, seeds, starts or [0] * len(prompts))):
         c, T = prompt.ids.shape[1], prompt.target_len
         if T > MAX_FRAMES:
             raise ValueError(f"{T} frames in one sequence: the noise counter tells {MAX_FRAMES} apart")
@@ -127,11 +131,12 @@ def pack(prompts: list[PromptItem], S: int, mask_id: int, schedules: list[list[i
         cond_cols.append(torch.arange(row + c - T, row + c))
         uncond_cols.append(torch.arange(row + c, row + c + T))
         slot_sequence[slot:slot + T] = j
-        slot_frame[slot:slot + T] = torch.arange(T)
+        # the hash's counter (step * C + c) * MAX_FRAMES + frame at the counter's step is the one of its own step
+        slot_frame[slot:slot + T] = torch.arange(T) + start * C * MAX_FRAMES
         slot_key[slot:slot + T] = sequence_key(seed)
         rank_base[slot:slot + T] = C * slot
         firsts.append(slot)
-        sched[:len(schedule), j] = torch.tensor(schedule)
+        sched[:len(schedule) - start, j] = torch.tensor(schedule[start:], dtype=torch.long)
         row, slot = row + c + T, slot + T
     rank_base[slot:] = C * slot
     # each sequence's first slot; absent sequences have none; the junk slots run to H
@@ -305,6 +310,21 @@ class StaticRunner:
         if progress is not None:
             progress(1.0, f"Captured {len(self.buckets)} CUDA graphs")
 
+    def load(self, packed: Buffers, cfg: GenerationConfig) -> StepGraph:
+        """The step of `packed`'s bucket for these settings, with `packed` (host-side, `pack`) copied into its
+        static buffers: the step counter restarts at 0 with the rest."""
+        entry = self._graph_for(packed.ids.shape[-1], cfg)
+        for f in fields(Buffers):
+            getattr(entry.buffers, f.name).copy_(getattr(packed, f.name), non_blocking=True)
+        return entry
+
+    def replay(self, entry: StepGraph, cfg: GenerationConfig) -> None:
+        """One step of `entry`'s buffers: its graph, or the same algorithm eagerly."""
+        if entry.graph is not None:
+            entry.graph.replay()
+        else:
+            self._step(entry.buffers, cfg)
+
     def generate(self, prompts: list[PromptItem], cfg: GenerationConfig, seeds: list[int],
                  on_step: Callable[[int], None] | None = None) -> list[torch.Tensor]:
         """Tokens [C, T_j] of each prompt, all in one forward per step; prompt j's noise is keyed by
@@ -313,21 +333,14 @@ class StaticRunner:
         S = self.bucket_for(sum(packed_rows(p) for p in prompts))
         if S is None:
             raise ValueError(f"{len(prompts)} sequences exceed the largest bucket ({max(self.buckets)} rows)")
-        entry = self._graph_for(S, cfg)
         schedules = [unmask_schedule(p.target_len, C, cfg.num_step, cfg.t_shift) for p in prompts]
         with collector_paused(), torch.inference_mode():
-            packed = pack(prompts, S, self.lm.cfg.audio_mask_id, schedules, seeds)
-            buf = entry.buffers
-            for f in fields(Buffers):  # the step counter restarts at 0 with the rest
-                getattr(buf, f.name).copy_(getattr(packed, f.name), non_blocking=True)
+            entry = self.load(pack(prompts, S, self.lm.cfg.audio_mask_id, schedules, seeds), cfg)
             for step in range(cfg.num_step):
                 if on_step is not None:
                     on_step(step)
-                if entry.graph is not None:
-                    entry.graph.replay()
-                else:
-                    self._step(buf, cfg)
-            tokens, out, slot = buf.tokens.clone(), [], 0
+                self.replay(entry, cfg)
+            tokens, out, slot = entry.buffers.tokens.clone(), [], 0
             for p in prompts:
                 out.append(tokens[:, slot:slot + p.target_len])
                 slot += p.target_len

@@ -1,0 +1,126 @@
+"""Sequences joining and leaving a running batch at step boundaries get exactly the tokens they get alone
+(engine/lm/continuous.py): the runner's static algorithm on the CPU, and its fused kernels (under Triton's
+interpreter on a CPU). Position noise is on, so even the random reveal order must match."""
+import pytest
+import torch
+from test_batch import CFG, GPU, SAMPLED, _kinds, _prompt, _ref
+
+from engine.constants import DEMO_MODEL
+from engine.lm import continuous
+from engine.lm.checkpoint import load_lm, load_text_tokenizer
+from engine.lm.continuous import ContinuousBatch
+from engine.lm.runner import StaticRunner, packed_rows
+
+
+@pytest.fixture(scope="module")
+def lm_and_tokenizer():
+    return load_lm(DEMO_MODEL, "cpu", torch.float32), load_text_tokenizer(DEMO_MODEL)
+
+
+@pytest.fixture(scope="module")
+def prompts(lm_and_tokenizer):
+    """Prompts of 123, 92, 87 and 44 packed rows, each with its own seed."""
+    kinds = _kinds(*lm_and_tokenizer)
+    sentences, requests = kinds["sentences"][0], kinds["requests"][0]
+    return [(sentences[1], 11), (requests[0], 5), (sentences[0], 12), (requests[2], 7)]
+
+
+def _run(batch: ContinuousBatch, joins: dict[int, list], stops: dict[int, list] | None = None) -> dict:
+    """Step `batch` until it is idle, adding joins[g] (prompt, seed pairs) and stopping stops[g] (their indices
+    among the joins, in order) before step g: {join index: (tokens, the step at which they came)}."""
+    added, got, g = [], {}, 0
+    while g <= max(joins) or not batch.idle:
+        added += [batch.add(prompt, seed) for prompt, seed in joins.get(g, [])]
+        for i in (stops or {}).get(g, []):
+            batch.stop(added[i])
+        for sequence in batch.step():
+            got[added.index(sequence)] = (sequence.tokens, g)
+        g += 1
+    return got
+
+
+def _alone(runner, prompt, seed, cfg):
+    return runner.generate([prompt], cfg, [seed])[0]
+
+
+@pytest.mark.parametrize("cfg", [CFG, SAMPLED], ids=["position noise", "class sampling"])
+@pytest.mark.parametrize("at", [1, 4])
+def test_a_sequence_joining_a_running_one_gets_its_solo_tokens_and_so_does_the_other(lm_and_tokenizer, prompts,
+                                                                                     at, cfg):
+    runner = StaticRunner(lm_and_tokenizer[0], buckets=(128, 256))
+    (a, sa), (b, sb) = prompts[:2]
+    assert runner.bucket_for(packed_rows(a)) == 128 and runner.bucket_for(packed_rows(a) + packed_rows(b)) == 256
+    got = _run(ContinuousBatch(runner, cfg), {0: [(a, sa)], at: [(b, sb)]})  # the join grows the bucket
+    assert torch.equal(got[0][0], _alone(runner, a, sa, cfg))
+    assert torch.equal(got[1][0], _alone(runner, b, sb, cfg))
+    assert (got[0][1], got[1][1]) == (cfg.num_step - 1, at + cfg.num_step - 1)  # each handed out at its last step
+
+
+def test_several_joins_and_leaves_each_get_their_solo_tokens(lm_and_tokenizer, prompts):
+    """Four sequences joining at three boundaries, one of them stopped halfway: the others are untouched by it,
+    by the joins and by the layout shrinking as the first ones finish."""
+    runner = StaticRunner(lm_and_tokenizer[0], buckets=(128, 256, 512))
+    joins = {0: [prompts[0]], 2: [prompts[1], prompts[2]], 5: [prompts[3]]}
+    got = _run(ContinuousBatch(runner, CFG), joins, stops={4: [2]})
+    order = [p for g in sorted(joins) for p in joins[g]]
+    assert sorted(got) == [0, 1, 3]  # the stopped one gets nothing
+    for i in (0, 1, 3):
+        assert torch.equal(got[i][0], _alone(runner, *order[i], CFG))
+    assert [got[i][1] for i in (0, 1, 3)] == [5, 7, 10]
+
+
+def test_a_join_that_does_not_fit_waits_for_room_in_the_order_added(lm_and_tokenizer, prompts, monkeypatch):
+    """The largest bucket holds the first two and the fourth, not the third: the third waits for the first to
+    finish, and the fourth waits behind it (no overtaking); at most MAX_SEQUENCES run likewise."""
+    runner = StaticRunner(lm_and_tokenizer[0], buckets=(128, 256, 288))
+    (a, sa), (b, sb), (c, sc), (d, sd) = prompts
+    rows = [packed_rows(p) for p, _ in prompts]
+    assert rows[0] + rows[1] + rows[3] <= runner.max_rows < rows[0] + rows[1] + rows[2]
+    got = _run(ContinuousBatch(runner, CFG), {0: [(a, sa)], 1: [(b, sb)], 2: [(c, sc), (d, sd)]})
+    for i, (p, s) in enumerate(prompts):
+        assert torch.equal(got[i][0], _alone(runner, p, s, CFG))
+    assert [got[i][1] for i in range(4)] == [5, 6, 11, 11]  # c and d join once a has left (at step 6)
+
+    monkeypatch.setattr(continuous, "MAX_SEQUENCES", 1)
+    got = _run(ContinuousBatch(runner, CFG), {0: [(d, sd), (b, sb)]})
+    assert [got[i][1] for i in range(2)] == [5, 11]  # one at a time
+    assert torch.equal(got[1][0], _alone(runner, b, sb, CFG))
+
+
+def test_a_prompt_larger_than_every_bucket_is_refused(lm_and_tokenizer, prompts):
+    runner = StaticRunner(lm_and_tokenizer[0], buckets=(64, 96))
+    batch = ContinuousBatch(runner, CFG)
+    with pytest.raises(ValueError):
+        batch.add(*prompts[0])  # 123 rows
+    assert batch.idle
+
+
+def test_fused_kernels_give_a_joining_sequence_its_solo_tokens(lm_and_tokenizer):
+    """The GPU path's kernels (ragged attention, fused scoring and reveal reading the shifted schedule and noise
+    counter): compiled and replayed from CUDA graphs on a GPU, under Triton's interpreter on a CPU."""
+    pytest.importorskip("triton")
+    _, tok = lm_and_tokenizer
+    fused = load_lm(DEMO_MODEL, GPU).use_fused_kernels()
+    a, b = _prompt(fused, tok, "Hi.", 5, _ref(6)), _prompt(fused, tok, "Hello.", 4)
+    runner = StaticRunner(fused, buckets=(48, 80), fused=True)
+    cfg = CFG.replace(num_step=3)
+    got = _run(ContinuousBatch(runner, cfg), {0: [(a, 1)], 1: [(b, 2)]})
+    assert torch.equal(got[0][0], _alone(runner, a, 1, cfg))
+    assert torch.equal(got[1][0], _alone(runner, b, 2, cfg))
+
+
+def test_a_stopped_sequence_leaves_the_layout_at_the_next_boundary(lm_and_tokenizer, prompts):
+    """Its rows are given back at once (a smaller bucket), not when something else changes."""
+    runner = StaticRunner(lm_and_tokenizer[0], buckets=(128, 256))
+    batch = ContinuousBatch(runner, CFG)
+    (a, sa), (b, sb) = prompts[:2]
+    kept, stopped = batch.add(a, sa), batch.add(b, sb)
+    for _ in range(2):
+        batch.step()
+    assert batch.entry.buffers.ids.shape[-1] == 256
+    batch.stop(stopped)
+    batch.step()
+    assert batch.members == [kept] and batch.entry.buffers.ids.shape[-1] == 128
+    while not batch.idle:
+        batch.step()
+    assert stopped.tokens is None and torch.equal(kept.tokens, _alone(runner, a, sa, CFG))
