@@ -31,7 +31,7 @@ from engine.gather import Gathering, RunningBatch
 from engine.lm.batch import BatchedGeneration, shared_settings
 from engine.lm.budget import MemoryBudget
 from engine.lm.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
-from engine.lm.modes import pick_device
+from engine.lm.modes import pick_device, settle_cublaslt_workspace
 from engine.lm.plan import Plan, plan_request
 from engine.lm.prompt import PromptItem, build_prompt
 from engine.request import SpeechRequest
@@ -160,6 +160,8 @@ class Engine:
         report = progress or (lambda p: None)
         mode = Mode(mode)
         dev = pick_device(device)
+        if dev.type == "cuda":
+            settle_cublaslt_workspace()  # before the model's first GEMM
         dtype = dtype or (torch.float16 if dev.type == "cuda" else torch.float32)
         folder = resolve_checkpoint(model, lambda f, m: report(LoadProgress("download", f, m)))
         report(LoadProgress("load", 0.0, "Loading the language model"))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,11 +15,22 @@ log = logging.getLogger(__name__)
 
 Report = Callable[[str, float, str], None]  # (stage, fraction, message)
 
+CUBLASLT_WORKSPACE_ENV = "CUBLASLT_WORKSPACE_SIZE"  # KiB; PyTorch reads it once, at the process's first cuBLASLt call
+
 
 def pick_device(device: str | torch.device) -> torch.device:
     if str(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
+
+
+def settle_cublaslt_workspace() -> None:
+    """Give cuBLASLt no workspace, unless the user chose one. With a workspace, cuBLASLt runs Realtime's FP8 GEMMs
+    (`torch._scaled_mm`) as kernels that need it zeroed: a memset before each GEMM, and the GPU idle ~4 us around
+    it; without, it picks their stream-scheduled variants, which need none (2.3-2.6 us less per call at 896 rows,
+    H100; fp16 `F.linear` goes through cuBLAS, not cuBLASLt, and is unchanged: BENCHMARKS.md, "cuBLASLt without a
+    workspace"). Call it before the process's first GEMM on the GPU."""
+    os.environ.setdefault(CUBLASLT_WORKSPACE_ENV, "0")
 
 
 def runs_as(mode: Mode, device: torch.device) -> Mode:

@@ -2,6 +2,8 @@
 (PyTorch without Triton, as pip's Windows builds are, on a GPU without INT4 tensor cores) Realtime runs High
 fidelity's path and says so, rather than the float64 W4A4 reference inside the CUDA graphs. The GPU itself is
 stood in for: the runner and the device's name are fakes, the capability gates are set per test."""
+import os
+
 import pytest
 import torch
 from torch import nn
@@ -91,3 +93,27 @@ def test_high_fidelity_says_when_its_kernels_are_not_fused(gpu):
     assert unfused == "FP16 CUDA graphs (Stand-in GPU, sm_120)"
     assert fused == "FP16 fused + CUDA graphs (Stand-in GPU, sm_120)"
     assert not quantized
+
+
+def test_cublaslt_workspace_is_none_unless_the_user_chose_one(monkeypatch):
+    monkeypatch.delenv(modes.CUBLASLT_WORKSPACE_ENV, raising=False)
+    modes.settle_cublaslt_workspace()
+    assert modes.CUBLASLT_WORKSPACE_ENV == "CUBLASLT_WORKSPACE_SIZE"  # the name PyTorch reads
+    assert os.environ["CUBLASLT_WORKSPACE_SIZE"] == "0"
+    monkeypatch.setenv("CUBLASLT_WORKSPACE_SIZE", "4096")
+    modes.settle_cublaslt_workspace()
+    assert os.environ["CUBLASLT_WORKSPACE_SIZE"] == "4096"  # the user's choice stands
+
+
+def test_engine_load_settles_the_workspace_on_a_gpu_only(monkeypatch):
+    from engine import engine as engine_module
+
+    calls = []
+    monkeypatch.setattr(engine_module, "settle_cublaslt_workspace", lambda: calls.append("settled"))
+    monkeypatch.setattr(engine_module, "resolve_checkpoint", lambda *a: (_ for _ in ()).throw(RuntimeError("stop")))
+    for device, expected in (("cpu", []), ("cuda", ["settled"])):
+        calls.clear()
+        monkeypatch.setattr(engine_module, "pick_device", lambda d: torch.device(d))
+        with pytest.raises(RuntimeError, match="stop"):
+            engine_module.Engine.load("unused", device=device)
+        assert calls == expected
