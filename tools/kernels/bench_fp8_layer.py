@@ -25,10 +25,12 @@ Checked first (exit status 1 if any fails): swiglu_scaled_fp8's codes and scales
 swiglu_scaled's output; the candidates' codes and scales equal the same arithmetic in torch; each FP8 chain's sublayer
 output within DISTANCE (0.1, relative Frobenius) of the fp16 chain's, whose weights are the FP8 ones dequantized (e4m3
 on the activation gives ~0.03). A GPU whose `_scaled_mm` refuses block scales gets the rest. Well under two minutes
-on an H200.
+on an H200. cuBLASLt gets no workspace unless the environment names one, as `Engine.load` does
+(`engine.lm.modes.settle_cublaslt_workspace`: no memset before each FP8 GEMM).
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -340,13 +342,16 @@ def main(argv: list[str]) -> int:
     if not torch.cuda.is_available():
         print("bench_fp8_layer needs a CUDA GPU", file=sys.stderr)
         return 2
+    from engine.lm.modes import CUBLASLT_WORKSPACE_ENV, settle_cublaslt_workspace
     from tools.kernels.check_realtime_gpu import graph_us
 
+    settle_cublaslt_workspace()  # before the first GEMM: the FP8 chains timed as the engine runs them
     start = time.time()
     torch.backends.cuda.matmul.allow_tf32 = False
     header = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
               "commit": commit_id(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "weights": "random", "command": "python -m tools.kernels.bench_fp8_layer " + " ".join(argv)}
+              "weights": "random", "cublaslt_workspace_kib": os.environ[CUBLASLT_WORKSPACE_ENV],
+              "command": "python -m tools.kernels.bench_fp8_layer " + " ".join(argv)}
     print(json.dumps(header))
     layers = [layer_weights(seed, "cuda") for seed in range(COPIES)]
     report = {"header": header, "checks": {}, "us": {}, "model": {}}
