@@ -28,7 +28,7 @@ from engine.constants import SAMPLE_RATE
 from engine.device_span import DeviceSpan
 from engine.errors import AudioInputError, Cancelled, TranscriptRequiredError
 from engine.gather import Gathering, RunningBatch
-from engine.lm.batch import BatchedGeneration, shared_settings
+from engine.lm.batch import BatchedGeneration, JoiningGeneration, shared_settings
 from engine.lm.budget import MemoryBudget
 from engine.lm.checkpoint import load_lm, load_text_tokenizer, resolve_checkpoint
 from engine.lm.modes import pick_device, settle_cublaslt_workspace
@@ -56,12 +56,12 @@ class LoadProgress:
 @dataclass
 class Timings:
     """Wall-clock seconds of one result's way through the engine, from its call. Results made together (takes,
-    a stream's group, other threads' calls in one batch) share their batch's `generate_s` and `decode_s`: the
-    time this result waited for them, not its own part of the work (summed over results, a batch counts more
-    than once). `prepare_s`: the call until its batch began (planning, waiting for the batch before to be queued). On
-    a GPU `generate_s` is the device's time for the generation (the decode is queued behind it without waiting,
-    engine/device_span.py) and `decode_s` the rest of the batch's time (which includes the device finishing the
-    batch before, whose decode this batch's generation was queued behind)."""
+    a stream's group, other threads' calls in one batch) share their generation's `generate_s`: the time this
+    result waited for it, not its own part of the work (summed over results, a step counts more than once).
+    `prepare_s`: the call until its batch took it in (planning, waiting for the batch before, or for the next step
+    boundary of the running one). `generate_s`: from then until its call's tokens were done; on a GPU the device's
+    time from its first step to its last (engine/device_span.py). `decode_s`: the rest (decoding its audio, and on a
+    GPU the device finishing the steps queued before its decode)."""
 
     prepare_s: float = 0.0
     generate_s: float = 0.0
@@ -108,6 +108,14 @@ class _Planned:
     t0: float  # when the call came
 
 
+@dataclass
+class _Generated:
+    """One render_many call's tokens, as its batch hands them out."""
+    tokens: list[list[torch.Tensor]]  # per request, per item: [C, T]
+    began: float  # when its batch took it in (time.perf_counter())
+    span: DeviceSpan  # its generation on the device: from its first step's start to its last step's end
+
+
 AHEAD_MAX = 16  # streamed pieces generated together at most (the runner cuts a group further to fit)
 DECODE_TOGETHER_FRAMES = 1000  # frames decoded in one batch at most (40 s of audio: a long lone piece's memory)
 
@@ -132,7 +140,7 @@ class Engine:
         self.budget = budget or MemoryBudget.for_device(device, lm.cfg, next(lm.parameters()).dtype)
         self.sample_rate = SAMPLE_RATE
         self._lock = threading.Lock()  # one generation at a time on one GPU
-        self._gathering = Gathering(self._render_planned)  # render_many calls of several threads batched
+        self._gathering = Gathering(self._generate_batch)  # render_many calls of several threads batched
         # pieces of one length decoded in one batch: on a GPU within the codec's rounding of one by one and several
         # times faster; on the CPU they stay one by one, bit-equal to lone renders
         self.decode_together = device.type == "cuda"
@@ -265,7 +273,10 @@ class Engine:
                              "the handling of text and audio)")
         seeds = [self._seed(c) for c in cfgs]
         plans = [plan_request(r.with_config(c), cancel) for r, c in zip(requests, cfgs)]
-        return self._gathering.run(_Planned(requests, cfgs, seeds, plans, cancel, t0), key, cancel)
+        call = _Planned(requests, cfgs, seeds, plans, cancel, t0)
+        generated = self._gathering.run(call, key, cancel)
+        with self._gathering.completing():
+            return self._render_generated(call, generated)
 
     def member(self):
         """A block in which this thread asks for one generation after another (a stream, a Studio render):
@@ -277,32 +288,61 @@ class Engine:
         side by side, app/worker.py)."""
         return self, shared_settings(config.check())
 
-    def _render_planned(self, calls: list[_Planned], batch: RunningBatch) -> list[list[SynthesisResult] | None]:
-        """One batch: every plan of every call generated together, then each call's audio decoded (none for
-        a call cancelled meanwhile: its caller gets Cancelled). The batch is released (the next one may queue its
-        device work) once its decode is queued: its audio is read back and finished while the next generates."""
-        t1 = time.perf_counter()
-        generated = DeviceSpan(self.device)
-        token_sets = iter(self._generate_plans([p for c in calls for p in c.plans], calls[0].cfgs[0],
-                                               [s for c in calls for s in c.seeds], batch))
-        generated.end()  # the decode is queued behind the generation, not after waiting for it
-        made = [[(request, cfg, seed, next(token_sets)) for request, cfg, seed in zip(c.requests, c.cfgs, c.seeds)]
-                for c in calls]
-        kept = [[] if c.cancel is not None and c.cancel.is_set() else m for c, m in zip(calls, made)]
-        waves = iter(self._decode_pieces([piece for k in kept for *_, tokens in k for piece in tokens],
-                                         on_queued=batch.release))
-        generate_s = generated.seconds()
-        decode_s = time.perf_counter() - t1 - generate_s
-        outs = []
-        for call, takes in zip(calls, kept):
-            results = []
-            for request, cfg, seed, tokens in takes:
-                audio = self._finish([next(waves) for _ in tokens], request.voice, cfg)
-                timings = Timings(t1 - call.t0, generate_s, decode_s=decode_s, total_s=time.perf_counter() - call.t0,
-                                  audio_s=len(audio) / SAMPLE_RATE)
-                results.append(SynthesisResult(audio, SAMPLE_RATE, timings, seed, tokens))
-            outs.append(results)
-        return outs
+    def _generate_batch(self, calls: list[_Planned], batch: RunningBatch) -> list[_Generated | None]:
+        """One batch: the tokens of every plan of every call, generated together; the callers decode them. With the
+        graph runner, calls of the batch's key join it at step boundaries (`batch.joins`) and each call's tokens are
+        handed out as soon as they are done (`batch.hand_out`), a cancelled call's sequences leaving at the next
+        boundary; the eager path generates the calls it started with in one go."""
+        if self.runner is None:
+            began, span = time.perf_counter(), DeviceSpan(self.device)
+            token_sets = iter(self._generate_plans([p for c in calls for p in c.plans], calls[0].cfgs[0],
+                                                   [s for c in calls for s in c.seeds], batch))
+            span.end()
+            return [_Generated([next(token_sets) for _ in c.plans], began, span) for c in calls]
+        calls, cfg = list(calls), calls[0].cfgs[0]
+        joining = JoiningGeneration(self.runner, self.device, cfg, self._prompt)
+        began: dict[int, tuple[float, DeviceSpan]] = {}
+
+        def add(index: int) -> None:
+            began[index] = time.perf_counter(), DeviceSpan(self.device)
+            joining.add(index, calls[index].plans, calls[index].seeds)
+
+        with self._lock:
+            for index in range(len(calls)):
+                add(index)
+        while True:
+            joined = batch.joins()
+            with self._lock:
+                for work in joined:
+                    calls.append(work)
+                    add(len(calls) - 1)
+            for index in [i for i in joining.jobs if batch.cancelled(i)]:
+                joining.stop(index)
+                batch.hand_out(index, error=Cancelled("Stopped."))
+            if joining.idle:
+                return [None] * len(calls)  # every call was handed its tokens
+            with self._lock:
+                done = joining.step()
+            for index, tokens in done:
+                start, span = began[index]
+                span.end()
+                batch.hand_out(index, _Generated(tokens, start, span))
+
+    def _render_generated(self, call: _Planned, generated: _Generated) -> list[SynthesisResult]:
+        """A call's results from its tokens: decoded (on the caller's thread, while the device generates the next
+        steps of its batch or the next batch) and finished."""
+        made = [(request, cfg, seed, tokens)
+                for request, cfg, seed, tokens in zip(call.requests, call.cfgs, call.seeds, generated.tokens)]
+        waves = iter(self._decode_pieces([piece for *_, tokens in made for piece in tokens]))
+        generate_s = generated.span.seconds()
+        decode_s = time.perf_counter() - generated.began - generate_s
+        results = []
+        for request, cfg, seed, tokens in made:
+            audio = self._finish([next(waves) for _ in tokens], request.voice, cfg)
+            timings = Timings(generated.began - call.t0, generate_s, decode_s=decode_s,
+                              total_s=time.perf_counter() - call.t0, audio_s=len(audio) / SAMPLE_RATE)
+            results.append(SynthesisResult(audio, SAMPLE_RATE, timings, seed, tokens))
+        return results
 
     def stream(self, text: str, voice: Voice | None = None, *, instruct: str | None = None,
                language: str | None = None, config: GenerationConfig | None = None,
@@ -400,14 +440,14 @@ class Engine:
                 raise Cancelled("Stopped.")
 
         with self._lock:
-            batched = BatchedGeneration(self.lm, self.runner, self.budget, self.device)
+            batched = BatchedGeneration(self.lm, self.budget, self.device)
             return batched.plans(plans, cfg, seeds, self._prompt, on_step)
 
-    def _decode_pieces(self, pieces: list[torch.Tensor], on_queued: Callable[[], None]) -> list[np.ndarray]:
+    def _decode_pieces(self, pieces: list[torch.Tensor]) -> list[np.ndarray]:
         """The waveforms of token pieces: with `decode_together`, pieces of one length in batches of up to
         DECODE_TOGETHER_FRAMES (a GPU's: within the codec's rounding of one by one and several times faster,
-        BENCHMARKS.md), else one by one (the CPU's: bit-equal to a lone render's). `on_queued()` is called once the
-        last run is queued, before its audio is waited for (with none to decode, at once)."""
+        BENCHMARKS.md), else one by one (the CPU's: bit-equal to a lone render's). Each run is read back once the next
+        is queued: the device always has one to work on."""
         by_length: dict[int, list[list[int]]] = {}  # runs of piece numbers decoded together
         for i, piece in enumerate(pieces):
             length = piece.shape[-1] if self.decode_together else -1 - i
@@ -425,14 +465,11 @@ class Engine:
                 waves[i] = wave.numpy().copy()
 
         if not runs:
-            on_queued()
             return waves
         ahead = None  # the run queued last, read once the next is queued: the device always has one to work on
-        for n, run in enumerate(runs):
+        for run in runs:
             with self._lock, torch.inference_mode():  # queued under the lock, waited for after it
                 queued = (run, self.codec.queue_decode([pieces[i].to(self.device) for i in run]))
-            if n == len(runs) - 1:
-                on_queued()
             if ahead is not None:
                 read(*ahead)
             ahead = queued

@@ -1,13 +1,13 @@
 """Calls made at the same time from several threads, run together: continuous batching across callers.
 
-The app's GPU worker runs compatible jobs (two API clients, the Studio and a Clone request) side by side,
-each on its own thread; every generation they ask for comes here. One batch is queued on the device at a time:
-once the batch before has queued all its device work (its runner calls `RunningBatch.release`, before it waits for
-its audio and finishes it on the CPU), the next batch is every call waiting then whose key equals the oldest's, in
-the order they were asked for. Its generation queues behind the other's decode, so the device works on while that
-audio is read back. A call that comes while a batch is queued joins the next one, so none waits more than one batch
-behind another, however long that one is. Streams that are starting go first, by themselves (one such batch at a
-time): their first audio does not wait for the big groups of streams already playing.
+The app's GPU worker runs compatible jobs (two API clients, the Studio and a Clone request) side by side, each on its
+own thread; every generation they ask for comes here. One batch is queued on the device at a time: once the batch before
+has queued all its device work (its runner calls `RunningBatch.release`, or returns: the engine's callers decode their
+own tokens after), the next batch is every call waiting then whose key equals the oldest's, in the order they were asked
+for. Its generation queues beside the other's decode, so the device works on while that audio is read back. A call that
+comes while a batch is queued joins the next one (or this one, below), so none waits more than one batch behind another,
+however long that one is. Streams that are starting go first, by themselves (one such batch at a time): their first
+audio does not wait for the big groups of streams already playing.
 
 One of the waiting threads runs the batch: the one that ran the last batch when it waits too, since CUDA keeps state
 per thread (cuBLAS and cuDNN handles, cuDNN's convolution plans for each shape) that a thread's first batches would
@@ -15,10 +15,20 @@ have to make; the others wait for their results. A runner still finishing its ba
 thread runs the next: waiting for it would idle the device for the whole readback, which costs more than a thread's
 state, made once (and once per new shape). A call that finds nothing running and nobody to wait for runs at once.
 
+A runner that steps its batch (the engine's graph runner, engine/lm/continuous.py) takes calls in at step boundaries
+(`RunningBatch.joins`): the calls waiting with its key, in the order of asking, up to the first one waiting with another
+key (order kept: none overtakes an older call; a batch of starting streams takes only starting streams), while a call
+the batch started with is still running (so a batch ends at most one generation after its founders, and a call of
+another key waits for at most that). Each call gets its result as soon as its own steps are done (`hand_out`): a stream
+that starts while a batch runs has its first audio one generation after the next step boundary, not after the whole
+batch and its own. The runner's own call, if in the batch, gets its value when the batch ends. A call cancelled inside
+such a batch leaves it at the next boundary, the others' tokens untouched.
+
 A thread that asks for one generation after another (a stream's pieces) is a `member` while it does: the next batch
 starts once the next call of every member that could join it is there, so that the members share their batches
 instead of taking turns. A member whose call is in a batch still finishing is waited for until that batch has
-handed out its results; a member that dawdles, GRACE_S after the last batch did. A batch of starting streams waits
+handed out its results and the member has completed its own (`completing`: the engine decodes its audio on the
+caller's thread); a member that dawdles, GRACE_S after that. A batch of starting streams waits
 only for members yet to make their first call (no other could join it), and GRACE_S after the later of the last
 batch's end and its oldest call's arrival: streams that start together share their first batch on an idle device too,
 instead of one running alone and the rest waiting for it (a stream is a member from its start, before its text is
@@ -70,14 +80,37 @@ class Member:
 @dataclass(eq=False)
 class RunningBatch:
     """What `run_batch` gets beside the works: the batch's own cancel event, as the engine reads it (set once every
-    call is cancelled), and `release` to say that its device work is all queued."""
+    call is cancelled), `release` to say that its device work is all queued, and for a runner that takes calls in at
+    step boundaries, `joins` and `hand_out`."""
 
     calls: list[Call]
     gathering: Gathering
     released: bool = False  # the next batch may start (set under the gathering's lock)
+    founders: int = 0  # calls it started with (the first of `calls`)
+
+    def __post_init__(self):
+        self.founders = len(self.calls)
 
     def is_set(self) -> bool:
         return all(call.cancelled for call in self.calls)
+
+    def joins(self) -> list[Any]:
+        """The works of the calls that join the batch now, at a step boundary of its runner: those waiting with
+        its key, in the order of asking, up to the first call waiting with another key (none overtakes it), while
+        a call the batch started with has no result yet (so the batch ends at most one generation after its
+        founders: nobody waits more than one batch behind it). Their results are `run_batch`'s values after
+        those of the calls before (or handed out)."""
+        with self.gathering._changed:
+            return [call.work for call in self.gathering._join(self)]
+
+    def cancelled(self, index: int) -> bool:
+        """Whether the caller of call `index` has left it (its generation may stop at the next step boundary)."""
+        return self.calls[index].cancelled
+
+    def hand_out(self, index: int, value: Any = None, error: BaseException | None = None) -> None:
+        """Call `index`'s result before the batch ends: its caller goes on (a cancelled call gets Cancelled)."""
+        with self.gathering._changed:
+            self.gathering._settle(self.calls[index], value, error)
 
     def release(self) -> None:
         """The batch's device work is queued: the next batch may start, its work queued behind this one's, while this
@@ -101,6 +134,7 @@ class Gathering:
     _started_last: bool = False  # the last batch was of starting streams only, ahead of others waiting
     _runner: int | None = None  # the thread that ran the last batch
     _finishing: set[int] = field(default_factory=set)  # threads running a batch that has not handed out its results
+    _completing: set[int] = field(default_factory=set)  # threads completing the value a batch gave them (`completing`)
     _changed: threading.Condition = field(default_factory=lambda: threading.Condition(threading.Lock()))
 
     @contextlib.contextmanager
@@ -119,6 +153,21 @@ class Gathering:
                 self._members[thread].blocks -= 1
                 if not self._members[thread].blocks:
                     del self._members[thread]
+                self._changed.notify_all()
+
+    @contextlib.contextmanager
+    def completing(self) -> Iterator[None]:
+        """Within the block, this thread completes the value its call got (the engine decodes its audio): a member is
+        waited for meanwhile as while its call is in a batch, and its grace starts at the block's end."""
+        thread = threading.get_ident()
+        with self._changed:
+            self._completing.add(thread)
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._completing.discard(thread)
+                self._free_at = max(self._free_at, time.monotonic())
                 self._changed.notify_all()
 
     def run(self, work: Any, key: Hashable, cancel: threading.Event | None = None) -> Any:
@@ -156,9 +205,9 @@ class Gathering:
 
     def _wait_s(self) -> float:
         """How long before the next batch may start: while one is queueing, or while the next call of a member that
-        could join it is still to come: until the batch that member is in has ended, else at most GRACE_S after the
-        last batch ended or, for a batch of starting streams, after its oldest call came if that was later (lock
-        held)."""
+        could join it is still to come: until the batch that member is in has ended and it has completed its value,
+        else at most GRACE_S after the last batch ended (or a value was completed) or, for a batch of starting
+        streams, after its oldest call came if that was later (lock held)."""
         if self._queueing or not self._waiting:
             return POLL_S
         asking = {call.thread for call in self._waiting}
@@ -167,8 +216,8 @@ class Gathering:
                    if thread not in asking and not (starting and member.calls)}
         if not awaited:
             return 0.0
-        if any(call.thread in awaited for call in self._in_batches):
-            return POLL_S  # it asks again once its batch has ended
+        if awaited & self._completing or any(call.thread in awaited for call in self._in_batches):
+            return POLL_S  # it asks again once its batch has ended and it has completed its value
         since = max(self._free_at, min(call.asked_at for call in starting)) if starting else self._free_at
         return since + GRACE_S - time.monotonic()
 
@@ -202,6 +251,35 @@ class Gathering:
         self._waiting = [call for call in self._waiting if call not in batch]
         return batch
 
+    def _join(self, batch: RunningBatch) -> list[Call]:
+        """Take into `batch` the waiting calls that may join it now (RunningBatch.joins) (lock held)."""
+        if all(call.done for call in batch.calls[:batch.founders]):
+            return []
+        key, joining = batch.calls[0].key, []
+        starting = all(call.first for call in batch.calls[:batch.founders])
+        for call in self._waiting:
+            if starting and not call.first:
+                continue  # a batch of starting streams stays theirs (its steps as short as can be)
+            if call.key != key:
+                break
+            if not call.cancelled:  # a cancelled one leaves the line by itself
+                joining.append(call)
+        self._waiting = [call for call in self._waiting if call not in joining]
+        batch.calls += joining
+        self._in_batches += joining
+        return joining
+
+    def _settle(self, call: Call, value: Any, error: BaseException | None) -> None:
+        """Give `call` its value or error, once (lock held)."""
+        if call.done:
+            return
+        call.value, call.error = value, error
+        if error is None and call.cancelled:
+            call.error = Cancelled("Stopped.")
+        call.done = True
+        self._in_batches = [c for c in self._in_batches if c is not call]
+        self._changed.notify_all()
+
     def _release(self, batch: RunningBatch) -> None:
         """Let the next batch start, once per batch (lock held)."""
         if not batch.released:
@@ -215,14 +293,10 @@ class Gathering:
         except BaseException as err:  # every call of the batch gets it, the gathering lives on
             values, error = [None] * len(batch.calls), err
         else:
-            error = None
+            error = None if len(values) == len(batch.calls) else RuntimeError("a batch gave a value per call")
         with self._changed:
-            for call, value in zip(batch.calls, values):
-                call.value, call.error = value, error
-                if error is None and call.cancelled:
-                    call.error = Cancelled("Stopped.")
-                call.done = True
-            self._in_batches = [call for call in self._in_batches if not call.done]
+            for call, value in zip(batch.calls, values):  # those not handed out yet
+                self._settle(call, value, error)
             self._finishing.discard(threading.get_ident())
             self._release(batch)
             self._free_at = time.monotonic()

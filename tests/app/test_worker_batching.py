@@ -46,7 +46,7 @@ class Batches:
         self.forwards: list[list] = []  # the prompts of each eager forward loop
         self.held = {n: threading.Event() for n in hold}
         self.changed = threading.Condition()
-        run = engine._render_planned
+        run = engine._generate_batch
 
         def spied(calls, cancel):
             with self.changed:

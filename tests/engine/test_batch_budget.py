@@ -9,7 +9,7 @@ import engine.lm.batch as batch_module
 from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL
 from engine.lm.budget import MemoryBudget
-from engine.lm.runner import DEFAULT_BUCKETS, StaticRunner, packed_rows
+from engine.lm.runner import DEFAULT_BUCKETS, StaticRunner
 
 TEXT = "One line, said four times."
 CFG = GenerationConfig(num_step=2, seed=3)
@@ -46,14 +46,14 @@ def test_the_runner_has_only_the_buckets_the_budget_holds(engine, voice, monkeyp
     assert kept == tuple(b for b in DEFAULT_BUCKETS if b <= 512)
     assert dataclasses.replace(budget, bytes=0).buckets(DEFAULT_BUCKETS) == (DEFAULT_BUCKETS[0],)  # one always runs
     runner = StaticRunner(engine.lm, buckets=kept)
-    seen = []
-    _spy(monkeypatch, runner, "generate", seen)
+    layouts = []  # (bucket, sequences) of every layout the running batch was packed into
+    load = runner.load
+    monkeypatch.setattr(runner, "load", lambda packed, cfg: layouts.append(
+        (packed.ids.shape[-1], int((packed.schedule.sum(0) > 0).sum()))) or load(packed, cfg))
     monkeypatch.setattr(engine, "runner", runner)
-    engine.takes(TEXT, voice, config=CFG, n=6)
-    assert sum(map(len, seen)) == 6 and len(seen) > 1  # six takes do not fit 512 rows at once
-    assert all(sum(packed_rows(p) for p in prompts) < max(kept) for prompts in seen)
-    assert all(budget.runner_bytes(runner.bucket_for(sum(packed_rows(p) for p in prompts))) <= budget.bytes
-               for prompts in seen)
+    takes = engine.takes(TEXT, voice, config=CFG, n=6)
+    assert len(takes) == 6 and max(n for _, n in layouts) < 6  # six takes do not fit 512 rows at once
+    assert all(budget.runner_bytes(bucket) <= budget.bytes for bucket, _ in layouts)
 
 
 def test_the_budget_is_a_share_of_the_free_gpu_memory(monkeypatch):

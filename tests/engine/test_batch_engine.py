@@ -19,14 +19,20 @@ CFG = GenerationConfig(num_step=4, seed=40)
 
 @pytest.fixture(params=["eager", "runner"])
 def path(request, engine, monkeypatch):
-    """The eager reference loop, or the runner (its batches spied on)."""
+    """The eager reference loop, or the runner (its batches spied on: the sequences each running batch took)."""
     calls = []
     if request.param == "runner":
-        runner = StaticRunner(engine.lm, buckets=(256, 512, 1024))
-        generate = runner.generate
-        monkeypatch.setattr(runner, "generate", lambda prompts, *a, **k: calls.append(len(prompts)) or
-                            generate(prompts, *a, **k))
-        monkeypatch.setattr(engine, "runner", runner)
+        class Counted(batch_module.ContinuousBatch):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                calls.append(0)
+
+            def add(self, *args):
+                calls[-1] += 1
+                return super().add(*args)
+
+        monkeypatch.setattr(batch_module, "ContinuousBatch", Counted)
+        monkeypatch.setattr(engine, "runner", StaticRunner(engine.lm, buckets=(256, 512, 1024)))
     else:
         generate = batch_module.generate_tokens
         monkeypatch.setattr(batch_module, "generate_tokens", lambda lm, prompts, *a, **k: calls.append(len(prompts))
@@ -109,8 +115,7 @@ def test_pieces_of_one_length_decode_together_where_the_engine_says_so(engine, v
 def test_waves_are_read_with_the_engine_free(engine, voice, monkeypatch):
     """The decode is queued under the engine's lock and waited for after it (on a GPU the wait is the device's whole
     batch), so what takes the lock outside the batches (voice_from_clip, reference_audio) is not held up by it, nor is
-    another thread's next batch, which the gathering starts once this one's decode is queued
-    (tests/engine/test_gather_engine.py)."""
+    the next batch's generation (tests/engine/test_gather_engine.py)."""
     from engine.codec import QueuedDecode
 
     locked, waves = [], QueuedDecode.waves
@@ -123,8 +128,7 @@ def test_waves_are_read_with_the_engine_free(engine, voice, monkeypatch):
 
 def test_a_long_decode_keeps_at_most_two_runs_in_flight_and_hands_out_its_own_arrays(engine, monkeypatch):
     """Each run is read once the next is queued (the device always has work), so the page-locked copies of a long
-    render's audio never pile up; the waves handed out are the engine's own arrays, not views of those buffers. The
-    batch is released (engine/gather.py) once its last run is queued, before any more is read."""
+    render's audio never pile up; the waves handed out are the engine's own arrays, not views of those buffers."""
     from engine.codec import QueuedDecode
 
     events, held, queue, waves = [], [], engine.codec.queue_decode, QueuedDecode.waves
@@ -139,8 +143,8 @@ def test_a_long_decode_keeps_at_most_two_runs_in_flight_and_hands_out_its_own_ar
     monkeypatch.setattr(QueuedDecode, "waves", lambda self: events.append("read") or waves(self))
     g = torch.Generator().manual_seed(3)
     pieces = [torch.randint(0, engine.codec.codebook_size, (8, 6 + n), generator=g) for n in range(4)]
-    out = engine._decode_pieces(pieces, on_queued=lambda: events.append("all queued"))
-    assert events == ["queue", "queue", "read", "queue", "read", "queue", "all queued", "read", "read"]
+    out = engine._decode_pieces(pieces)
+    assert events == ["queue", "queue", "read", "queue", "read", "queue", "read", "read"]
     for wave, decode in zip(out, held):
         assert wave.shape == decode.host_waves[0].shape
         assert not np.shares_memory(wave, decode.host_waves[0].numpy())

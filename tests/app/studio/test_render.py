@@ -204,7 +204,7 @@ def test_a_render_and_a_clone_request_share_batches(engine, library, tmp_path, m
 
     project, script, cues = new_project(tmp_path, library, "".join(f"Anna: Line {n}.\n" for n in range(1, 4)))
     monkeypatch.setattr(gather, "GRACE_S", 600.0)  # a batch waits for the render's next group, however slow
-    first_held, batches, run = threading.Event(), [], engine._render_planned
+    first_held, batches, run = threading.Event(), [], engine._generate_batch
 
     def spied(calls, cancel):
         batches.append([r.text for call in calls for r in call.requests])

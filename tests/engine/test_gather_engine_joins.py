@@ -1,0 +1,131 @@
+"""The engine's running batch through its gathering with the graph runner (its static algorithm on the CPU, demo
+checkpoint): a call asked while a batch generates joins it at a step boundary, gets its audio as soon as its own
+steps are done, and equals its lone render, as does the call it joined; a joined call stopped leaves the others
+exact. Steps are held by events, so nothing depends on timing."""
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import engine.lm.batch as batch_module
+from engine.config import GenerationConfig
+from engine.errors import Cancelled
+from engine.gather import RunningBatch
+from engine.lm.runner import StaticRunner
+from engine.request import SpeechRequest
+
+TIMEOUT_S = 60
+CFG = GenerationConfig(num_step=6, seed=31)
+LONG, SHORT = "This first request is the longer of the two, by a good many words.", "A short one."
+
+
+@pytest.fixture
+def runner_engine(engine, monkeypatch):
+    monkeypatch.setattr(engine, "runner", StaticRunner(engine.lm, buckets=(256, 512, 1024)))
+    return engine
+
+
+@pytest.fixture
+def alone(runner_engine, voice):
+    return {text: runner_engine.render_many([SpeechRequest(text=text, voice=voice, config=CFG)])[0].audio
+            for text in (LONG, SHORT)}
+
+
+class Held:
+    """Spies on the running batches: at the boundary before step i (the batch's own count, before the joins there are
+    taken; outside the engine's lock, as a caller's decode needs it) the runner waits for holds[i] when there is one,
+    after saying so (`reached(i)`). Records how many batches were made, which sequences each took in, and how many
+    members each step ran."""
+
+    def __init__(self, monkeypatch, holds: dict[int, threading.Event]):
+        self.batches: list[int] = []
+        self.members: list[int] = []
+        self._reached = {i: threading.Event() for i in holds}
+        held, joins = self, RunningBatch.joins
+
+        class Spied(batch_module.ContinuousBatch):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                held.batches.append(0)
+
+            def add(self, *args):
+                held.batches[-1] += 1
+                return super().add(*args)
+
+            def step(self):
+                finished = super().step()
+                held.members.append(len(self.members))
+                return finished
+
+        def boundary(batch):
+            step = len(held.members)  # steps taken so far (one batch in these tests)
+            if step in holds:
+                held._reached[step].set()
+                assert holds[step].wait(TIMEOUT_S)
+            return joins(batch)
+
+        monkeypatch.setattr(batch_module, "ContinuousBatch", Spied)
+        monkeypatch.setattr(RunningBatch, "joins", boundary)
+
+    def reached(self, step: int) -> None:
+        """Until the batch waits before step `step`, its joins there not yet taken."""
+        assert self._reached[step].wait(TIMEOUT_S)
+
+
+def _wait_for(condition) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+
+
+def _asking(engine, text: str) -> bool:
+    return any(call.work.requests[0].text == text for call in engine._gathering._waiting)
+
+
+def test_calls_join_the_running_batch_and_each_gets_its_audio_when_its_own_steps_are_done(runner_engine, voice,
+                                                                                           alone, monkeypatch):
+    """Two calls join a running batch at steps 1 and 2: the first of them has its audio while the batch is held
+    before the other's last step; all three equal their lone renders."""
+    last = 2 + CFG.num_step - 1  # the second one's last step
+    holds = {1: threading.Event(), 2: threading.Event(), last: threading.Event()}
+    held = Held(monkeypatch, holds)
+    with ThreadPoolExecutor(3) as pool:
+        running = pool.submit(runner_engine.render_many, [SpeechRequest(text=LONG, voice=voice, config=CFG)])
+        joining = []
+        for step, text in ((1, SHORT), (2, LONG)):
+            held.reached(step)
+            joining.append(pool.submit(runner_engine.render_many, [SpeechRequest(text=text, voice=voice, config=CFG)]))
+            _wait_for(lambda: _asking(runner_engine, text))
+            holds[step].set()  # it joins at this boundary
+        first_audio = joining[0].result(TIMEOUT_S)[0].audio
+        assert not joining[1].done() and not running.done()
+        holds[last].set()
+        audio = [future.result(TIMEOUT_S)[0].audio for future in (running, joining[1])]
+    assert held.batches == [3] and held.members == [1, 2, 3, 3, 3, 3, 2, 1]  # one running batch took all three
+    np.testing.assert_array_equal(first_audio, alone[SHORT])
+    for got in audio:
+        np.testing.assert_array_equal(got, alone[LONG])
+
+
+def test_a_joined_call_stopped_leaves_at_the_next_boundary_and_the_other_stays_exact(runner_engine, voice, alone,
+                                                                                    monkeypatch):
+    holds = {step: threading.Event() for step in (1, 2, 3)}
+    held = Held(monkeypatch, holds)
+    stop = threading.Event()
+    with ThreadPoolExecutor(2) as pool:
+        long = pool.submit(runner_engine.render_many, [SpeechRequest(text=LONG, voice=voice, config=CFG)])
+        held.reached(1)
+        short = pool.submit(runner_engine.render_many, [SpeechRequest(text=SHORT, voice=voice, config=CFG)], stop)
+        _wait_for(lambda: _asking(runner_engine, SHORT))
+        holds[1].set()  # it joins at step 1
+        held.reached(2)
+        stop.set()
+        holds[2].set()
+        assert isinstance(short.exception(TIMEOUT_S), Cancelled)  # at the boundary before step 2
+        holds[3].set()
+        long_audio = long.result(TIMEOUT_S)[0].audio
+    assert held.batches == [2] and held.members[:4] == [1, 2, 1, 1]  # it ran step 1 only
+    np.testing.assert_array_equal(long_audio, alone[LONG])

@@ -1,0 +1,146 @@
+"""engine/gather.py with a runner that takes calls in at step boundaries (RunningBatch.joins) and hands each call
+its result as soon as it is done (hand_out), as the engine's graph runner does: who joins, in which order, and when
+a call gets its value. Steps are driven by the test one at a time, so nothing depends on timing."""
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from engine.errors import Cancelled
+from engine.gather import Gathering
+
+TIMEOUT_S = 60
+
+
+class Steps:
+    """run_batch: work w runs w // 10 steps and is worth 10 w. Before each step it waits for a tick from the test,
+    then takes the joins in, hands a cancelled call Cancelled, and steps every call left."""
+
+    def __init__(self):
+        self.ticks, self.at_boundary, self.stepped = (threading.Semaphore(0) for _ in range(3))
+        self.seen, self.joined, self.finished = [], [], []
+
+    def tick(self) -> None:
+        """Let the running batch take one step (or end) once it waits for it, and wait for it to have done so."""
+        assert self.at_boundary.acquire(timeout=TIMEOUT_S)
+        self.ticks.release()
+        assert self.stepped.acquire(timeout=TIMEOUT_S)
+
+    def __call__(self, works, batch):
+        works, step = list(works), 0
+        left = {i: work // 10 for i, work in enumerate(works)}
+        while True:
+            self.at_boundary.release()
+            assert self.ticks.acquire(timeout=TIMEOUT_S)
+            for work in batch.joins():
+                left[len(works)] = work // 10
+                works.append(work)
+                self.joined.append((step, work))
+            for i in [i for i in left if batch.cancelled(i)]:
+                del left[i]
+                batch.hand_out(i, error=Cancelled("Stopped."))
+            if not left:
+                self.stepped.release()
+                break
+            for i in list(left):
+                left[i] -= 1
+                if not left[i]:
+                    del left[i]
+                    self.finished.append((step, works[i]))
+                    batch.hand_out(i, 10 * works[i])
+            step += 1
+            self.stepped.release()
+        self.seen.append(works)
+        return [None] * len(works)
+
+
+def waiting(gathering: Gathering, count: int) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(gathering._waiting) < count:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+
+
+@pytest.fixture
+def pool():
+    with ThreadPoolExecutor(8) as executor:
+        yield executor
+
+
+def test_calls_of_the_batchs_key_join_at_the_next_step_and_leave_with_their_results(pool):
+    """A call asked while a batch of its key runs joins it at the next step boundary and gets its value when its
+    own steps are done, the batch running on; a call asked after one of another key waits behind that one."""
+    steps = Steps()
+    gathering = Gathering(steps)
+    first = pool.submit(gathering.run, 30, "a")  # 3 steps
+    steps.tick()  # its step 0
+    short = pool.submit(gathering.run, 10, "a")
+    waiting(gathering, 1)
+    other = pool.submit(gathering.run, 10, "b")
+    waiting(gathering, 2)
+    behind = pool.submit(gathering.run, 20, "a")
+    waiting(gathering, 3)
+    steps.tick()  # step 1: the short one joins and finishes at it
+    assert short.result(TIMEOUT_S) == 100
+    assert not first.done() and [call.work for call in gathering._waiting] == [10, 20]
+    for _ in range(2 + 2 + 3):  # the first batch's steps 2 and its end, then b's batch, then the last
+        steps.tick()
+    assert first.result(TIMEOUT_S) == 300 and other.result(TIMEOUT_S) == 100 and behind.result(TIMEOUT_S) == 200
+    assert steps.joined == [(1, 10)] and steps.seen == [[30, 10], [10], [20]]
+
+
+def test_a_batch_takes_no_joins_once_the_calls_it_started_with_are_done(pool):
+    """Joins stop when its founders are done, so it ends at most one generation after them: a call asked then waits
+    for the next batch, not for the joined ones' joiners, and so on."""
+    steps = Steps()
+    gathering = Gathering(steps)
+    first = pool.submit(gathering.run, 20, "a")  # 2 steps: done at step 1
+    steps.tick()
+    joined = pool.submit(gathering.run, 30, "a")
+    waiting(gathering, 1)
+    steps.tick()  # step 1: joined takes its step 0, first is done
+    late = pool.submit(gathering.run, 10, "a")
+    waiting(gathering, 1)
+    for _ in range(3 + 2):  # steps 2 and 3 and the end, then the late one's batch
+        steps.tick()
+    assert [f.result(TIMEOUT_S) for f in (first, joined, late)] == [200, 300, 100]
+    assert steps.seen == [[20, 30], [10]]
+
+
+def test_a_joined_call_cancelled_leaves_at_the_next_boundary_and_the_others_run_on(pool):
+    steps = Steps()
+    gathering = Gathering(steps)
+    first = pool.submit(gathering.run, 30, "a")
+    steps.tick()
+    stop = threading.Event()
+    leaving = pool.submit(gathering.run, 30, "a", stop)
+    waiting(gathering, 1)
+    steps.tick()  # step 1: it joins
+    stop.set()
+    steps.tick()  # step 2: it leaves, the first is done
+    assert isinstance(leaving.exception(TIMEOUT_S), Cancelled)
+    steps.tick()
+    assert first.result(TIMEOUT_S) == 300 and steps.finished == [(2, 30)] and steps.seen == [[30, 30]]
+
+
+def test_a_batch_of_starting_streams_takes_in_only_starting_streams(pool):
+    """Its steps stay as short as they can be for the first audio waiting on them: another stream's start joins it,
+    a call asked before that start does not (it runs next)."""
+    steps = Steps()
+    gathering = Gathering(steps)
+
+    def stream(work):
+        with gathering.member():
+            return gathering.run(work, "a")
+
+    first = pool.submit(stream, 30)
+    steps.tick()
+    plain = pool.submit(gathering.run, 10, "a")
+    waiting(gathering, 1)
+    second = pool.submit(stream, 20)
+    waiting(gathering, 2)
+    for _ in range(3 + 2):  # steps 1 and 2 and the end, then the plain call's batch
+        steps.tick()
+    assert [f.result(TIMEOUT_S) for f in (first, second, plain)] == [300, 200, 100]
+    assert steps.joined == [(1, 20)] and steps.seen == [[30, 20], [10]]

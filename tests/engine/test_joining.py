@@ -1,0 +1,69 @@
+"""engine/lm/batch.py's JoiningGeneration (CPU, the runner's static algorithm): a plan whose later chunks take chunk 0
+as their reference gets them after chunk 0, each item its lone tokens, whether chunk 0 runs in the batch or, too large
+for every bucket, eagerly; a caller joining later gets its own lone tokens too."""
+import pytest
+import torch
+from test_batch import CFG
+
+from engine.constants import DEMO_MODEL
+from engine.lm.batch import JoiningGeneration, item_seed
+from engine.lm.checkpoint import load_lm, load_text_tokenizer
+from engine.lm.decode import generate_tokens
+from engine.lm.plan import Plan, PlanItem
+from engine.lm.prompt import build_prompt
+from engine.lm.runner import StaticRunner
+
+TEXTS = [("The first chunk.", 10), ("The second chunk, a little longer.", 14), ("The third.", 7)]
+
+
+@pytest.fixture(scope="module")
+def lm_and_tokenizer():
+    return load_lm(DEMO_MODEL, "cpu", torch.float32), load_text_tokenizer(DEMO_MODEL)
+
+
+def _plan(chunk0_is_reference: bool) -> Plan:
+    items = [PlanItem(text, T, TEXTS[0][0] if chunk0_is_reference and i else None, None)
+             for i, (text, T) in enumerate(TEXTS)]
+    return Plan(items, "en", None, False, chunk0_is_reference)
+
+
+def _prompt_of(lm, tok):
+    def prompt_of(plan, i, chunk0):  # as the engine's
+        item = plan.items[i]
+        return build_prompt(tok, lm.cfg, item.text, item.target_len, ref_text=item.ref_text, ref_tokens=chunk0,
+                            language=plan.language)
+    return prompt_of
+
+
+def _run(joining: JoiningGeneration, joins: dict[int, tuple]) -> dict:
+    got = {}
+    for step in range(100):  # bounded: a caller never handed out fails instead of hanging
+        for caller, plans, seeds in [joins[step]] if step in joins else []:
+            joining.add(caller, plans, seeds)
+        if joining.idle and step > max(joins):
+            return got
+        got.update(joining.step())
+    raise AssertionError(f"still running: {list(joining.jobs)}")
+
+
+def _alone(lm, runner, prompt, seed):
+    """Its lone tokens: the runner's, or eagerly where no bucket holds it."""
+    if runner.fits(prompt):
+        return runner.generate([prompt], CFG, [seed])[0]
+    return generate_tokens(lm, [prompt], CFG, [torch.Generator().manual_seed(seed)])[0]
+
+
+@pytest.mark.parametrize("buckets", [(128, 256, 512), (16,)], ids=["in the batch", "too large: eagerly"])
+def test_later_chunks_follow_chunk_0_and_each_item_gets_its_lone_tokens(lm_and_tokenizer, buckets):
+    lm, tok = lm_and_tokenizer
+    runner, prompt_of = StaticRunner(lm, buckets=buckets), _prompt_of(lm, tok)
+    joining = JoiningGeneration(runner, torch.device("cpu"), CFG, prompt_of)
+    referenced, plain = _plan(True), _plan(False)
+    got = _run(joining, {0: ("referenced", [referenced], [7]), 2: ("plain", [plain], [8])})
+    chunk0 = got["referenced"][0][0]
+    assert torch.equal(chunk0, _alone(lm, runner, prompt_of(referenced, 0, None), item_seed(7, 0)))
+    for i in (1, 2):
+        want = _alone(lm, runner, prompt_of(referenced, i, chunk0), item_seed(7, i))
+        assert torch.equal(got["referenced"][0][i], want)
+    for i in range(3):
+        assert torch.equal(got["plain"][0][i], _alone(lm, runner, prompt_of(plain, i, None), item_seed(8, i)))
