@@ -114,7 +114,9 @@ class ContinuousBatch:
         tokens = None
         if carried:  # read out of the old layout before the new one may overwrite its buffers
             old = torch.cat([torch.arange(s.slot, s.slot + s.prompt.target_len) for s in carried])
-            tokens = self.entry.buffers.tokens.index_select(1, old.to(self.entry.buffers.tokens.device))  # [C, n]
+            # non_blocking: a blocking copy would wait for every step queued on the device (the host runs ahead)
+            tokens = self.entry.buffers.tokens.index_select(1, old.to(self.entry.buffers.tokens.device,
+                                                                      non_blocking=True))  # [C, n]
         for s in self.members:
             s.slot = -1
         self.members = [s for s in self.members if self._stays(s)]
@@ -131,7 +133,8 @@ class ContinuousBatch:
         self.entry = self.runner.load(packed, self.cfg)
         if tokens is not None:
             buf = self.entry.buffers
-            new = torch.cat([torch.arange(s.slot, s.slot + s.prompt.target_len) for s in carried]).to(buf.tokens.device)
+            new = torch.cat([torch.arange(s.slot, s.slot + s.prompt.target_len) for s in carried])
+            new = new.to(buf.tokens.device, non_blocking=True)
             buf.tokens.index_copy_(1, new, tokens)
             buf.ids[0].index_copy_(1, buf.cond_cols.index_select(0, new), tokens)
             buf.ids[0].index_copy_(1, buf.uncond_cols.index_select(0, new), tokens)
