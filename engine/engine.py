@@ -116,6 +116,20 @@ class _Generated:
     span: DeviceSpan  # its generation on the device: from its first step's start to its last step's end
 
 
+@dataclass
+class _Joining:
+    """A running batch of the graph runner, as `_generate_batch` keeps it across step boundaries and hand-overs."""
+    joining: JoiningGeneration
+    calls: list[_Planned]  # in the batch's order (RunningBatch.calls)
+    began: dict[int, tuple[float, DeviceSpan]]  # by call: when the batch took it in, and its device span
+
+    def add(self, call: _Planned, device: torch.device) -> None:
+        index = len(self.calls)
+        self.calls.append(call)
+        self.began[index] = time.perf_counter(), DeviceSpan(device)
+        self.joining.add(index, call.plans, call.seeds)
+
+
 AHEAD_MAX = 16  # streamed pieces generated together at most (the runner cuts a group further to fit)
 DECODE_TOGETHER_FRAMES = 1000  # frames decoded in one batch at most (40 s of audio: a long lone piece's memory)
 
@@ -292,41 +306,38 @@ class Engine:
         """One batch: the tokens of every plan of every call, generated together; the callers decode them. With the
         graph runner, calls of the batch's key join it at step boundaries (`batch.joins`) and each call's tokens are
         handed out as soon as they are done (`batch.hand_out`), a cancelled call's sequences leaving at the next
-        boundary; the eager path generates the calls it started with in one go."""
+        boundary; once this thread's own call is done, another thread of the batch runs it on (`batch.hand_over`).
+        The eager path generates the calls it started with in one go."""
         if self.runner is None:
             began, span = time.perf_counter(), DeviceSpan(self.device)
             token_sets = iter(self._generate_plans([p for c in calls for p in c.plans], calls[0].cfgs[0],
                                                    [s for c in calls for s in c.seeds], batch))
             span.end()
             return [_Generated([next(token_sets) for _ in c.plans], began, span) for c in calls]
-        calls, cfg = list(calls), calls[0].cfgs[0]
-        joining = JoiningGeneration(self.runner, self.device, cfg, self._prompt)
-        began: dict[int, tuple[float, DeviceSpan]] = {}
-
-        def add(index: int) -> None:
-            began[index] = time.perf_counter(), DeviceSpan(self.device)
-            joining.add(index, calls[index].plans, calls[index].seeds)
-
-        with self._lock:
-            for index in range(len(calls)):
-                add(index)
+        if batch.state is None:  # a batch handed over (RunningBatch.hand_over) goes on where it was
+            batch.state = _Joining(JoiningGeneration(self.runner, self.device, calls[0].cfgs[0], self._prompt), [], {})
+            with self._lock:
+                for call in calls:
+                    batch.state.add(call, self.device)
+        state = batch.state
         while True:
             joined = batch.joins()
             with self._lock:
-                for work in joined:
-                    calls.append(work)
-                    add(len(calls) - 1)
-            for index in [i for i in joining.jobs if batch.cancelled(i)]:
-                joining.stop(index)
+                for call in joined:
+                    state.add(call, self.device)
+            for index in [i for i in state.joining.jobs if batch.cancelled(i)]:
+                state.joining.stop(index)
                 batch.hand_out(index, error=Cancelled("Stopped."))
-            if joining.idle:
-                return [None] * len(calls)  # every call was handed its tokens
+            if state.joining.idle:
+                return [None] * len(state.calls)  # every call was handed its tokens
             with self._lock:
-                done = joining.step()
+                done = state.joining.step()
             for index, tokens in done:
-                start, span = began[index]
+                start, span = state.began[index]
                 span.end()
                 batch.hand_out(index, _Generated(tokens, start, span))
+            if done and batch.hand_over():  # this thread's own call is done: another's thread runs the batch on
+                return [None] * len(state.calls)
 
     def _render_generated(self, call: _Planned, generated: _Generated) -> list[SynthesisResult]:
         """A call's results from its tokens: decoded (on the caller's thread, while the device generates the next

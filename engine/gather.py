@@ -21,8 +21,9 @@ key (order kept: none overtakes an older call; a batch of starting streams takes
 the batch started with is still running (so a batch ends at most one generation after its founders, and a call of
 another key waits for at most that). Each call gets its result as soon as its own steps are done (`hand_out`): a stream
 that starts while a batch runs has its first audio one generation after the next step boundary, not after the whole
-batch and its own. The runner's own call, if in the batch, gets its value when the batch ends. A call cancelled inside
-such a batch leaves it at the next boundary, the others' tokens untouched.
+batch and its own. Once the runner's own call is done (or if it has none in the batch), it hands the batch over to a
+thread whose call is still in it (`hand_over`), which runs it on from the next boundary: no caller waits for others'
+steps after its own. A call cancelled inside such a batch leaves it at the next boundary, the others' tokens untouched.
 
 A thread that asks for one generation after another (a stream's pieces) is a `member` while it does: the next batch
 starts once the next call of every member that could join it is there, so that the members share their batches
@@ -87,6 +88,8 @@ class RunningBatch:
     gathering: Gathering
     released: bool = False  # the next batch may start (set under the gathering's lock)
     founders: int = 0  # calls it started with (the first of `calls`)
+    parked: bool = False  # its runner handed it over: a thread whose call is in it runs it on (`hand_over`)
+    state: Any = None  # the runner's, kept across hand-overs
 
     def __post_init__(self):
         self.founders = len(self.calls)
@@ -106,6 +109,19 @@ class RunningBatch:
     def cancelled(self, index: int) -> bool:
         """Whether the caller of call `index` has left it (its generation may stop at the next step boundary)."""
         return self.calls[index].cancelled
+
+    def hand_over(self) -> bool:
+        """Whether the runner leaves the batch now to a thread whose call is still in it, its own call (if any) having
+        its result: if so, `run_batch` is called again with this batch on that thread (its `state` kept) and the
+        runner returns at once (its value ignored), so that its caller goes on too."""
+        thread = threading.get_ident()
+        with self.gathering._changed:
+            if all(call.done for call in self.calls) or any(c.thread == thread and not c.done for c in self.calls):
+                return False
+            self.parked = True
+            self.gathering._parked = self
+            self.gathering._changed.notify_all()
+            return True
 
     def hand_out(self, index: int, value: Any = None, error: BaseException | None = None) -> None:
         """Call `index`'s result before the batch ends: its caller goes on (a cancelled call gets Cancelled)."""
@@ -135,6 +151,7 @@ class Gathering:
     _runner: int | None = None  # the thread that ran the last batch
     _finishing: set[int] = field(default_factory=set)  # threads running a batch that has not handed out its results
     _completing: set[int] = field(default_factory=set)  # threads completing the value a batch gave them (`completing`)
+    _parked: RunningBatch | None = None  # a batch its runner handed over, for a thread of its calls to run on
     _changed: threading.Condition = field(default_factory=lambda: threading.Condition(threading.Lock()))
 
     @contextlib.contextmanager
@@ -186,22 +203,32 @@ class Gathering:
         while True:
             with self._changed:
                 # a call in a batch waits for its end, cancelled or not (the end says what became of it)
-                while not call.done and not (call in self._waiting and (call.cancelled or self._starts_here())):
+                while not call.done and not self._takes_over(call) and not (
+                        call in self._waiting and (call.cancelled or self._starts_here())):
                     self._changed.wait(self._pause_s())
                 if call.done:
                     break
-                if call.cancelled:  # not in a batch yet: it leaves the line
+                if self._takes_over(call):  # its batch was handed over: this thread runs it on
+                    batch, self._parked = self._parked, None
+                    batch.parked = False
+                elif call.cancelled:  # not in a batch yet: it leaves the line
                     self._waiting.remove(call)
                     self._changed.notify_all()
                     raise Cancelled("Stopped.")
-                batch = RunningBatch(self._take(), self)  # the device is free: this thread runs the next batch
-                self._in_batches += batch.calls
-                self._queueing, self._runner = True, call.thread
+                else:
+                    batch = RunningBatch(self._take(), self)  # the device is free: this thread runs the next batch
+                    self._in_batches += batch.calls
+                    self._queueing = True
+                self._runner = call.thread
                 self._finishing.add(call.thread)
             self._run(batch)  # unlocked
         if call.error is not None:
             raise call.error
         return call.value
+
+    def _takes_over(self, call: Call) -> bool:
+        """Whether `call`'s thread runs on the batch handed over, which holds it (lock held)."""
+        return self._parked is not None and not call.done and call in self._parked.calls
 
     def _wait_s(self) -> float:
         """How long before the next batch may start: while one is queueing, or while the next call of a member that
@@ -293,8 +320,14 @@ class Gathering:
         except BaseException as err:  # every call of the batch gets it, the gathering lives on
             values, error = [None] * len(batch.calls), err
         else:
-            error = None if len(values) == len(batch.calls) else RuntimeError("a batch gave a value per call")
+            error = None if batch.parked or len(values) == len(batch.calls) else RuntimeError("a value per call")
         with self._changed:
+            if batch.parked and error is None:  # another thread runs it on
+                self._finishing.discard(threading.get_ident())
+                self._changed.notify_all()
+                return
+            if self._parked is batch:
+                self._parked, batch.parked = None, False
             for call, value in zip(batch.calls, values):  # those not handed out yet
                 self._settle(call, value, error)
             self._finishing.discard(threading.get_ident())

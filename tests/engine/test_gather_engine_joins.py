@@ -87,8 +87,8 @@ def _asking(engine, text: str) -> bool:
 
 def test_calls_join_the_running_batch_and_each_gets_its_audio_when_its_own_steps_are_done(runner_engine, voice,
                                                                                            alone, monkeypatch):
-    """Two calls join a running batch at steps 1 and 2: the first of them has its audio while the batch is held
-    before the other's last step; all three equal their lone renders."""
+    """Two calls join a running batch at steps 1 and 2: the first of them, and the call the batch started with, have
+    their audio while the batch is held before the other's last step; all three equal their lone renders."""
     last = 2 + CFG.num_step - 1  # the second one's last step
     holds = {1: threading.Event(), 2: threading.Event(), last: threading.Event()}
     held = Held(monkeypatch, holds)
@@ -100,10 +100,11 @@ def test_calls_join_the_running_batch_and_each_gets_its_audio_when_its_own_steps
             joining.append(pool.submit(runner_engine.render_many, [SpeechRequest(text=text, voice=voice, config=CFG)]))
             _wait_for(lambda: _asking(runner_engine, text))
             holds[step].set()  # it joins at this boundary
-        first_audio = joining[0].result(TIMEOUT_S)[0].audio
-        assert not joining[1].done() and not running.done()
+        # the first joiner and the call the batch started with have their audio (its runner handed the batch over)
+        first_audio, running_audio = (future.result(TIMEOUT_S)[0].audio for future in (joining[0], running))
+        assert not joining[1].done()
         holds[last].set()
-        audio = [future.result(TIMEOUT_S)[0].audio for future in (running, joining[1])]
+        audio = [running_audio, joining[1].result(TIMEOUT_S)[0].audio]
     assert held.batches == [3] and held.members == [1, 2, 3, 3, 3, 3, 2, 1]  # one running batch took all three
     np.testing.assert_array_equal(first_audio, alone[SHORT])
     for got in audio:

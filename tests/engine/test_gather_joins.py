@@ -17,9 +17,10 @@ class Steps:
     """run_batch: work w runs w // 10 steps and is worth 10 w. Before each step it waits for a tick from the test,
     then takes the joins in, hands a cancelled call Cancelled, and steps every call left."""
 
-    def __init__(self):
+    def __init__(self, hands_over: bool = False):
         self.ticks, self.at_boundary, self.stepped = (threading.Semaphore(0) for _ in range(3))
-        self.seen, self.joined, self.finished = [], [], []
+        self.seen, self.joined, self.finished, self.threads = [], [], [], []
+        self.hands_over = hands_over  # once its own call is done, the runner hands the batch over
 
     def tick(self) -> None:
         """Let the running batch take one step (or end) once it waits for it, and wait for it to have done so."""
@@ -28,29 +29,35 @@ class Steps:
         assert self.stepped.acquire(timeout=TIMEOUT_S)
 
     def __call__(self, works, batch):
-        works, step = list(works), 0
-        left = {i: work // 10 for i, work in enumerate(works)}
+        if batch.state is None:  # kept on the batch across hand-overs
+            batch.state = {"works": list(works), "left": {i: work // 10 for i, work in enumerate(works)}, "step": 0}
+        state = batch.state
+        works, left = state["works"], state["left"]
         while True:
             self.at_boundary.release()
             assert self.ticks.acquire(timeout=TIMEOUT_S)
+            self.threads.append(threading.get_ident())
             for work in batch.joins():
                 left[len(works)] = work // 10
                 works.append(work)
-                self.joined.append((step, work))
+                self.joined.append((state["step"], work))
             for i in [i for i in left if batch.cancelled(i)]:
                 del left[i]
                 batch.hand_out(i, error=Cancelled("Stopped."))
             if not left:
                 self.stepped.release()
                 break
+            done = [i for i in left if left[i] == 1]
             for i in list(left):
                 left[i] -= 1
                 if not left[i]:
                     del left[i]
-                    self.finished.append((step, works[i]))
+                    self.finished.append((state["step"], works[i]))
                     batch.hand_out(i, 10 * works[i])
-            step += 1
+            state["step"] += 1
             self.stepped.release()
+            if self.hands_over and done and batch.hand_over():
+                return [None] * len(works)
         self.seen.append(works)
         return [None] * len(works)
 
@@ -144,3 +151,22 @@ def test_a_batch_of_starting_streams_takes_in_only_starting_streams(pool):
         steps.tick()
     assert [f.result(TIMEOUT_S) for f in (first, second, plain)] == [300, 200, 100]
     assert steps.joined == [(1, 20)] and steps.seen == [[30, 20], [10]]
+
+
+def test_a_runner_whose_call_is_done_hands_the_batch_over_to_a_joined_calls_thread(pool):
+    """The runner's own caller goes on as soon as its call is done, as every other's does: a thread whose call is
+    still in the batch runs it on from the next boundary."""
+    steps = Steps(hands_over=True)
+    gathering = Gathering(steps)
+    first = pool.submit(gathering.run, 30, "a")  # its thread runs the batch
+    steps.tick()
+    joined = pool.submit(gathering.run, 50, "a")
+    waiting(gathering, 1)
+    steps.tick()  # step 1: it joins
+    steps.tick()  # step 2: the first is done
+    assert first.result(TIMEOUT_S) == 300 and not joined.done()
+    for _ in range(3 + 1):  # its steps 3 to 5, and the end
+        steps.tick()
+    assert joined.result(TIMEOUT_S) == 500 and steps.seen == [[30, 50]]
+    before, after = set(steps.threads[:3]), set(steps.threads[3:])  # the first's thread, then the joined one's
+    assert len(before) == len(after) == 1 and before != after
