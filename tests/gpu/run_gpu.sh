@@ -44,6 +44,9 @@ for step in "$@"; do
                --json "$OUT/rmsnorm_fp8.jsonl" 2>&1 | tail -20 ;;
     fp8acc) timeout 120 python3 -m tools.kernels.fp8_accumulation 2>&1 | tail -20 ;;
     fp8scaling) timeout 120 python3 -m tools.kernels.bench_fp8_scaling --json "$OUT/fp8_scaling.json" 2>&1 | tail -30 ;;
+    # which of o_proj / down_proj pay in FP8 with unit scales (issue 22 target 1): one layer's chains, the candidates,
+    # the whole model's step per choice of FP8 linears (engine/quant/realtime.py FP8_LINEARS is the switch)
+    fp8layer) timeout 150 python3 -m tools.kernels.bench_fp8_layer --json "$OUT/bench_fp8_layer.json" 2>&1 | tail -80 ;;
     gemm) timeout 120 python3 -m tools.kernels.bench_gemm_n1024 2>&1 | tail -20 ;;
     gemmfused) timeout 200 python3 -m tools.kernels.bench_gemm_fused 2>&1 | tail -60 ;;
     # CUTLASS 3 sm90 GEMMs against cuBLAS (tools/kernels/cutlass_gemm): CUTLASS_LIB names a built library; if it is
