@@ -130,3 +130,18 @@ def test_a_joined_call_stopped_leaves_at_the_next_boundary_and_the_other_stays_e
         long_audio = long.result(TIMEOUT_S)[0].audio
     assert held.batches == [2] and held.members[:4] == [1, 2, 1, 1]  # it ran step 1 only
     np.testing.assert_array_equal(long_audio, alone[LONG])
+
+
+def test_streams_of_several_clients_at_once_each_equal_their_lone_renders(runner_engine, voice):
+    """However their pieces meet in running batches (joins, hand-overs, members waited for), every chunk of every
+    stream is its lone render and every stream ends."""
+    text = "First words here.\n\nThe second sentence.\n\nAnd the third is last."
+    cfg = CFG.replace(num_step=3, normalize_text=False)
+    with ThreadPoolExecutor(3) as pool:
+        streams = list(pool.map(lambda k: list(runner_engine.stream(text, voice, config=cfg.replace(seed=10 * k))),
+                                range(3)))
+    for k, chunks in enumerate(streams):
+        assert [chunk.index for chunk in chunks] == [0, 1, 2]
+        for chunk in chunks:
+            alone = runner_engine.synthesize(chunk.text, voice, config=cfg.replace(seed=10 * k + chunk.index))
+            np.testing.assert_array_equal(chunk.audio, alone.audio)
