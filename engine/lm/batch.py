@@ -41,12 +41,12 @@ def item_seed(seed: int, index: int) -> int:
     return seed + (index << 32)
 
 
-def cut(count: int, fits: Callable[[range], bool], max_count: int) -> list[range]:
-    """Consecutive runs of `count` items, in order, each as long as `fits(run)` allows (and at most
-    `max_count`); an item that does not fit even alone is a run of its own."""
+def cut(count: int, fits: Callable[[range], bool]) -> list[range]:
+    """Consecutive runs of `count` items, in order, each as long as `fits(run)` allows; an item that does not
+    fit even alone is a run of its own."""
     runs, start = [], 0
     for i in range(1, count + 1):
-        if i == count or i - start >= max_count or not fits(range(start, i + 1)):
+        if i == count or not fits(range(start, i + 1)):
             runs.append(range(start, i))
             start = i
     return runs
@@ -75,7 +75,7 @@ class BatchedGeneration:
         """Generate the (plan, item) pairs of one wave, in batches; their tokens go to outs[plan][item]."""
         prompts = [prompt_of(plans[j], i, outs[j].get(0) if plans[j].chunk0_is_reference and i > 0 else None)
                    for j, i in wave]
-        for run in cut(len(prompts), lambda run: self.budget.fits_eager([prompts[r] for r in run]), len(prompts)):
+        for run in cut(len(prompts), lambda run: self.budget.fits_eager([prompts[r] for r in run])):
             tokens = generate_tokens(self.lm, [prompts[r] for r in run], cfg,
                                      [generators[wave[r][0]] for r in run], on_step=on_step)
             for r, t in zip(run, tokens):
