@@ -88,7 +88,7 @@ class RunningBatch:
     gathering: Gathering
     released: bool = False  # the next batch may start (set under the gathering's lock)
     founders: int = 0  # calls it started with (the first of `calls`)
-    parked: bool = False  # its runner handed it over: a thread whose call is in it runs it on (`hand_over`)
+    handovers: int = 0  # times its runner handed it over (`hand_over`), counted by the runner of the moment
     state: Any = None  # the runner's, kept across hand-overs
 
     def __post_init__(self):
@@ -118,7 +118,7 @@ class RunningBatch:
         with self.gathering._changed:
             if all(call.done for call in self.calls) or any(c.thread == thread and not c.done for c in self.calls):
                 return False
-            self.parked = True
+            self.handovers += 1
             self.gathering._parked = self
             self.gathering._changed.notify_all()
             return True
@@ -210,7 +210,6 @@ class Gathering:
                     break
                 if self._takes_over(call):  # its batch was handed over: this thread runs it on
                     batch, self._parked = self._parked, None
-                    batch.parked = False
                 elif call.cancelled:  # not in a batch yet: it leaves the line
                     self._waiting.remove(call)
                     self._changed.notify_all()
@@ -315,19 +314,22 @@ class Gathering:
 
     def _run(self, batch: RunningBatch) -> None:
         """Run `batch` and hand every call its value or error; a call cancelled meanwhile gets Cancelled."""
+        handovers = batch.handovers  # only this thread, its runner now, changes it until it hands it over
         try:
             values = self.run_batch([call.work for call in batch.calls], batch)
         except BaseException as err:  # every call of the batch gets it, the gathering lives on
-            values, error = [None] * len(batch.calls), err
+            values, error, handed_over = [None] * len(batch.calls), err, False
         else:
-            error = None if batch.parked or len(values) == len(batch.calls) else RuntimeError("a value per call")
+            handed_over = batch.handovers != handovers
+            error = None if handed_over or len(values) == len(batch.calls) else RuntimeError("a value per call")
         with self._changed:
-            if batch.parked and error is None:  # another thread runs it on
+            # another thread runs it on (or has already taken it: `_parked` says nothing then)
+            if error is None and handed_over:
                 self._finishing.discard(threading.get_ident())
                 self._changed.notify_all()
                 return
             if self._parked is batch:
-                self._parked, batch.parked = None, False
+                self._parked = None
             for call, value in zip(batch.calls, values):  # those not handed out yet
                 self._settle(call, value, error)
             self._finishing.discard(threading.get_ident())

@@ -170,3 +170,34 @@ def test_a_runner_whose_call_is_done_hands_the_batch_over_to_a_joined_calls_thre
     assert joined.result(TIMEOUT_S) == 500 and steps.seen == [[30, 50]]
     before, after = set(steps.threads[:3]), set(steps.threads[3:])  # the first's thread, then the joined one's
     assert len(before) == len(after) == 1 and before != after
+
+
+class TakenOverFirst(Steps):
+    """Steps whose runner, once it has handed the batch over, returns only after the thread it handed it to has
+    taken it: the order the scheduler may pick, made certain."""
+
+    def __call__(self, works, batch):
+        values = super().__call__(works, batch)
+        if batch.gathering._parked is batch:
+            deadline = time.monotonic() + TIMEOUT_S
+            while batch.gathering._parked is batch:
+                assert time.monotonic() < deadline
+                time.sleep(0.001)
+        return values
+
+
+def test_a_runner_returning_after_its_batch_was_taken_over_leaves_the_other_calls_running(pool):
+    """The runner that handed its batch over ends its part without settling the calls still in it, however late it
+    gets there: the thread that took the batch over may already run it."""
+    steps = TakenOverFirst(hands_over=True)
+    gathering = Gathering(steps)
+    first = pool.submit(gathering.run, 30, "a")
+    steps.tick()
+    joined = pool.submit(gathering.run, 50, "a")
+    waiting(gathering, 1)
+    steps.tick()  # step 1: it joins
+    steps.tick()  # step 2: the first is done; the batch is handed over
+    assert first.result(TIMEOUT_S) == 300
+    for _ in range(3 + 1):  # the joined call's steps 3 to 5, and the end
+        steps.tick()
+    assert joined.result(TIMEOUT_S) == 500
