@@ -77,6 +77,22 @@ def _swiglu_scaled_kernel(
 
 
 @triton.jit
+def _row_in_three_slices(n_cols, SLICE: tl.constexpr):
+    """The quantizing kernels' layout: this program's row (int64) and its columns in three slices of SLICE, with
+    their masks (3 * SLICE >= n_cols: the whole row in one program, for its amax)."""
+    c0 = tl.arange(0, SLICE)
+    c1 = c0 + SLICE
+    c2 = c1 + SLICE
+    return tl.program_id(0).to(tl.int64), c0, c1, c2, c0 < n_cols, c1 < n_cols, c2 < n_cols
+
+
+@triton.jit
+def _amax_of_three(x0, x1, x2):
+    """max |x| over a row held in three slices."""
+    return tl.maximum(tl.maximum(tl.max(tl.abs(x0), axis=0), tl.max(tl.abs(x1), axis=0)), tl.max(tl.abs(x2), axis=0))
+
+
+@triton.jit
 def _smoothed_swiglu_scaled(raw_ptr, row_scales_ptr, col_scales_ptr, inv_smooth_ptr, stride_raw, n_cols, row, cols,
                             mask, DTYPE: tl.constexpr):
     """swiglu_scaled's output at (row, cols), rounded to the model dtype, * inv_smooth in fp32 (0 where not mask)."""
@@ -102,17 +118,12 @@ def _swiglu_scaled_fp8_kernel(
     DTYPE: tl.constexpr,  # the model dtype
     SLICE: tl.constexpr,  # 3 * SLICE >= n_cols: the whole row in one program, for its amax
 ):
-    row = tl.program_id(0).to(tl.int64)
-    c0 = tl.arange(0, SLICE)
-    c1 = c0 + SLICE
-    c2 = c1 + SLICE
-    m0, m1, m2 = c0 < n_cols, c1 < n_cols, c2 < n_cols
+    row, c0, c1, c2, m0, m1, m2 = _row_in_three_slices(n_cols, SLICE)
     args = (raw_ptr, row_scales_ptr, col_scales_ptr, inv_smooth_ptr, stride_raw, n_cols, row)
     x0 = _smoothed_swiglu_scaled(*args, c0, m0, DTYPE)
     x1 = _smoothed_swiglu_scaled(*args, c1, m1, DTYPE)
     x2 = _smoothed_swiglu_scaled(*args, c2, m2, DTYPE)
-    amax = tl.maximum(tl.maximum(tl.max(tl.abs(x0), axis=0), tl.max(tl.abs(x1), axis=0)), tl.max(tl.abs(x2), axis=0))
-    inv_scale = store_e4m3_scale(amax, scales_ptr + row)
+    inv_scale = store_e4m3_scale(_amax_of_three(x0, x1, x2), scales_ptr + row)
     codes_row = codes_ptr + row * n_cols
     store_e4m3_codes(x0, inv_scale, codes_row, c0, m0)
     store_e4m3_codes(x1, inv_scale, codes_row, c1, m1)
@@ -137,16 +148,11 @@ def _swiglu_int8_kernel(
     n_cols,
     SLICE: tl.constexpr,  # 3 * SLICE >= n_cols: the whole row in one program, for its amax
 ):
-    row = tl.program_id(0).to(tl.int64)
-    c0 = tl.arange(0, SLICE)
-    c1 = c0 + SLICE
-    c2 = c1 + SLICE
-    m0, m1, m2 = c0 < n_cols, c1 < n_cols, c2 < n_cols
+    row, c0, c1, c2, m0, m1, m2 = _row_in_three_slices(n_cols, SLICE)
     x0 = _smoothed_swiglu(gate_up_ptr, smooth_ptr, stride_gate_up, n_cols, row, c0, m0)
     x1 = _smoothed_swiglu(gate_up_ptr, smooth_ptr, stride_gate_up, n_cols, row, c1, m1)
     x2 = _smoothed_swiglu(gate_up_ptr, smooth_ptr, stride_gate_up, n_cols, row, c2, m2)
-    amax = tl.maximum(tl.maximum(tl.max(tl.abs(x0), axis=0), tl.max(tl.abs(x1), axis=0)), tl.max(tl.abs(x2), axis=0))
-    scale, divisor = int8_row_scale(amax)
+    scale, divisor = int8_row_scale(_amax_of_three(x0, x1, x2))
     codes_row = codes_ptr + row * n_cols
     store_int8_codes(x0, divisor, codes_row, c0, m0)
     store_int8_codes(x1, divisor, codes_row, c1, m1)
@@ -268,9 +274,9 @@ def swiglu_scaled_fp8(raw: torch.Tensor, *, row_scales: torch.Tensor, col_scales
         e4m3 codes [rows, I] and fp32 scales [rows] of `swiglu_scaled(...) * inv_smooth`, bit for bit what
         `kernels.fp8.quantize_act_fp8` makes of `swiglu_scaled`'s output (rounded to out_dtype first).
     """
-    rows, n_cols, device = _check_product(raw, row_scales, col_scales, out_dtype)
+    rows, n_cols, _ = _check_product(raw, row_scales, col_scales, out_dtype)
     check("inv_smooth", inv_smooth, (n_cols,), (torch.float32,))
-    device = device_of(raw, inv_smooth)
+    device = device_of(raw, row_scales, col_scales, inv_smooth)
     out = new_fp8_rows(torch.Size((rows, n_cols)), out_dtype, device)
     with on_device(device):
         _swiglu_scaled_fp8_kernel[(rows,)](
