@@ -325,11 +325,14 @@ class Engine:
             with self._lock:
                 for call in joined:
                     state.add(call, self.device)
-            for index in [i for i in state.joining.jobs if batch.cancelled(i)]:
+            stopped = [i for i in state.joining.jobs if batch.cancelled(i)]
+            for index in stopped:
                 state.joining.stop(index)
                 batch.hand_out(index, error=Cancelled("Stopped."))
             if state.joining.idle:
                 return [None] * len(state.calls)  # every call was handed its tokens
+            if stopped and batch.hand_over():  # this thread's own call was stopped: its caller goes on now
+                return [None] * len(state.calls)
             with self._lock:
                 done = state.joining.step()
             for index, tokens in done:

@@ -145,3 +145,26 @@ def test_streams_of_several_clients_at_once_each_equal_their_lone_renders(runner
         for chunk in chunks:
             alone = runner_engine.synthesize(chunk.text, voice, config=cfg.replace(seed=10 * k + chunk.index))
             np.testing.assert_array_equal(chunk.audio, alone.audio)
+
+
+def test_the_runners_own_call_stopped_returns_at_the_next_boundary_while_a_joined_call_runs_on(runner_engine, voice,
+                                                                                              alone, monkeypatch):
+    """The thread running the batch, its own call stopped, hands the batch over there and its caller goes on at
+    once, not once a call that joined has its audio; the joined call stays exact."""
+    holds = {step: threading.Event() for step in (1, 2, 3)}
+    held = Held(monkeypatch, holds)
+    stop = threading.Event()
+    with ThreadPoolExecutor(2) as pool:
+        long = pool.submit(runner_engine.render_many, [SpeechRequest(text=LONG, voice=voice, config=CFG)], stop)
+        held.reached(1)
+        short = pool.submit(runner_engine.render_many, [SpeechRequest(text=SHORT, voice=voice, config=CFG)])
+        _wait_for(lambda: _asking(runner_engine, SHORT))
+        holds[1].set()  # it joins at step 1
+        held.reached(2)
+        stop.set()
+        holds[2].set()
+        assert isinstance(long.exception(TIMEOUT_S), Cancelled)  # while the batch is held before step 3
+        holds[3].set()
+        short_audio = short.result(TIMEOUT_S)[0].audio
+    assert held.batches == [2] and held.members[:3] == [1, 2, 1]  # the stopped call ran steps 0 and 1 only
+    np.testing.assert_array_equal(short_audio, alone[SHORT])
