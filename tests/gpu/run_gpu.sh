@@ -77,6 +77,9 @@ for step in "$@"; do
     # Concurrent streaming API clients through a launched server (issue 23): audio per second, first audio p50/p90
     clients) timeout 300 python3 -m tools.bench_clients --model "$FULL" --mode ${CLIENT_MODE:-hifi} \
                --clients ${CLIENTS:-1,8} --rounds ${ROUNDS:-3} --json "$OUT/clients.json" 2>&1 | tail -12 ;;
+    # Whether the host waits for queued replays when a running batch re-packs (issue 23: engine/lm/continuous.py)
+    repackwait) timeout 150 python3 -m tools.repack_host_wait --model "$FULL" --json "$OUT/repack_host_wait.json" \
+                  2>&1 | tail -20 ;;
     # Which CUDA calls of another thread break a CUDA-graph capture (tools/capture_overlap.py), one process each
     captures) for mode in global thread_local; do
                 for op in none kernel_only event_query event_synchronize tensor_cpu small_model new_device_memory \
