@@ -2,6 +2,7 @@
 no "Error" badge or pop-up covers them, and the output panel returns to idle."""
 import pytest
 from pages import clip_form_page, needs_chromium
+from playwright.sync_api import expect
 
 pytestmark = needs_chromium
 
@@ -56,6 +57,9 @@ def test_failed_rename_keeps_the_fields(page, running_app, reference_wav):
     page.get_by_role("tab", name="Voices").click()
     page.locator("#voices-table [role=gridcell]", has_text="Message Voice A").first.click()
     name_box = page.locator("#tab-voices").get_by_label("Name", exact=True)
+    # the selection's handler fills the box with the voice's name: type over it only once it has (a loaded machine
+    # answers the click later than the test types, and the handler would put the old name back)
+    expect(name_box).to_have_value("Message Voice A", timeout=60_000)
     name_box.fill("message voice b")
     page.locator("#tab-voices").get_by_role("button", name="Rename").click()
     wait_for_message(page, "voices-message", "already exists")
