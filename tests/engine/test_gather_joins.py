@@ -6,11 +6,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from test_gather import TIMEOUT_S, waiting
 
 from engine.errors import Cancelled
 from engine.gather import Gathering
-
-TIMEOUT_S = 60
 
 
 class Steps:
@@ -60,13 +59,6 @@ class Steps:
                 return [None] * len(works)
         self.seen.append(works)
         return [None] * len(works)
-
-
-def waiting(gathering: Gathering, count: int) -> None:
-    deadline = time.monotonic() + TIMEOUT_S
-    while len(gathering._waiting) < count:
-        assert time.monotonic() < deadline
-        time.sleep(0.005)
 
 
 @pytest.fixture
