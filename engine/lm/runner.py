@@ -11,15 +11,15 @@ sequence's key (engine/lm/noise.py): a sequence gets the same tokens in any batc
 
 One step (embed, all layers, audio head on the target rows only, guided scoring, static-shape
 per-sequence top-k, write-back) is captured per bucket; a generation is `num_step` replays with no
-host sync. Per-request inputs are copied into the bucket's static buffers once. Scoring settings are
-baked into a graph, so a graph is keyed by (bucket, scoring settings); the default settings are
+host sync. Per-request inputs are copied into the bucket's static buffers once (`pack`, `load`), then each step
+is a `replay`; engine/lm/continuous.py drives them for a batch that sequences join and leave between steps. Scoring
+settings are baked into a graph, so a graph is keyed by (bucket, scoring settings); the default settings are
 captured at load, others on first use. With `eager=True` the same static algorithm runs without
-graphs (CPU, debugging), which is what tests compare to the reference loop. `load` and `replay` are the same
-steps for a batch that sequences join and leave between steps (engine/lm/continuous.py).
+graphs (CPU, debugging), which is what tests compare to the reference loop.
 
 Steady latency: the host's work per generation is a few small copies and `num_step` graph
-launches, done with Python's garbage collector paused (a collection in a process holding the app
-would otherwise stall the launches for tens of ms), and `freeze_heap` after loading keeps the
+launches, done with Python's garbage collector paused (`collector_paused`: a collection in a process holding the
+app would otherwise stall the launches for tens of ms), and `freeze_heap` after loading keeps the
 collections that do run between them short.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, fields
 import torch
 
 from engine.config import MAX_STEPS, GenerationConfig
-from engine.lm.decode import predict_and_score, unmask_schedule
+from engine.lm.decode import predict_and_score
 from engine.lm.model import KeyRanges, OmniVoiceLM, rope_cos_sin
 from engine.lm.noise import MAX_FRAMES, class_uniforms, position_uniforms, sequence_key
 from engine.lm.prompt import PromptItem
@@ -324,27 +324,6 @@ class StaticRunner:
             entry.graph.replay()
         else:
             self._step(entry.buffers, cfg)
-
-    def generate(self, prompts: list[PromptItem], cfg: GenerationConfig, seeds: list[int],
-                 on_step: Callable[[int], None] | None = None) -> list[torch.Tensor]:
-        """Tokens [C, T_j] of each prompt, all in one forward per step; prompt j's noise is keyed by
-        seeds[j]. The caller keeps the batch within `max_rows` and MAX_SEQUENCES."""
-        C = self.lm.cfg.num_codebooks
-        S = self.bucket_for(sum(packed_rows(p) for p in prompts))
-        if S is None:
-            raise ValueError(f"{len(prompts)} sequences exceed the largest bucket ({max(self.buckets)} rows)")
-        schedules = [unmask_schedule(p.target_len, C, cfg.num_step, cfg.t_shift) for p in prompts]
-        with collector_paused(), torch.inference_mode():
-            entry = self.load(pack(prompts, S, self.lm.cfg.audio_mask_id, schedules, seeds), cfg)
-            for step in range(cfg.num_step):
-                if on_step is not None:
-                    on_step(step)
-                self.replay(entry, cfg)
-            tokens, out, slot = entry.buffers.tokens.clone(), [], 0
-            for p in prompts:
-                out.append(tokens[:, slot:slot + p.target_len])
-                slot += p.target_len
-            return out
 
 
 def freeze_heap() -> None:

@@ -8,6 +8,7 @@ Settings are the defaults' kind (position noise on): the runner's noise is keyed
 seed, so even the random reveal order must match exactly."""
 import pytest
 import torch
+from runner_reference import runner_tokens
 
 from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL
@@ -59,8 +60,8 @@ def test_runner_batch_equals_each_sequence_alone(lm_and_tokenizer, kind, cfg):
     lm, tok = lm_and_tokenizer
     prompts, seeds = _kinds(lm, tok)[kind]
     runner = StaticRunner(lm, buckets=(128, 256, 512))
-    together = runner.generate(prompts, cfg, seeds)
-    alone = [runner.generate([p], cfg, [s])[0] for p, s in zip(prompts, seeds)]
+    together = runner_tokens(runner, prompts, cfg, seeds)
+    alone = [runner_tokens(runner, [p], cfg, [s])[0] for p, s in zip(prompts, seeds)]
     for got, want, p in zip(together, alone, prompts):
         assert got.shape == (8, p.target_len) and (got != lm.cfg.audio_mask_id).all()
         assert torch.equal(got, want)
@@ -73,7 +74,7 @@ def test_runner_batch_with_greedy_settings_is_the_reference_loop(lm_and_tokenize
     lm, tok = lm_and_tokenizer
     prompts, seeds = _kinds(lm, tok)["requests"]
     cfg = CFG.replace(position_temperature=0.0)
-    together = StaticRunner(lm, buckets=(256,)).generate(prompts, cfg, seeds)
+    together = runner_tokens(StaticRunner(lm, buckets=(256,)), prompts, cfg, seeds)
     for got, p in zip(together, prompts):
         assert torch.equal(got, generate_tokens(lm, [p], cfg, torch.Generator())[0])
 
@@ -89,9 +90,9 @@ def test_fused_runner_batch_equals_each_sequence_alone(lm_and_tokenizer):
     runner = StaticRunner(fused, buckets=(48, 80), fused=True)
     assert runner.eager == (GPU == "cpu")
     cfg = CFG.replace(num_step=2)
-    together = runner.generate(prompts, cfg, seeds)
+    together = runner_tokens(runner, prompts, cfg, seeds)
     for got, p, s in zip(together, prompts, seeds):
-        assert torch.equal(got, runner.generate([p], cfg, [s])[0])
+        assert torch.equal(got, runner_tokens(runner, [p], cfg, [s])[0])
 
 
 def test_eager_reference_batch_equals_each_alone(lm_and_tokenizer):

@@ -1,8 +1,11 @@
 """Sequences joining and leaving a running batch at step boundaries get exactly the tokens they get alone
 (engine/lm/continuous.py): the runner's static algorithm on the CPU, and its fused kernels (under Triton's
 interpreter on a CPU). Position noise is on, so even the random reveal order must match."""
+import gc
+
 import pytest
 import torch
+from runner_reference import runner_tokens
 from test_batch import CFG, GPU, SAMPLED, _kinds, _prompt, _ref
 
 from engine.constants import DEMO_MODEL
@@ -40,7 +43,7 @@ def _run(batch: ContinuousBatch, joins: dict[int, list], stops: dict[int, list] 
 
 
 def _alone(runner, prompt, seed, cfg):
-    return runner.generate([prompt], cfg, [seed])[0]
+    return runner_tokens(runner, [prompt], cfg, [seed])[0]
 
 
 @pytest.mark.parametrize("cfg", [CFG, SAMPLED], ids=["position noise", "class sampling"])
@@ -124,3 +127,23 @@ def test_a_stopped_sequence_leaves_the_layout_at_the_next_boundary(lm_and_tokeni
     while not batch.idle:
         batch.step()
     assert stopped.tokens is None and torch.equal(kept.tokens, _alone(runner, a, sa, CFG))
+
+
+def test_steps_run_with_the_garbage_collector_paused(lm_and_tokenizer, prompts, monkeypatch):
+    """A collection in a process holding the app would stall the launches for tens of ms."""
+    runner = StaticRunner(lm_and_tokenizer[0], buckets=(128,))
+    seen = []
+    replay = runner.replay
+    monkeypatch.setattr(runner, "replay", lambda entry, cfg: seen.append(gc.isenabled()) or replay(entry, cfg))
+    batch = ContinuousBatch(runner, CFG.replace(num_step=3))
+    batch.add(*prompts[3])
+    while not batch.idle:
+        batch.step()
+    assert seen == [False] * 3 and gc.isenabled()  # off while the steps are launched, back on after
+    gc.disable()
+    try:
+        batch.add(*prompts[3])
+        batch.step()
+        assert not gc.isenabled()  # a caller's choice is left as it was
+    finally:
+        gc.enable()

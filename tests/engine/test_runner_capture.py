@@ -7,6 +7,7 @@ import threading
 
 import pytest
 import torch
+from runner_reference import runner_tokens
 
 from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL
@@ -87,7 +88,7 @@ def test_a_capture_beside_another_threads_cuda_calls_replays_the_reference(other
     runner._step = step_while_the_other_thread_calls
     thread = threading.Thread(target=other)
     thread.start()
-    got = runner.generate([prompt], CFG, [0])[0]
+    got = runner_tokens(runner, [prompt], CFG, [0])[0]
     thread.join(TIMEOUT_S)
     assert overlapped, "the other thread's call did not overlap a capture"
     assert errors == []
