@@ -440,11 +440,12 @@ class Engine:
         return cfg.seed if cfg.seed is not None else int(torch.randint(0, 2**31 - 1, ()).item())
 
     def _prompt(self, plan: Plan, index: int, chunk0_tokens: torch.Tensor | None) -> PromptItem:
+        """Item `index`'s prompt; `chunk0_tokens` (chunk 0's, still on the device) are its reference when its plan has
+        no voice: they stay there (PromptItem.device_ref), so the thread that drives the batch never waits for them."""
         item = plan.items[index]
-        ref_tokens = item.ref_tokens if item.ref_tokens is not None else chunk0_tokens
         return build_prompt(self.tokenizer, self.lm.cfg, item.text, item.target_len, ref_text=item.ref_text,
-                            ref_tokens=ref_tokens, language=plan.language, instruct=plan.instruct,
-                            denoise=plan.denoise)
+                            ref_tokens=item.ref_tokens, generated_ref=chunk0_tokens, language=plan.language,
+                            instruct=plan.instruct, denoise=plan.denoise)
 
     def _generate_plans(self, plans: list[Plan], cfg: GenerationConfig, seeds: list[int],
                         cancel) -> list[list[torch.Tensor]]:

@@ -5,8 +5,10 @@ while the others go on with theirs. Whenever the members change (one joins, one 
 batch is packed anew (`runner.pack`) into the bucket that holds the members then, the step counter at 0 and each
 sequence's own step given by `starts`: its schedule from there on, its noise counter shifted by as many steps. The
 tokens a continuing sequence has revealed so far are carried from the old layout into the new one on the device
-(its target slots and their two columns in the model's input). So a sequence gets exactly the tokens it gets alone,
-whoever runs beside it and whenever it joined; and the host never waits for the device between steps.
+(its target slots and their two columns in the model's input), and so is a reference kept there (a later chunk's:
+chunk 0's tokens, PromptItem.device_ref), written into every layout the sequence runs in. So a sequence gets exactly
+the tokens it gets alone, whoever runs beside it and whenever it joined; and the host never waits for the device
+between steps.
 
 A sequence waits to join while the members and it would not fit the largest bucket or MAX_SEQUENCES; the ones
 waiting join in the order they were added (none overtakes an older one). A finished sequence's tokens are handed
@@ -21,7 +23,15 @@ import torch
 from engine.config import GenerationConfig
 from engine.lm.decode import unmask_schedule
 from engine.lm.prompt import PromptItem
-from engine.lm.runner import MAX_SEQUENCES, StaticRunner, StepGraph, collector_paused, pack, packed_rows
+from engine.lm.runner import (
+    MAX_SEQUENCES,
+    StaticRunner,
+    StepGraph,
+    collector_paused,
+    pack,
+    packed_rows,
+    write_device_refs,
+)
 
 
 @dataclass(eq=False)
@@ -131,6 +141,7 @@ class ContinuousBatch:
         for s in self.members:
             s.slot, slot = slot, slot + s.prompt.target_len
         self.entry = self.runner.load(packed, self.cfg)
+        write_device_refs(self.entry.buffers, prompts)  # a later chunk's reference: chunk 0's tokens, on the device
         if tokens is not None:
             buf = self.entry.buffers
             new = torch.cat([torch.arange(s.slot, s.slot + s.prompt.target_len) for s in carried])

@@ -75,6 +75,7 @@ def build_cfg_batch(prompts: list[PromptItem], mask_id: int, device: torch.devic
     rows = []
     for i, (p, c_len, t_len) in enumerate(zip(prompts, cond_lens, target_lens)):
         ids[i, :, :c_len] = p.ids
+        p.write_device_ref(ids[i, :, :c_len])
         audio_mask[i, :c_len] = p.audio_mask
         attn[i, :, :c_len, :c_len] = True
         ids[B + i, :, :t_len] = p.ids[:, -t_len:]

@@ -17,11 +17,23 @@ from engine.text.tokens import encode_text
 
 @dataclass
 class PromptItem:
-    """ids [C, L] and audio_mask [L] of one item; its last `target_len` positions are the target."""
+    """ids [C, L] and audio_mask [L] of one item, on the host; its last `target_len` positions are the target.
+
+    A reference generated on the device (chunk 0 of a text without a voice, the reference of its later chunks) stays
+    there as `device_ref`, the positions just before the target: `ids` hold MASK in them, and whoever puts the ids on
+    the device writes it in (`write_device_ref`). Reading it to the host would wait for every step queued on the device
+    before it: the running batch's other members would stall (engine/lm/batch.py)."""
 
     ids: torch.Tensor  # [C, L] long
     audio_mask: torch.Tensor  # [L] bool
     target_len: int
+    device_ref: torch.Tensor | None = None  # [C, T_ref] long, on the device
+
+    def write_device_ref(self, ids: torch.Tensor) -> None:
+        """Write `device_ref` (if any) into `ids` [C, L]: this prompt's ids on the device (device to device)."""
+        if self.device_ref is not None:
+            end = self.ids.shape[1] - self.target_len
+            ids[:, end - self.device_ref.shape[1]:end] = self.device_ref
 
 
 def style_text(language: str | None, instruct: str | None, denoise: bool) -> str:
@@ -32,20 +44,26 @@ def style_text(language: str | None, instruct: str | None, denoise: bool) -> str
 
 
 def build_prompt(tokenizer, cfg: ModelConfig, text: str, target_len: int, *, ref_text: str | None = None,
-                 ref_tokens: torch.Tensor | None = None, language: str | None = None,
-                 instruct: str | None = None, denoise: bool = True) -> PromptItem:
+                 ref_tokens: torch.Tensor | None = None, generated_ref: torch.Tensor | None = None,
+                 language: str | None = None, instruct: str | None = None, denoise: bool = True) -> PromptItem:
     """The input of one item.
 
     `language` is a resolved language id (or None), `instruct` a canonical instruct string (or
-    None), `ref_tokens` the reference clip's codes [C, T_ref] (or None: no reference).
+    None), `ref_tokens` the reference clip's codes [C, T_ref] (or None: no reference), or else `generated_ref` a
+    generated chunk's [C, T_ref] as its reference, left on its device (`PromptItem.device_ref`).
     """
-    has_ref = ref_tokens is not None
+    if ref_tokens is not None and generated_ref is not None:
+        raise ValueError("one reference: a clip's tokens or a generated chunk's")
+    has_ref = ref_tokens is not None or generated_ref is not None
     style_ids = tokenizer(style_text(language, instruct, denoise and has_ref))["input_ids"]
     text_ids = encode_text(tokenizer, f"<|text_start|>{combine_text(text, ref_text)}<|text_end|>")
     text_part = torch.tensor(style_ids + text_ids, dtype=torch.long).expand(cfg.num_codebooks, -1)  # [C, N]
-    audio_parts = [ref_tokens.to(torch.long).cpu()] if has_ref else []
+    audio_parts = [ref_tokens.to(torch.long).cpu()] if ref_tokens is not None else []
+    if generated_ref is not None:  # its columns hold MASK on the host
+        audio_parts.append(torch.full((cfg.num_codebooks, generated_ref.shape[1]), cfg.audio_mask_id, dtype=torch.long))
     audio_parts.append(torch.full((cfg.num_codebooks, target_len), cfg.audio_mask_id, dtype=torch.long))
     ids = torch.cat([text_part, *audio_parts], dim=1)  # [C, L]
     audio_mask = torch.zeros(ids.shape[1], dtype=torch.bool)
     audio_mask[text_part.shape[1]:] = True
-    return PromptItem(ids, audio_mask, target_len)
+    device_ref = generated_ref.to(torch.long) if generated_ref is not None else None
+    return PromptItem(ids, audio_mask, target_len, device_ref)

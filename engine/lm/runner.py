@@ -102,7 +102,8 @@ def pack(prompts: list[PromptItem], S: int, mask_id: int, schedules: list[list[i
     """Lay out [prompt (c) | uncond target (T)] per sequence, then pads, in S rows (host-side Buffers,
     step 0); the last row is always a pad. Sequence j is at its own step starts[j] (default 0) when the
     step counter is 0: its schedule from there on, and its noise counter shifted by as many steps
-    (engine/lm/continuous.py: sequences that join a running batch)."""
+    (engine/lm/continuous.py: sequences that join a running batch). A reference kept on the device
+    (PromptItem.device_ref) is MASK here: `write_device_refs` puts it in once the buffers are loaded."""
     C = prompts[0].ids.shape[0]
     H = S // 2
     total = sum(packed_rows(p) for p in prompts)
@@ -152,6 +153,15 @@ def pack(prompts: list[PromptItem], S: int, mask_id: int, schedules: list[list[i
                    cond_cols, uncond_cols, valid, torch.full((C, H), mask_id, dtype=torch.long),
                    slot_sequence, slot_frame, slot_key, rank_base, sequence_slots, sched,
                    torch.zeros((), dtype=torch.long))
+
+
+def write_device_refs(buf: Buffers, prompts: list[PromptItem]) -> None:
+    """Write the references kept on the device (PromptItem.device_ref) into `buf`, loaded with `pack(prompts, ...)`:
+    device to device, so the host waits for nothing queued before them."""
+    row = 0
+    for prompt in prompts:
+        prompt.write_device_ref(buf.ids[0, :, row:row + prompt.ids.shape[1]])
+        row += packed_rows(prompt)
 
 
 @dataclass

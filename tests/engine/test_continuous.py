@@ -12,6 +12,7 @@ from engine.constants import DEMO_MODEL
 from engine.lm import continuous
 from engine.lm.checkpoint import load_lm, load_text_tokenizer
 from engine.lm.continuous import ContinuousBatch
+from engine.lm.prompt import build_prompt
 from engine.lm.runner import StaticRunner, packed_rows
 
 
@@ -89,6 +90,21 @@ def test_a_join_that_does_not_fit_waits_for_room_in_the_order_added(lm_and_token
     assert [got[i][1] for i in range(2)] == [5, 11]  # one at a time
     assert torch.equal(got[1][0], _alone(runner, b, sb, CFG))
 
+
+def test_a_reference_kept_on_the_device_is_in_every_layout_it_runs_in(lm_and_tokenizer, prompts):
+    """A later chunk's reference (chunk 0's tokens, PromptItem.device_ref: MASK in the host's layout) is written into
+    the layout it joins and into those packed while it runs (another joins at step 3, the first leaves at step 6): its
+    tokens are those of the same prompt with the reference on the host."""
+    lm, tok = lm_and_tokenizer
+    ref = _ref(20, seed=4)
+    on_host = _prompt(lm, tok, "The next chunk.", 9, ref)
+    kept = build_prompt(tok, lm.cfg, "The next chunk.", 9, ref_text="Some words here.", generated_ref=ref,
+                        language="en")
+    assert kept.device_ref is not None and not torch.equal(kept.ids, on_host.ids)
+    runner = StaticRunner(lm, buckets=(128, 256, 512))
+    got = _run(ContinuousBatch(runner, CFG), {0: [prompts[0]], 1: [(kept, 3)], 3: [prompts[3]]})
+    assert torch.equal(got[1][0], _alone(runner, on_host, 3, CFG))
+    assert torch.equal(got[0][0], _alone(runner, *prompts[0], CFG))
 
 def test_a_prompt_larger_than_every_bucket_is_refused(lm_and_tokenizer, prompts):
     runner = StaticRunner(lm_and_tokenizer[0], buckets=(64, 96))

@@ -1,25 +1,34 @@
 """engine/lm/batch.py's JoiningGeneration (CPU, the runner's static algorithm): a plan whose later chunks take chunk 0
 as their reference gets them after chunk 0, each item its lone tokens, whether chunk 0 runs in the batch or, too large
-for every bucket, eagerly; a caller joining later gets its own lone tokens too."""
+for every bucket, eagerly; a caller joining later gets its own lone tokens too. Chunk 0's tokens reach the later
+chunks' prompts (the engine's) without a read to the host: on a GPU it would wait for every step queued."""
 import pytest
 import torch
 from runner_reference import runner_tokens
 from test_batch import CFG
 
-from engine.constants import DEMO_MODEL
 from engine.lm.batch import JoiningGeneration, item_seed
-from engine.lm.checkpoint import load_lm, load_text_tokenizer
 from engine.lm.decode import generate_tokens
 from engine.lm.plan import Plan, PlanItem
 from engine.lm.prompt import build_prompt
 from engine.lm.runner import StaticRunner
 
 TEXTS = [("The first chunk.", 10), ("The second chunk, a little longer.", 14), ("The third.", 7)]
+HOST_READS = {torch.Tensor.cpu, torch.Tensor.numpy, torch.Tensor.tolist, torch.Tensor.item}
 
 
-@pytest.fixture(scope="module")
-def lm_and_tokenizer():
-    return load_lm(DEMO_MODEL, "cpu", torch.float32), load_text_tokenizer(DEMO_MODEL)
+class OnTheDevice(torch.Tensor):
+    """Tokens as a GPU's batch hands them out: reading them to the host there waits for every step queued before them
+    (the running batch's other members stall), so here any such read fails."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        to_host = func is torch.Tensor.to and any(
+            isinstance(a, str | torch.device) and torch.device(a).type == "cpu" for a in (*args[1:], *kwargs.values()))
+        if func in HOST_READS or to_host:
+            raise AssertionError(f"{func.__name__}: a generated chunk's tokens read to the host while driving")
+        return super().__torch_function__(func, types, args, kwargs)
 
 
 def _plan(chunk0_is_reference: bool) -> Plan:
@@ -28,11 +37,12 @@ def _plan(chunk0_is_reference: bool) -> Plan:
     return Plan(items, "en", None, False, chunk0_is_reference)
 
 
-def _prompt_of(lm, tok):
-    def prompt_of(plan, i, chunk0):  # as the engine's
+def _host_prompt_of(engine):
+    """The reference's prompts: chunk 0's tokens inline on the host, as a clip's."""
+    def prompt_of(plan, i, chunk0):
         item = plan.items[i]
-        return build_prompt(tok, lm.cfg, item.text, item.target_len, ref_text=item.ref_text, ref_tokens=chunk0,
-                            language=plan.language)
+        return build_prompt(engine.tokenizer, engine.lm.cfg, item.text, item.target_len, ref_text=item.ref_text,
+                            ref_tokens=chunk0, language=plan.language, instruct=plan.instruct, denoise=plan.denoise)
     return prompt_of
 
 
@@ -55,16 +65,19 @@ def _alone(lm, runner, prompt, seed):
 
 
 @pytest.mark.parametrize("buckets", [(128, 256, 512), (16,)], ids=["in the batch", "too large: eagerly"])
-def test_later_chunks_follow_chunk_0_and_each_item_gets_its_lone_tokens(lm_and_tokenizer, buckets):
-    lm, tok = lm_and_tokenizer
-    runner, prompt_of = StaticRunner(lm, buckets=buckets), _prompt_of(lm, tok)
-    joining = JoiningGeneration(runner, torch.device("cpu"), CFG, prompt_of)
+def test_later_chunks_follow_chunk_0_and_each_item_gets_its_lone_tokens(engine, buckets, monkeypatch):
+    done = JoiningGeneration._done  # where every item's tokens land, and chunk 0's go on to the later chunks
+    monkeypatch.setattr(JoiningGeneration, "_done", lambda self, job, j, i, tokens:
+                        done(self, job, j, i, tokens.as_subclass(OnTheDevice)))
+    lm, host_prompt_of = engine.lm, _host_prompt_of(engine)
+    runner = StaticRunner(lm, buckets=buckets)
+    joining = JoiningGeneration(runner, torch.device("cpu"), CFG, engine._prompt)
     referenced, plain = _plan(True), _plan(False)
     got = _run(joining, {0: ("referenced", [referenced], [7]), 2: ("plain", [plain], [8])})
-    chunk0 = got["referenced"][0][0]
-    assert torch.equal(chunk0, _alone(lm, runner, prompt_of(referenced, 0, None), item_seed(7, 0)))
+    chunk0 = got["referenced"][0][0].as_subclass(torch.Tensor)
+    assert torch.equal(chunk0, _alone(lm, runner, host_prompt_of(referenced, 0, None), item_seed(7, 0)))
     for i in (1, 2):
-        want = _alone(lm, runner, prompt_of(referenced, i, chunk0), item_seed(7, i))
+        want = _alone(lm, runner, host_prompt_of(referenced, i, chunk0), item_seed(7, i))
         assert torch.equal(got["referenced"][0][i], want)
     for i in range(3):
-        assert torch.equal(got["plain"][0][i], _alone(lm, runner, prompt_of(plain, i, None), item_seed(8, i)))
+        assert torch.equal(got["plain"][0][i], _alone(lm, runner, host_prompt_of(plain, i, None), item_seed(8, i)))

@@ -5,6 +5,7 @@ from golden_calls import greedy_calls
 
 from engine.constants import DEMO_MODEL
 from engine.lm.checkpoint import load_text_tokenizer, read_model_config
+from engine.lm.decode import build_cfg_batch
 from engine.lm.prompt import build_prompt
 
 CALLS = greedy_calls()
@@ -34,3 +35,22 @@ def test_denoise_token_only_with_a_reference(tokenizer):
     without_ref = build_prompt(tokenizer, cfg, "Hi.", 4, denoise=True)
     assert with_ref.ids[0, 0] == denoise_id and denoise_id not in without_ref.ids[0].tolist()
     assert with_ref.audio_mask.sum() == 5 + 4 and without_ref.audio_mask.sum() == 4
+
+
+def test_a_generated_reference_stays_where_it_is_until_the_ids_reach_the_device(tokenizer):
+    """A later chunk's reference (chunk 0's tokens, on the device) is MASK in the host-side ids and written in where
+    the ids reach the device (the eager loop's CFG batch here; the running batch's layouts: test_continuous): the
+    model's input is the one the same tokens give as a clip's reference."""
+    cfg = read_model_config(DEMO_MODEL)
+    ref = torch.randint(0, 1024, (cfg.num_codebooks, 5), generator=torch.Generator().manual_seed(2))
+    on_host = build_prompt(tokenizer, cfg, "Hi.", 4, ref_text="Yes.", ref_tokens=ref, denoise=True)
+    kept = build_prompt(tokenizer, cfg, "Hi.", 4, ref_text="Yes.", generated_ref=ref, denoise=True)
+    assert kept.device_ref is ref and torch.equal(kept.audio_mask, on_host.audio_mask)
+    assert (kept.ids[:, -9:] == cfg.audio_mask_id).all() and torch.equal(kept.ids[:, :-9], on_host.ids[:, :-9])
+    ids = kept.ids.clone()
+    kept.write_device_ref(ids)
+    assert torch.equal(ids, on_host.ids)
+    assert torch.equal(build_cfg_batch([kept], cfg.audio_mask_id, "cpu").input_ids,
+                       build_cfg_batch([on_host], cfg.audio_mask_id, "cpu").input_ids)
+    with pytest.raises(ValueError):
+        build_prompt(tokenizer, cfg, "Hi.", 4, ref_text="Yes.", ref_tokens=ref, generated_ref=ref)
