@@ -3,7 +3,8 @@ text, requests of different clients) run as sequences of shared batches, one for
 
 Each sequence gets the tokens it gets alone. With the graph runner (`JoiningGeneration`) the plans of several
 callers run on one running batch (engine/lm/continuous.py) that later callers join at step boundaries
-(engine/gather.py), each caller's tokens handed out as soon as they are done. On the eager reference path
+(engine/gather.py), each caller's tokens handed out as soon as they are done (an item too large for every bucket
+steps eagerly beside that batch). On the eager reference path
 (`BatchedGeneration`) each plan draws from one torch.Generator in upstream's order (item after item), so its
 items run in waves by index, the plans of a wave batched (each with its own generator: a draw for one never moves
 another's), cut to fit the memory budget (engine/lm/budget.py) by its estimate of each batch.
@@ -19,7 +20,7 @@ import torch
 from engine.config import GenerationConfig
 from engine.lm.budget import MemoryBudget
 from engine.lm.continuous import ContinuousBatch, Sequence
-from engine.lm.decode import generate_tokens
+from engine.lm.decode import EagerGeneration, generate_tokens
 from engine.lm.plan import Plan
 from engine.lm.prompt import PromptItem
 from engine.lm.runner import StaticRunner, packed_rows, score_key
@@ -90,6 +91,7 @@ class _Job:
     seeds: list[int]
     outs: list[dict[int, torch.Tensor]]  # per plan: tokens [C, T] of its items done
     running: dict[Sequence, tuple[int, int]]  # its sequences in the batch: (plan, item)
+    alone: dict[EagerGeneration, tuple[int, int]] = field(default_factory=dict)  # beside it (too large): (plan, item)
 
     @property
     def complete(self) -> bool:
@@ -104,8 +106,12 @@ class JoiningGeneration:
     Item i of a plan seeded s is keyed `item_seed(s, i)` (engine/lm/noise.py) and gets exactly the tokens it gets
     alone, so the items of a plan need not wait for one another, except a plan without a voice, whose later chunks
     take chunk 0 as their reference: they join once chunk 0 is done. The batch is kept to the runner's largest bucket
-    (the memory budget decided which buckets were captured, engine/lm/budget.py); an item that does not fit it
-    alone runs eagerly at once."""
+    (the memory budget decided which buckets were captured, engine/lm/budget.py). An item too large for it even alone
+    runs eagerly beside the batch (engine/lm/decode.py's EagerGeneration, seeded `item_seed`), one of its steps at
+    each step of the batch: for its caller it is a member like any other (it advances step by step, `stop` drops it
+    at the next boundary, its tokens are handed out at the step it finishes, the same whoever runs beside it), and
+    the batch's members keep their exact tokens, each of their steps delayed by one eager step of it (its whole run
+    spread over theirs, not run in one go while they wait for it)."""
 
     runner: StaticRunner
     device: torch.device
@@ -130,18 +136,23 @@ class JoiningGeneration:
                     self._add_item(job, j, i)
 
     def stop(self, caller: Hashable) -> None:
-        """`caller`'s sequences leave at the next step boundary; it gets nothing."""
+        """`caller`'s sequences leave at the next step boundary (those beside the batch too); it gets nothing."""
         for sequence in self.jobs.pop(caller).running:
             self.batch.stop(sequence)
 
     def step(self) -> list[tuple[Hashable, list[list[torch.Tensor]]]]:
         """One step of the batch: the callers done at it (none waits for a step when all its items are done),
         each with the tokens of every item of every plan, per plan."""
-        if not any(job.running for job in self.jobs.values()):
+        if not any(job.running or job.alone for job in self.jobs.values()):
             return self._complete()
+        alone = [(job, generation) for job in self.jobs.values() for generation in job.alone]  # before this step
         for sequence in self.batch.step():
             job = next(job for job in self.jobs.values() if sequence in job.running)
             self._done(job, *job.running.pop(sequence), sequence.tokens)
+        for job, generation in alone:
+            generation.step()
+            if generation.finished:
+                self._done(job, *job.alone.pop(generation), generation.tokens[0])
         return self._complete()
 
     def _done(self, job: _Job, j: int, i: int, tokens: torch.Tensor) -> None:
@@ -163,6 +174,7 @@ class JoiningGeneration:
         if self.runner.fits(prompt):
             job.running[self.batch.add(prompt, seed)] = (j, i)
             return
-        log.warning("%d rows exceed the largest CUDA-graph bucket: running eagerly", packed_rows(prompt))
+        log.warning("%d rows exceed the largest CUDA-graph bucket: running eagerly beside the batch",
+                    packed_rows(prompt))
         generator = torch.Generator(self.device).manual_seed(seed)
-        self._done(job, j, i, generate_tokens(self.runner.lm, [prompt], self.cfg, [generator])[0])
+        job.alone[EagerGeneration(self.runner.lm, [prompt], self.cfg, [generator])] = (j, i)

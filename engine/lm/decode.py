@@ -162,38 +162,59 @@ def eager_forward(lm: torch.nn.Module) -> Forward:
     return lambda batch: lm(batch.input_ids, batch.audio_mask, batch.attn_mask, rows=batch.rows)
 
 
-def generate_tokens(lm: torch.nn.Module, prompts: list[PromptItem], cfg: GenerationConfig,
-                    generator: torch.Generator | list[torch.Generator], forward: Forward | None = None,
-                    on_step: Callable[[int], None] | None = None) -> list[torch.Tensor]:
-    """Generate the target tokens of every prompt together: one LongTensor [C, T_i] per prompt.
+class EagerGeneration:
+    """The unmasking loop of every prompt together, one step at a time: `step()` cfg.num_step times, then `tokens`
+    (one LongTensor [C, T_i] per prompt). Between two steps its caller may stop it or do other work (JoiningGeneration
+    runs an item too large for the graph runner's buckets so, beside its running batch).
 
     generator: one for all prompts (drawn in prompt order), or one per prompt (takes of one line
     that each equal a lone generation seeded alike). forward: replaces the eager model call (e.g. a
-    CUDA-graph runner); on_step(step) is called before each step (raise from it to cancel).
-    """
-    mask_id = lm.cfg.audio_mask_id
-    device = next(lm.parameters()).device
-    forward = forward or eager_forward(lm)
-    batch = build_cfg_batch(prompts, mask_id, device)
-    B = len(prompts)
-    generators = generator if isinstance(generator, list) else [generator] * B
-    schedules = [unmask_schedule(t, lm.cfg.num_codebooks, cfg.num_step, cfg.t_shift) for t in batch.target_lens]
-    tokens = [p.ids[:, -p.target_len:].clone().to(device) for p in prompts]  # all MASK
-    with torch.inference_mode():
-        for step in range(cfg.num_step):
-            if on_step is not None:
-                on_step(step)
-            logits = forward(batch).float()  # [sum 2 T_i, C, V]
+    CUDA-graph runner)."""
+
+    def __init__(self, lm: torch.nn.Module, prompts: list[PromptItem], cfg: GenerationConfig,
+                 generator: torch.Generator | list[torch.Generator], forward: Forward | None = None):
+        self.cfg, self.mask_id = cfg, lm.cfg.audio_mask_id
+        device = next(lm.parameters()).device
+        self.forward = forward or eager_forward(lm)
+        self.batch = build_cfg_batch(prompts, self.mask_id, device)
+        self.generators = generator if isinstance(generator, list) else [generator] * len(prompts)
+        self.schedules = [unmask_schedule(t, lm.cfg.num_codebooks, cfg.num_step, cfg.t_shift)
+                          for t in self.batch.target_lens]
+        self.tokens = [p.ids[:, -p.target_len:].clone().to(device) for p in prompts]  # all MASK
+        self.done = 0  # steps taken
+
+    @property
+    def finished(self) -> bool:
+        return self.done == self.cfg.num_step
+
+    def step(self) -> None:
+        batch, B, step = self.batch, len(self.tokens), self.done
+        with torch.inference_mode():
+            logits = self.forward(batch).float()  # [sum 2 T_i, C, V]
             offset = 0
             for i in range(B):
                 c_len, t_len = batch.cond_lens[i], batch.target_lens[i]
                 cond = logits[offset:offset + t_len].transpose(0, 1)  # [C, T, V]
                 uncond = logits[offset + t_len:offset + 2 * t_len].transpose(0, 1)
                 offset += 2 * t_len
-                k = schedules[i][step]
+                k = self.schedules[i][step]
                 if k <= 0:
                     continue
-                score_and_update(cond, uncond, tokens[i], k, cfg, mask_id, generators[i])
-                batch.input_ids[i, :, c_len - t_len:c_len] = tokens[i]
-                batch.input_ids[B + i, :, :t_len] = tokens[i]
-    return tokens
+                score_and_update(cond, uncond, self.tokens[i], k, self.cfg, self.mask_id, self.generators[i])
+                batch.input_ids[i, :, c_len - t_len:c_len] = self.tokens[i]
+                batch.input_ids[B + i, :, :t_len] = self.tokens[i]
+        self.done += 1
+
+
+def generate_tokens(lm: torch.nn.Module, prompts: list[PromptItem], cfg: GenerationConfig,
+                    generator: torch.Generator | list[torch.Generator], forward: Forward | None = None,
+                    on_step: Callable[[int], None] | None = None) -> list[torch.Tensor]:
+    """Generate the target tokens of every prompt together: one LongTensor [C, T_i] per prompt (`EagerGeneration`'s
+    generator and forward); on_step(step) is called before each step (raise from it to cancel).
+    """
+    generation = EagerGeneration(lm, prompts, cfg, generator, forward)
+    for step in range(cfg.num_step):
+        if on_step is not None:
+            on_step(step)
+        generation.step()
+    return generation.tokens

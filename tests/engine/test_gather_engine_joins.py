@@ -13,6 +13,7 @@ import engine.lm.batch as batch_module
 from engine.config import GenerationConfig
 from engine.errors import Cancelled
 from engine.gather import RunningBatch
+from engine.lm.decode import EagerGeneration
 from engine.lm.runner import StaticRunner
 from engine.request import SpeechRequest
 
@@ -167,4 +168,31 @@ def test_the_runners_own_call_stopped_returns_at_the_next_boundary_while_a_joine
         holds[3].set()
         short_audio = short.result(TIMEOUT_S)[0].audio
     assert held.batches == [2] and held.members[:3] == [1, 2, 1]  # the stopped call ran steps 0 and 1 only
+    np.testing.assert_array_equal(short_audio, alone[SHORT])
+
+
+def test_a_call_too_large_for_every_bucket_steps_beside_the_batch_and_is_stopped_at_a_boundary(runner_engine, voice,
+                                                                                              alone, monkeypatch):
+    """The memory budget left the runner no bucket that holds the first call (engine/lm/batch.py runs it eagerly beside
+    the batch): it takes one step at each of the batch's, so stopped at the boundary before step 2 its caller gets
+    Cancelled there after two steps, and the call that joined at step 1 keeps its lone audio."""
+    monkeypatch.setattr(runner_engine, "runner", StaticRunner(runner_engine.lm, buckets=(256,)))  # LONG: 331 rows
+    steps, step = [], EagerGeneration.step
+    monkeypatch.setattr(EagerGeneration, "step", lambda self: steps.append(self.done) or step(self))
+    holds = {step: threading.Event() for step in (1, 2, 3)}
+    held = Held(monkeypatch, holds)
+    stop = threading.Event()
+    with ThreadPoolExecutor(2) as pool:
+        long = pool.submit(runner_engine.render_many, [SpeechRequest(text=LONG, voice=voice, config=CFG)], stop)
+        held.reached(1)
+        short = pool.submit(runner_engine.render_many, [SpeechRequest(text=SHORT, voice=voice, config=CFG)])
+        _wait_for(lambda: _asking(runner_engine, SHORT))
+        holds[1].set()  # it joins at step 1
+        held.reached(2)
+        stop.set()
+        holds[2].set()
+        assert isinstance(long.exception(TIMEOUT_S), Cancelled)  # at the boundary before step 2
+        holds[3].set()
+        short_audio = short.result(TIMEOUT_S)[0].audio
+    assert steps == [0, 1] and held.members[:3] == [0, 1, 1]  # beside the batch: never one of its members
     np.testing.assert_array_equal(short_audio, alone[SHORT])

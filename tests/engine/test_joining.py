@@ -8,7 +8,7 @@ from runner_reference import runner_tokens
 from test_batch import CFG
 
 from engine.lm.batch import JoiningGeneration, item_seed
-from engine.lm.decode import generate_tokens
+from engine.lm.decode import EagerGeneration, generate_tokens
 from engine.lm.plan import Plan, PlanItem
 from engine.lm.prompt import build_prompt
 from engine.lm.runner import StaticRunner
@@ -46,14 +46,18 @@ def _host_prompt_of(engine):
     return prompt_of
 
 
-def _run(joining: JoiningGeneration, joins: dict[int, tuple]) -> dict:
+def _run(joining: JoiningGeneration, joins: dict[int, tuple], stops: dict[int, str] | None = None) -> dict:
+    """Step `joining` until it is idle, adding joins[g] and stopping the caller stops[g] before step g: {caller: (tokens
+    per plan, the step at which they came)}."""
     got = {}
     for step in range(100):  # bounded: a caller never handed out fails instead of hanging
         for caller, plans, seeds in [joins[step]] if step in joins else []:
             joining.add(caller, plans, seeds)
+        if step in (stops or {}):
+            joining.stop(stops[step])
         if joining.idle and step > max(joins):
             return got
-        got.update(joining.step())
+        got.update((caller, (tokens, step)) for caller, tokens in joining.step())
     raise AssertionError(f"still running: {list(joining.jobs)}")
 
 
@@ -74,10 +78,51 @@ def test_later_chunks_follow_chunk_0_and_each_item_gets_its_lone_tokens(engine, 
     joining = JoiningGeneration(runner, torch.device("cpu"), CFG, engine._prompt)
     referenced, plain = _plan(True), _plan(False)
     got = _run(joining, {0: ("referenced", [referenced], [7]), 2: ("plain", [plain], [8])})
-    chunk0 = got["referenced"][0][0].as_subclass(torch.Tensor)
+    chunk0 = got["referenced"][0][0][0].as_subclass(torch.Tensor)
     assert torch.equal(chunk0, _alone(lm, runner, host_prompt_of(referenced, 0, None), item_seed(7, 0)))
     for i in (1, 2):
         want = _alone(lm, runner, host_prompt_of(referenced, i, chunk0), item_seed(7, i))
-        assert torch.equal(got["referenced"][0][i], want)
+        assert torch.equal(got["referenced"][0][0][i], want)
     for i in range(3):
-        assert torch.equal(got["plain"][0][i], _alone(lm, runner, host_prompt_of(plain, i, None), item_seed(8, i)))
+        assert torch.equal(got["plain"][0][0][i], _alone(lm, runner, host_prompt_of(plain, i, None), item_seed(8, i)))
+    assert got["referenced"][1] == 2 * CFG.num_step - 1  # chunk 0's steps, then the later chunks'
+
+
+BIG = Plan([PlanItem("A chunk far too long for the one bucket there is.", 100, None, None)], "en", None, False, False)
+
+
+@pytest.fixture
+def eager_steps(monkeypatch) -> list[int]:
+    """The steps the items beside the batch took, each as its own step count before it."""
+    steps, step = [], EagerGeneration.step
+    monkeypatch.setattr(EagerGeneration, "step", lambda self: steps.append(self.done) or step(self))
+    return steps
+
+
+def test_an_item_too_large_for_every_bucket_takes_a_step_at_each_step_of_the_batch(engine, eager_steps):
+    """It runs beside the batch, one step at each of the batch's: it and the members beside it are handed out at
+    their last steps, each with its lone tokens."""
+    lm, host_prompt_of = engine.lm, _host_prompt_of(engine)
+    runner = StaticRunner(lm, buckets=(192,))
+    plain = _plan(False)
+    assert not runner.fits(host_prompt_of(BIG, 0, None)) and all(runner.fits(host_prompt_of(plain, i, None))
+                                                                  for i in range(3))
+    joining = JoiningGeneration(runner, torch.device("cpu"), CFG, engine._prompt)
+    got = _run(joining, {0: ("big", [BIG], [5]), 1: ("plain", [plain], [8])})
+    assert got["big"][1] == CFG.num_step - 1 and got["plain"][1] == CFG.num_step  # each at its own last step
+    assert eager_steps == list(range(CFG.num_step))
+    assert torch.equal(got["big"][0][0][0], _alone(lm, runner, host_prompt_of(BIG, 0, None), item_seed(5, 0)))
+    for i in range(3):
+        assert torch.equal(got["plain"][0][0][i], _alone(lm, runner, host_prompt_of(plain, i, None), item_seed(8, i)))
+
+
+def test_an_item_too_large_for_every_bucket_stops_at_the_next_step_boundary(engine, eager_steps):
+    """Stopped before step 2, it takes no step more; the members beside it keep their lone tokens."""
+    lm, host_prompt_of = engine.lm, _host_prompt_of(engine)
+    runner = StaticRunner(lm, buckets=(192,))
+    plain = _plan(False)
+    joining = JoiningGeneration(runner, torch.device("cpu"), CFG, engine._prompt)
+    got = _run(joining, {0: ("big", [BIG], [5]), 1: ("plain", [plain], [8])}, stops={2: "big"})
+    assert eager_steps == [0, 1] and "big" not in got
+    for i in range(3):
+        assert torch.equal(got["plain"][0][0][i], _alone(lm, runner, host_prompt_of(plain, i, None), item_seed(8, i)))
