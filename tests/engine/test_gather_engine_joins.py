@@ -148,10 +148,9 @@ def test_streams_of_several_clients_at_once_each_equal_their_lone_renders(runner
             np.testing.assert_array_equal(chunk.audio, alone.audio)
 
 
-def test_the_runners_own_call_stopped_returns_at_the_next_boundary_while_a_joined_call_runs_on(runner_engine, voice,
-                                                                                              alone, monkeypatch):
-    """The thread running the batch, its own call stopped, hands the batch over there and its caller goes on at
-    once, not once a call that joined has its audio; the joined call stays exact."""
+def _stop_the_first_call_while_a_second_joins(runner_engine, voice, monkeypatch) -> tuple[Held, np.ndarray]:
+    """LONG runs; SHORT joins its batch at step 1; LONG's Stop is set while the batch is held before step 2, and its
+    caller must have Cancelled before the batch may go on to step 3. Returns the batch's record and SHORT's audio."""
     holds = {step: threading.Event() for step in (1, 2, 3)}
     held = Held(monkeypatch, holds)
     stop = threading.Event()
@@ -166,7 +165,14 @@ def test_the_runners_own_call_stopped_returns_at_the_next_boundary_while_a_joine
         holds[2].set()
         assert isinstance(long.exception(TIMEOUT_S), Cancelled)  # while the batch is held before step 3
         holds[3].set()
-        short_audio = short.result(TIMEOUT_S)[0].audio
+        return held, short.result(TIMEOUT_S)[0].audio
+
+
+def test_the_runners_own_call_stopped_returns_at_the_next_boundary_while_a_joined_call_runs_on(runner_engine, voice,
+                                                                                              alone, monkeypatch):
+    """The thread running the batch, its own call stopped, hands the batch over there and its caller goes on at
+    once, not once a call that joined has its audio; the joined call stays exact."""
+    held, short_audio = _stop_the_first_call_while_a_second_joins(runner_engine, voice, monkeypatch)
     assert held.batches == [2] and held.members[:3] == [1, 2, 1]  # the stopped call ran steps 0 and 1 only
     np.testing.assert_array_equal(short_audio, alone[SHORT])
 
@@ -179,20 +185,6 @@ def test_a_call_too_large_for_every_bucket_steps_beside_the_batch_and_is_stopped
     monkeypatch.setattr(runner_engine, "runner", StaticRunner(runner_engine.lm, buckets=(256,)))  # LONG: 331 rows
     steps, step = [], EagerGeneration.step
     monkeypatch.setattr(EagerGeneration, "step", lambda self: steps.append(self.done) or step(self))
-    holds = {step: threading.Event() for step in (1, 2, 3)}
-    held = Held(monkeypatch, holds)
-    stop = threading.Event()
-    with ThreadPoolExecutor(2) as pool:
-        long = pool.submit(runner_engine.render_many, [SpeechRequest(text=LONG, voice=voice, config=CFG)], stop)
-        held.reached(1)
-        short = pool.submit(runner_engine.render_many, [SpeechRequest(text=SHORT, voice=voice, config=CFG)])
-        _wait_for(lambda: _asking(runner_engine, SHORT))
-        holds[1].set()  # it joins at step 1
-        held.reached(2)
-        stop.set()
-        holds[2].set()
-        assert isinstance(long.exception(TIMEOUT_S), Cancelled)  # at the boundary before step 2
-        holds[3].set()
-        short_audio = short.result(TIMEOUT_S)[0].audio
+    held, short_audio = _stop_the_first_call_while_a_second_joins(runner_engine, voice, monkeypatch)
     assert steps == [0, 1] and held.members[:3] == [0, 1, 1]  # beside the batch: never one of its members
     np.testing.assert_array_equal(short_audio, alone[SHORT])
