@@ -6,6 +6,7 @@ on the CPU under Triton's interpreter (tests/conftest.py)."""
 import pytest
 import torch
 from error_budget import assert_as_accurate
+from runner_reference import runner_tokens
 
 from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL
@@ -48,7 +49,7 @@ def test_fused_runner_gives_the_reference_tokens(models_and_prompt):
     want = generate_tokens(plain, [prompt], cfg, torch.Generator(DEVICE).manual_seed(0))[0]
     runner = StaticRunner(fused, buckets=(64,), fused=True)
     assert runner.eager == (DEVICE == "cpu")  # on a GPU the step replays from a CUDA graph
-    got = runner.generate([prompt], cfg, [0])[0]
+    got = runner_tokens(runner, [prompt], cfg, [0])[0]
     assert torch.equal(got, want)
 
 
@@ -278,5 +279,5 @@ def test_int8_down_proj_runs_in_the_runner(models_and_prompt):
     for backend in ("ref", "triton"):
         runner = StaticRunner(_use_int8_backend(lm, downs, backend), buckets=(64,), fused=True)
         assert runner.eager == (DEVICE == "cpu")
-        tokens[backend] = runner.generate([prompt], cfg, [0])[0]
+        tokens[backend] = runner_tokens(runner, [prompt], cfg, [0])[0]
     assert torch.equal(tokens["triton"], tokens["ref"])
