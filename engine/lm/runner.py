@@ -322,10 +322,14 @@ class StaticRunner:
 
     def load(self, packed: Buffers, cfg: GenerationConfig) -> StepGraph:
         """The step of `packed`'s bucket for these settings, with `packed` (host-side, `pack`) copied into its
-        static buffers: the step counter restarts at 0 with the rest."""
+        static buffers: the step counter restarts at 0 with the rest. On a GPU the sources are pinned first: a copy
+        from pageable memory larger than the driver's staging buffer waits for every step queued before it (a running
+        batch's re-pack at a join did, tools/repack_host_wait.py), so the host would stop running ahead."""
         entry = self._graph_for(packed.ids.shape[-1], cfg)
+        pin = entry.buffers.ids.is_cuda
         for f in fields(Buffers):
-            getattr(entry.buffers, f.name).copy_(getattr(packed, f.name), non_blocking=True)
+            source = getattr(packed, f.name)
+            getattr(entry.buffers, f.name).copy_(source.pin_memory() if pin else source, non_blocking=True)
         return entry
 
     def replay(self, entry: StepGraph, cfg: GenerationConfig) -> None:

@@ -1,0 +1,70 @@
+"""The host runs ahead of the device: loading a packed layout into a bucket (StaticRunner.load) and a running batch's
+step with a join (its re-pack) return while the work queued before them still runs. A copy from pageable host memory
+larger than the driver's staging buffer waits for its stream: an H100 showed a join's step waiting for all 15 steps
+queued before it (tools/repack_host_wait.py, BENCHMARKS.md 2026-12-06), so the runner pins its sources. The device is
+kept busy by a spin kernel of seconds against the host's milliseconds. GPU only: a CPU runner has no queue."""
+import pytest
+import torch
+
+from engine.config import GenerationConfig
+from engine.constants import DEMO_MODEL
+from engine.lm.checkpoint import load_lm, load_text_tokenizer
+from engine.lm.continuous import ContinuousBatch
+from engine.lm.decode import unmask_schedule
+from engine.lm.prompt import build_prompt
+from engine.lm.runner import StaticRunner, pack, packed_rows
+
+pytest.importorskip("triton")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="the device's queue: needs a GPU")
+CFG = GenerationConfig(position_temperature=0.0, num_step=4)
+BUCKET = 4096  # its ids alone are 256 KiB: above any staging buffer the driver copies pageable memory through
+BUSY_CYCLES = 1 << 33  # the spin kernel: seconds at any GPU clock
+
+
+@pytest.fixture(scope="module")
+def runner():
+    lm = load_lm(DEMO_MODEL, "cuda").use_fused_kernels()
+    runner = StaticRunner(lm, buckets=(BUCKET,), fused=True)
+    runner.capture(CFG)
+    return runner
+
+
+def _prompts(runner, count: int) -> list:
+    tokenizer, cfg = load_text_tokenizer(DEMO_MODEL), runner.lm.cfg
+    ref = torch.randint(0, 1024, (cfg.num_codebooks, 400), generator=torch.Generator().manual_seed(1))
+    return [build_prompt(tokenizer, cfg, f"Sentence number {k} of a few.", 500, ref_text="Words.", ref_tokens=ref,
+                         language="en") for k in range(count)]
+
+
+def _returned_while_the_device_was_busy(action) -> bool:
+    torch.cuda.synchronize()
+    torch.cuda._sleep(BUSY_CYCLES)
+    busy = torch.cuda.Event()
+    busy.record()
+    action()
+    returned_first = not busy.query()
+    torch.cuda.synchronize()
+    return returned_first
+
+
+def test_load_of_a_large_bucket_returns_while_the_device_is_busy(runner):
+    prompts = _prompts(runner, 2)
+    assert sum(packed_rows(p) for p in prompts) > BUCKET // 2
+    C = runner.lm.cfg.num_codebooks
+    packed = pack(prompts, BUCKET, runner.lm.cfg.audio_mask_id,
+                  [unmask_schedule(p.target_len, C, CFG.num_step, CFG.t_shift) for p in prompts], [0, 1])
+    with torch.inference_mode():
+        assert _returned_while_the_device_was_busy(lambda: runner.load(packed, CFG))
+
+
+def test_a_join_step_returns_while_the_device_is_busy(runner):
+    first, second = _prompts(runner, 2)
+    batch = ContinuousBatch(runner, CFG)
+    batch.add(first, 0)
+    batch.step()  # first alone: the join below re-packs it with the second
+
+    def join():
+        batch.add(second, 1)
+        batch.step()
+    assert _returned_while_the_device_was_busy(join)
+    assert [s.done for s in batch.members] == [2, 1]
