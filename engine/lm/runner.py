@@ -322,9 +322,10 @@ class StaticRunner:
 
     def load(self, packed: Buffers, cfg: GenerationConfig) -> StepGraph:
         """The step of `packed`'s bucket for these settings, with `packed` (host-side, `pack`) copied into its
-        static buffers: the step counter restarts at 0 with the rest. On a GPU the sources are pinned first: a copy
-        from pageable memory larger than the driver's staging buffer waits for every step queued before it (a running
-        batch's re-pack at a join did, tools/repack_host_wait.py), so the host would stop running ahead."""
+        static buffers: the step counter restarts at 0 with the rest. On a GPU the sources are pinned first: CUDA may
+        make an asynchronous copy from pageable memory wait for its stream, and a running batch's step with a join (a
+        4096-row re-pack) waited for every step queued before it where a pinned load did not (H100,
+        tools/repack_host_wait.py); tests/engine/test_runner_host_wait.py checks on a GPU that neither waits now."""
         entry = self._graph_for(packed.ids.shape[-1], cfg)
         pin = entry.buffers.ids.is_cuda
         for f in fields(Buffers):

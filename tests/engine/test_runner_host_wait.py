@@ -1,8 +1,8 @@
 """The host runs ahead of the device: loading a packed layout into a bucket (StaticRunner.load) and a running batch's
-step with a join (its re-pack) return while the work queued before them still runs. A copy from pageable host memory
-larger than the driver's staging buffer waits for its stream: an H100 showed a join's step waiting for all 15 steps
-queued before it (tools/repack_host_wait.py, BENCHMARKS.md 2026-12-06), so the runner pins its sources. The device is
-kept busy by a spin kernel of seconds against the host's milliseconds. GPU only: a CPU runner has no queue."""
+step with a join (its re-pack) return while the work queued before them still runs. CUDA may make a copy from
+pageable host memory wait for its stream: on an H100 a join's step waited for all 15 steps queued before it while a
+pinned load did not (tools/repack_host_wait.py, BENCHMARKS.md 2026-12-06), so the runner pins its sources. The device
+is kept busy by a spin kernel of seconds against the host's milliseconds. GPU only: a CPU runner has no queue."""
 import pytest
 import torch
 
