@@ -323,9 +323,12 @@ class StaticRunner:
     def load(self, packed: Buffers, cfg: GenerationConfig) -> StepGraph:
         """The step of `packed`'s bucket for these settings, with `packed` (host-side, `pack`) copied into its
         static buffers: the step counter restarts at 0 with the rest. On a GPU the sources are pinned first: CUDA may
-        make an asynchronous copy from pageable memory wait for its stream, and a running batch's step with a join (a
-        4096-row re-pack) waited for every step queued before it where a pinned load did not (H100,
-        tools/repack_host_wait.py); tests/engine/test_runner_host_wait.py checks on a GPU that neither waits now."""
+        make an asynchronous copy from pageable memory wait for its stream, and a running batch's step with a join
+        (a 4096-row re-pack) waited for every step queued before it, while a 2048-row load did not, pageable or
+        pinned (H100, tools/repack_host_wait.py): the 4096-row pageable copy is the suspect.
+        tests/engine/test_runner_host_wait.py checks on a GPU that neither a 4096-row load nor a join's step waits now.
+        A pinned temporary freed after its copy is not reused before the copy ran (the copy records its stream on the
+        block, PyTorch's caching host allocator)."""
         entry = self._graph_for(packed.ids.shape[-1], cfg)
         pin = entry.buffers.ids.is_cuda
         for f in fields(Buffers):

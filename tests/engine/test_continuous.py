@@ -106,6 +106,7 @@ def test_a_reference_kept_on_the_device_is_in_every_layout_it_runs_in(lm_and_tok
     assert torch.equal(got[1][0], _alone(runner, on_host, 3, CFG))
     assert torch.equal(got[0][0], _alone(runner, *prompts[0], CFG))
 
+
 def test_a_prompt_larger_than_every_bucket_is_refused(lm_and_tokenizer, prompts):
     runner = StaticRunner(lm_and_tokenizer[0], buckets=(64, 96))
     batch = ContinuousBatch(runner, CFG)

@@ -1,8 +1,10 @@
 """The host runs ahead of the device: loading a packed layout into a bucket (StaticRunner.load) and a running batch's
 step with a join (its re-pack) return while the work queued before them still runs. CUDA may make a copy from
-pageable host memory wait for its stream: on an H100 a join's step waited for all 15 steps queued before it while a
-pinned load did not (tools/repack_host_wait.py, BENCHMARKS.md 2026-12-06), so the runner pins its sources. The device
-is kept busy by a spin kernel of seconds against the host's milliseconds. GPU only: a CPU runner has no queue."""
+pageable host memory wait for its stream: on an H100 a join's step (a re-pack into the 4096-row bucket) waited for
+all 15 steps queued before it, while a 2048-row load did not, pageable or pinned (tools/repack_host_wait.py,
+BENCHMARKS.md 2026-12-06); the 4096-row pageable copy is the suspect, so the runner pins its sources. The device is
+kept busy for seconds against the host's milliseconds, by short spin kernels (one kernel of seconds would trip a
+display GPU's watchdog). GPU only: a CPU runner has no queue."""
 import pytest
 import torch
 
@@ -17,8 +19,8 @@ from engine.lm.runner import StaticRunner, pack, packed_rows
 pytest.importorskip("triton")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="the device's queue: needs a GPU")
 CFG = GenerationConfig(position_temperature=0.0, num_step=4)
-BUCKET = 4096  # its ids alone are 256 KiB: above any staging buffer the driver copies pageable memory through
-BUSY_CYCLES = 1 << 33  # the spin kernel: seconds at any GPU clock
+BUCKET = 4096  # its ids alone are 256 KiB, twice the 2048-row pack's, whose pageable load did not wait
+SPINS, SPIN_CYCLES = 64, 1 << 27  # 64 kernels of 2^27 clocks: each 0.1 s at 1.3 GHz, together seconds at any clock
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +40,8 @@ def _prompts(runner, count: int) -> list:
 
 def _returned_while_the_device_was_busy(action) -> bool:
     torch.cuda.synchronize()
-    torch.cuda._sleep(BUSY_CYCLES)
+    for _ in range(SPINS):
+        torch.cuda._sleep(SPIN_CYCLES)
     busy = torch.cuda.Event()
     busy.record()
     action()
