@@ -1,9 +1,10 @@
 """The iterative unmasking loop (upstream `_generate_iterative`) as tensor code.
 
-One step = one forward over the classifier-free-guidance batch (a callable, so that a CUDA-graph
-runner can replace the eager model) followed by `score_and_update` per item, which is a function
-of tensors only. Randomness comes from one `torch.Generator`, drawn in upstream's order, so that
-a seed reproduces a generation (and matches upstream seeded with `torch.manual_seed` on the CPU).
+One step = one forward of the model over the classifier-free-guidance batch (`eager_forward`; the
+graph runner, engine/lm/runner.py, runs the same algorithm on its own static layout) followed by
+`score_and_update` per item, which is a function of tensors only. Randomness comes from one
+`torch.Generator`, drawn in upstream's order, so that a seed reproduces a generation (and matches
+upstream seeded with `torch.manual_seed` on the CPU).
 """
 from __future__ import annotations
 
@@ -168,14 +169,13 @@ class EagerGeneration:
     runs an item too large for the graph runner's buckets so, beside its running batch).
 
     generator: one for all prompts (drawn in prompt order), or one per prompt (takes of one line
-    that each equal a lone generation seeded alike). forward: replaces the eager model call (e.g. a
-    CUDA-graph runner)."""
+    that each equal a lone generation seeded alike)."""
 
     def __init__(self, lm: torch.nn.Module, prompts: list[PromptItem], cfg: GenerationConfig,
-                 generator: torch.Generator | list[torch.Generator], forward: Forward | None = None):
+                 generator: torch.Generator | list[torch.Generator]):
         self.cfg, self.mask_id = cfg, lm.cfg.audio_mask_id
         device = next(lm.parameters()).device
-        self.forward = forward or eager_forward(lm)
+        self.forward = eager_forward(lm)
         self.batch = build_cfg_batch(prompts, self.mask_id, device)
         self.generators = generator if isinstance(generator, list) else [generator] * len(prompts)
         self.schedules = [unmask_schedule(t, lm.cfg.num_codebooks, cfg.num_step, cfg.t_shift)
@@ -207,12 +207,12 @@ class EagerGeneration:
 
 
 def generate_tokens(lm: torch.nn.Module, prompts: list[PromptItem], cfg: GenerationConfig,
-                    generator: torch.Generator | list[torch.Generator], forward: Forward | None = None,
+                    generator: torch.Generator | list[torch.Generator], *,
                     on_step: Callable[[int], None] | None = None) -> list[torch.Tensor]:
     """Generate the target tokens of every prompt together: one LongTensor [C, T_i] per prompt (`EagerGeneration`'s
-    generator and forward); on_step(step) is called before each step (raise from it to cancel).
+    generator); on_step(step) is called before each step (raise from it to cancel).
     """
-    generation = EagerGeneration(lm, prompts, cfg, generator, forward)
+    generation = EagerGeneration(lm, prompts, cfg, generator)
     for step in range(cfg.num_step):
         if on_step is not None:
             on_step(step)
