@@ -10,7 +10,9 @@ client's. The worker runs compatible requests side by side and the engine batche
 (engine/gather.py); before that, each waited for the one before it. The JSON rows also hold, per client, when it
 sent its request after the round's first client did (`sent_ms`) and the server's Server-Timing spans (`server_ms`:
 accept, queue, engine = the job's start until its first part, handoff): whether a late first audio waited at the
-server's door, in the worker's line, or for a batch.
+server's door, in the worker's line, or for a batch. GPU memory (tools/process_gpu_memory.py: all the server process
+holds, which never shrinks, so each reading is its peak so far; "-" without nvidia-smi): once loaded, before the
+warm-up round of the most clients, and after each N's rounds (`server_gpu_gib`): what more clients added.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import httpx
 
 from tools.bench_server import Server
 from tools.model_options import add_model_options, model_options
+from tools.process_gpu_memory import process_gpu_gib
 
 SAMPLE_RATE = 24_000  # the PCM the API streams: int16 mono at the engine's rate
 PARAGRAPH = " ".join(["Streaming lets a listener hear the first sentence while the rest is still being made.",
@@ -91,7 +94,7 @@ def p90(values: list[float]) -> float:
     return statistics.quantiles(values, n=10, method="inclusive")[-1] if len(values) > 1 else values[0]
 
 
-def row(clients: int, rounds: list[list[dict]]) -> dict:
+def row(clients: int, rounds: list[list[dict]], server_gpu_gib: float | None = None) -> dict:
     audio = sum(r["audio_s"] for rs in rounds for r in rs)
     wall = sum(max(r["end"] for r in rs) - min(r["start"] for r in rs) for rs in rounds)
     firsts = [r["first_s"] for rs in rounds for r in rs]
@@ -99,17 +102,20 @@ def row(clients: int, rounds: list[list[dict]]) -> dict:
     return {"clients": clients, "rounds": len(rounds), "audio_s": audio, "wall_s": wall,
             "audio_per_s": audio / wall, "first_p50_s": statistics.median(firsts), "first_p90_s": p90(firsts),
             "first_s": firsts,  # each client's, round after round: a cold first round shows here
-            "sent_ms": sent, "server_ms": [r["server_ms"] for rs in rounds for r in rs]}
+            "sent_ms": sent, "server_ms": [r["server_ms"] for rs in rounds for r in rs],
+            "server_gpu_gib": server_gpu_gib}
 
 
 def table(rows: list[dict]) -> str:
     one = rows[0]
-    lines = ["| clients | audio s per s | x one client | first audio p50 ms | p90 ms | p90 x lone client |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| clients | audio s per s | x one client | first audio p50 ms | p90 ms | p90 x lone client "
+             "| server GPU GiB |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
+        gib = r["server_gpu_gib"]
         lines.append(f"| {r['clients']} | {r['audio_per_s']:.1f} | {r['audio_per_s'] / one['audio_per_s']:.2f} | "
                      f"{1e3 * r['first_p50_s']:.0f} | {1e3 * r['first_p90_s']:.0f} | "
-                     f"{r['first_p90_s'] / one['first_p90_s']:.2f} |")
+                     f"{r['first_p90_s'] / one['first_p90_s']:.2f} | {'-' if gib is None else f'{gib:.2f}'} |")
     return "\n".join(lines)
 
 
@@ -126,12 +132,15 @@ def main(argv: list[str] | None = None) -> int:
     with Server(home, model_options(args)) as server:
         url = server.url
         server.until(lambda: one_round(url, 1, args.steps, 0))  # listening and loaded
+        loaded_gib = process_gpu_gib(server.proc.pid)
         one_round(url, max(counts), args.steps, 0)  # warm: the batches of the most clients
         rows = []
         for n in counts:
-            rows.append(row(n, [one_round(url, n, args.steps, 100 * k) for k in range(args.rounds)]))
+            rounds = [one_round(url, n, args.steps, 100 * k) for k in range(args.rounds)]
+            rows.append(row(n, rounds, server_gpu_gib=process_gpu_gib(server.proc.pid)))
             print(json.dumps(rows[-1]), flush=True)
-    print(f"mode {args.mode}, response_format pcm, {len(PARAGRAPH)} characters per client, {args.rounds} rounds")
+    print(f"mode {args.mode}, response_format pcm, {len(PARAGRAPH)} characters per client, {args.rounds} rounds; "
+          f"server GPU GiB once loaded (one client served): {'-' if loaded_gib is None else f'{loaded_gib:.2f}'}")
     print(table(rows))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

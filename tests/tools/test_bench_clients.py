@@ -49,3 +49,13 @@ def test_each_client_is_made_before_the_round_starts_its_clock(monkeypatch):
     assert [r["audio_s"] for r in results] == [1 / 24_000] * 2
     last_client = max(i for i, event in enumerate(events) if event == "client")
     assert events.count("client") == 2 and events.index("clock") > last_client
+
+
+def test_the_table_shows_the_servers_gpu_memory_per_row_and_a_dash_without_a_reading():
+    def rounds(first_s):
+        return [[{"start": 0.0, "first_s": first_s, "end": 1.0, "audio_s": 10.0, "server_ms": {}}]]
+
+    text = bench_clients.table([row(1, rounds(0.05), server_gpu_gib=None), row(8, rounds(0.1), server_gpu_gib=3.5)])
+    lines = text.splitlines()
+    assert lines[0].endswith("| server GPU GiB |") and lines[1].count("|") == 8
+    assert lines[2].endswith("| 1.00 | - |") and lines[3].endswith("| 2.00 | 3.50 |")
