@@ -9,7 +9,8 @@ leave. Each trial queues `--queued` replays of a large bucket, records an event 
 action; if the event had completed when the action returned, the action waited for the device. Actions: nothing; a
 blocking small copy (waits by definition: the control); `load` of a pageable pack (as the engine does); of a pinned
 pack; pin then load; a small pageable non_blocking index copy (as the re-pack's); and ContinuousBatch.step with a join
-(admit + re-pack + carried tokens + replay). Two rounds; the second counts (the first pays for lazy set-up).
+(admit + re-pack + carried tokens + replay). Two rounds, both kept (`first`, `steady`): the first pays for lazy
+set-up (the pinned cache, kernels CUDA loads on their first launch), which a process's first join meets too.
 Random weights (`python -m tools.make_checkpoint --full FOLDER`); needs a CUDA GPU.
 """
 from __future__ import annotations
@@ -73,7 +74,7 @@ class Probe:
     def pinned(buffers):
         return type(buffers)(*[getattr(buffers, f.name).pin_memory() for f in fields(buffers)])
 
-    def trial(self, name: str, action: Callable[[], object], queue: Callable[[], object]) -> None:
+    def trial(self, round_: str, name: str, action: Callable[[], object], queue: Callable[[], object]) -> None:
         with torch.inference_mode():
             torch.cuda.synchronize()
             queue()
@@ -84,8 +85,8 @@ class Probe:
             host_ms = (time.perf_counter() - start) * 1e3
             waited = mark.query()  # the queued replays had finished when the action returned
             torch.cuda.synchronize()
-        self.results[name] = {"host_ms": round(host_ms, 3), "waited_for_the_device": waited}
-        print(name, self.results[name], flush=True)
+        self.results.setdefault(round_, {})[name] = {"host_ms": round(host_ms, 3), "waited_for_the_device": waited}
+        print(round_, name, self.results[round_][name], flush=True)
 
     def run(self) -> dict:
         from engine.lm.continuous import ContinuousBatch
@@ -108,13 +109,14 @@ class Probe:
         small_packed = self.packed(small)
         small_pinned = self.pinned(small_packed)
         self.results["bucket"], self.results["small_bucket"] = entry.buffers.ids.shape[-1], small_packed.ids.shape[-1]
-        for _ in range(2):  # the second round counts (the first pays for the pinned cache and lazy set-up)
-            self.trial("nothing", lambda: None, replays)
-            self.trial("blocking_small_copy", lambda: torch.arange(1000).to(self.device), replays)
-            self.trial("load_pageable", lambda: runner.load(small_packed, cfg), replays)
-            self.trial("load_pinned", lambda: runner.load(small_pinned, cfg), replays)
-            self.trial("pin_then_load", lambda: runner.load(self.pinned(small_packed), cfg), replays)
-            self.trial("index_copy_nonblocking", lambda: torch.arange(4000).to(self.device, non_blocking=True), replays)
+        for round_ in ("first", "steady"):
+            self.trial(round_, "nothing", lambda: None, replays)
+            self.trial(round_, "blocking_small_copy", lambda: torch.arange(1000).to(self.device), replays)
+            self.trial(round_, "load_pageable", lambda: runner.load(small_packed, cfg), replays)
+            self.trial(round_, "load_pinned", lambda: runner.load(small_pinned, cfg), replays)
+            self.trial(round_, "pin_then_load", lambda: runner.load(self.pinned(small_packed), cfg), replays)
+            self.trial(round_, "index_copy_nonblocking", lambda: torch.arange(4000).to(self.device, non_blocking=True),
+                       replays)
             batch = ContinuousBatch(runner, cfg)
             for p in big[:4]:
                 batch.add(p, 7)
@@ -124,7 +126,7 @@ class Probe:
             def steps():
                 for _ in range(self.queued // 2):
                     batch.step()
-            self.trial("continuous_join_step", lambda: (batch.add(small[0], 9), batch.step()), steps)
+            self.trial(round_, "continuous_join_step", lambda: (batch.add(small[0], 9), batch.step()), steps)
         return self.results
 
 

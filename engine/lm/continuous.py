@@ -30,7 +30,9 @@ from engine.lm.runner import (
     collector_paused,
     pack,
     packed_rows,
+    read_slots,
     write_device_refs,
+    write_slots,
 )
 
 
@@ -123,10 +125,7 @@ class ContinuousBatch:
         carried = [s for s in self.members if s.slot >= 0 and self._stays(s)]
         tokens = None
         if carried:  # read out of the old layout before the new one may overwrite its buffers
-            old = torch.cat([torch.arange(s.slot, s.slot + s.prompt.target_len) for s in carried])
-            # non_blocking: a blocking copy would wait for every step queued on the device (the host runs ahead)
-            tokens = self.entry.buffers.tokens.index_select(1, old.to(self.entry.buffers.tokens.device,
-                                                                      non_blocking=True))  # [C, n]
+            tokens = read_slots(self.entry.buffers, self._slots(carried))
         for s in self.members:
             s.slot = -1
         self.members = [s for s in self.members if self._stays(s)]
@@ -143,9 +142,9 @@ class ContinuousBatch:
         self.entry = self.runner.load(packed, self.cfg)
         write_device_refs(self.entry.buffers, prompts)  # a later chunk's reference: chunk 0's tokens, on the device
         if tokens is not None:
-            buf = self.entry.buffers
-            new = torch.cat([torch.arange(s.slot, s.slot + s.prompt.target_len) for s in carried])
-            new = new.to(buf.tokens.device, non_blocking=True)
-            buf.tokens.index_copy_(1, new, tokens)
-            buf.ids[0].index_copy_(1, buf.cond_cols.index_select(0, new), tokens)
-            buf.ids[0].index_copy_(1, buf.uncond_cols.index_select(0, new), tokens)
+            write_slots(self.entry.buffers, self._slots(carried), tokens)
+
+    @staticmethod
+    def _slots(sequences: list[Sequence]) -> torch.Tensor:
+        """The target slots of `sequences` in the current layout, in their order (host)."""
+        return torch.cat([torch.arange(s.slot, s.slot + s.prompt.target_len) for s in sequences])

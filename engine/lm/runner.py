@@ -155,6 +155,21 @@ def pack(prompts: list[PromptItem], S: int, mask_id: int, schedules: list[list[i
                    torch.zeros((), dtype=torch.long))
 
 
+def read_slots(buf: Buffers, slots: torch.Tensor) -> torch.Tensor:
+    """The tokens [C, n] in target `slots` (a host tensor) of `buf`. The index goes non_blocking: a blocking copy
+    would wait for every step queued on the device (the host runs ahead)."""
+    return buf.tokens.index_select(1, slots.to(buf.tokens.device, non_blocking=True))
+
+
+def write_slots(buf: Buffers, slots: torch.Tensor, tokens: torch.Tensor) -> None:
+    """Write `tokens` [C, n] into target `slots` (a host tensor) of `buf`: the tokens and their cond and uncond
+    columns of the model's input."""
+    slots = slots.to(buf.tokens.device, non_blocking=True)
+    buf.tokens.index_copy_(1, slots, tokens)
+    buf.ids[0].index_copy_(1, buf.cond_cols.index_select(0, slots), tokens)
+    buf.ids[0].index_copy_(1, buf.uncond_cols.index_select(0, slots), tokens)
+
+
 def write_device_refs(buf: Buffers, prompts: list[PromptItem]) -> None:
     """Write the references kept on the device (PromptItem.device_ref) into `buf`, loaded with `pack(prompts, ...)`:
     device to device, so the host waits for nothing queued before them."""
@@ -317,8 +332,19 @@ class StaticRunner:
             if progress is not None:
                 progress(i / len(self.buckets), f"Capturing CUDA graph for {S} rows")
             self._graph_for(S, cfg)
+        self._load_carry_kernels(cfg)
         if progress is not None:
             progress(1.0, f"Captured {len(self.buckets)} CUDA graphs")
+
+    def _load_carry_kernels(self, cfg: GenerationConfig) -> None:
+        """Carry one slot's tokens onto itself in the smallest bucket (read_slots, write_slots: what a running batch's
+        re-pack does). CUDA loads a kernel on its first launch (lazy loading) and that load waits for the device: on an
+        H100 the first join of a process waited for every step queued before it, the later ones did not
+        (tools/repack_host_wait.py, BENCHMARKS.md 2026-12-06). The buffers are all written again by the next load."""
+        buf = self._graph_for(min(self.buckets), cfg).buffers
+        slot = torch.zeros(1, dtype=torch.long)
+        with torch.inference_mode():
+            write_slots(buf, slot, read_slots(buf, slot))
 
     def load(self, packed: Buffers, cfg: GenerationConfig) -> StepGraph:
         """The step of `packed`'s bucket for these settings, with `packed` (host-side, `pack`) copied into its
