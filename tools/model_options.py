@@ -21,10 +21,10 @@ def model_options(args: argparse.Namespace) -> list[str]:
     return ["--mode", args.mode, *model]
 
 
-def load_engine(args: argparse.Namespace):
-    """The Engine of `add_model_options`' checkpoint and mode, loaded in this process (--demo before --model, as
-    `model_options` has it; neither: the app's default checkpoint)."""
+def load_engine(args: argparse.Namespace, device: str = "auto"):
+    """The Engine of `add_model_options`' checkpoint and mode, loaded in this process on `device` (--demo before
+    --model, as `model_options` has it; neither: the app's default checkpoint)."""
     from engine.constants import DEMO_MODEL
     from engine.engine import Engine
 
-    return Engine.load(DEMO_MODEL if args.demo else args.model, mode=args.mode)
+    return Engine.load(DEMO_MODEL if args.demo else args.model, device=device, mode=args.mode)

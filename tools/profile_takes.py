@@ -22,17 +22,10 @@ from engine.lm.runner import packed_rows
 from engine.request import SpeechRequest
 from tools.model_options import add_model_options, load_engine
 from tools.trace import profile_call
+from tools.work_per_audio import gemm_flop
 from tools.workloads import LANGUAGES, SAMPLE_RATE, select
 
 H200_DENSE_FP16_TFLOPS = 989.0  # NVIDIA's H200 SXM figure without sparsity
-
-
-def gemm_flop(cfg, rows: int, target_rows: int) -> float:
-    """FLOP of the model's GEMMs in one step: every layer's linears over `rows`, the heads over `target_rows`."""
-    q, kv = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
-    h, i = cfg.hidden_size, cfg.intermediate_size
-    per_row = h * (q + 2 * kv) + q * h + h * 2 * i + i * h
-    return 2.0 * (rows * cfg.num_layers * per_row + target_rows * h * cfg.num_codebooks * cfg.audio_vocab_size)
 
 
 def profile_rows(engine: Engine, workload: str, takes: list[int], peak_tflops: float) -> list[dict]:

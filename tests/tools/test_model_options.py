@@ -31,5 +31,6 @@ def test_model_options(argv, options):
     (["--demo", "--model", "/ckpt"], (DEMO_MODEL, "hifi"))])
 def test_load_engine_loads_the_checkpoint_and_mode_serve_would(monkeypatch, argv, loaded):
     calls = []
-    monkeypatch.setattr(Engine, "load", lambda model, mode: calls.append((model, mode)) or "engine")
-    assert load_engine(parsed(argv)) == "engine" and calls == [loaded]
+    monkeypatch.setattr(Engine, "load", lambda model, device, mode: calls.append((model, device, mode)) or "engine")
+    assert load_engine(parsed(argv)) == "engine" and calls == [(loaded[0], "auto", loaded[1])]
+    assert load_engine(parsed(argv), device="cpu") == "engine" and calls[-1] == (loaded[0], "cpu", loaded[1])
