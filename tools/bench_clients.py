@@ -9,8 +9,9 @@ client's, and each client's first audio byte (p50, p90 over every client of ever
 client's. The worker runs compatible requests side by side and the engine batches their pieces
 (engine/gather.py); before that, each waited for the one before it. The JSON rows also hold, per client, when it
 sent its request after the round's first client did (`sent_ms`) and the server's Server-Timing spans (`server_ms`:
-accept, queue, engine = the job's start until its first part, handoff): whether a late first audio waited at the
-server's door, in the worker's line, or for a batch. GPU memory (tools/process_gpu_memory.py: all the server process
+accept, queue, engine = the job's start until its first part, handoff; and within engine the first part's generate
+and decode): whether a late first audio waited at the server's door, in the worker's line, for a batch or for its
+decode. GPU memory (tools/process_gpu_memory.py: all the server process
 holds, which never shrinks, so each reading is its peak so far; "-" without nvidia-smi): once loaded, before the
 warm-up round of the most clients, and after each N's rounds (`server_gpu_gib`): what more clients added.
 """

@@ -10,6 +10,7 @@ import secrets
 import threading
 import time
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import anyio
 import numpy as np
@@ -35,6 +36,9 @@ from ..settings import Settings
 from .errors import ApiError
 from .schemas import MAX_SEED, SpeechRequest
 from .voices import choose_voice
+
+if TYPE_CHECKING:
+    from engine.engine import Timings
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +90,7 @@ class SpeechStream:
         self.policy = policy_from(ctx.settings)  # the app's take checks apply to API requests too
         self.verdicts: list[dict] = []
         self.first_part_at: float | None = None  # time.time() when the GPU made the first part
+        self.first_timings: Timings | None = None  # the engine's timings of the first part
         self._sent: list[np.ndarray] = []
         self._live = LiveStream()
         self._live.claim()
@@ -108,11 +113,14 @@ class SpeechStream:
     def server_timing(self, received_at: float) -> str:
         """The Server-Timing header of a response started now (ms): `accept` the request's checks until it was
         queued, `queue` its wait for the GPU, `engine` the job's start until the first part was made, `handoff`
-        that part until now."""
+        that part until now; then, inside `engine`, the first part's `generate` (its batch's steps, Timings.generate_s)
+        and `decode` (its audio decoded after them, Timings.decode_s)."""
         spans = {"accept": (received_at, self.submitted_at), "queue": (self.submitted_at, self.job.started_at),
                  "engine": (self.job.started_at, self.first_part_at), "handoff": (self.first_part_at, time.time())}
-        return ", ".join(f"{name};dur={1e3 * (end - start):.2f}" for name, (start, end) in spans.items()
-                         if start is not None and end is not None)
+        durations = {name: end - start for name, (start, end) in spans.items() if start is not None and end is not None}
+        if self.first_timings is not None:
+            durations |= {"generate": self.first_timings.generate_s, "decode": self.first_timings.decode_s}
+        return ", ".join(f"{name};dur={1e3 * seconds:.2f}" for name, seconds in durations.items())
 
     def checks(self) -> dict | None:
         """The take checks of the parts made so far (docs/checks.md), or None when checks are off."""
@@ -132,7 +140,7 @@ class SpeechStream:
     def _made(self, chunk) -> None:
         """A part, on the GPU's thread: its samples are sent on at once."""
         if self.first_part_at is None:
-            self.first_part_at = time.time()
+            self.first_part_at, self.first_timings = time.time(), chunk.timings
         pcm = to_int16(chunk.audio)
         self._sent.append(pcm)
         self._live.put(pcm)

@@ -9,12 +9,21 @@ from tools.bench_clients import row, server_timing
 
 
 def test_server_timing_reads_the_header_the_api_sends():
-    stream = SimpleNamespace(submitted_at=10.002, job=SimpleNamespace(started_at=10.0045), first_part_at=10.1)
+    first = SimpleNamespace(generate_s=0.0625, decode_s=0.025)  # the engine's Timings of the first part
+    stream = SimpleNamespace(submitted_at=10.002, job=SimpleNamespace(started_at=10.0045), first_part_at=10.1,
+                             first_timings=first)
     header = SpeechStream.server_timing(stream, received_at=10.0)
     spans = server_timing(header)
-    assert list(spans) == ["accept", "queue", "engine", "handoff"]
+    assert list(spans) == ["accept", "queue", "engine", "handoff", "generate", "decode"]
     assert spans["accept"] == 2.0 and spans["queue"] == 2.5 and spans["engine"] == 95.5
+    assert spans["generate"] == 62.5 and spans["decode"] == 25.0
     assert spans["handoff"] >= 0
+
+
+def test_server_timing_before_the_first_part():
+    stream = SimpleNamespace(submitted_at=10.002, job=SimpleNamespace(started_at=None), first_part_at=None,
+                             first_timings=None)
+    assert list(server_timing(SpeechStream.server_timing(stream, received_at=10.0))) == ["accept"]
 
 
 def test_server_timing_without_a_header_or_durations():
