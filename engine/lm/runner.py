@@ -337,14 +337,17 @@ class StaticRunner:
             progress(1.0, f"Captured {len(self.buckets)} CUDA graphs")
 
     def _load_carry_kernels(self, cfg: GenerationConfig) -> None:
-        """Carry one slot's tokens onto itself in the smallest bucket (read_slots, write_slots: what a running batch's
-        re-pack does). CUDA loads a kernel on its first launch (lazy loading) and that load waits for the device: on an
-        H100 the first join of a process waited for every step queued before it, the later ones did not
-        (tools/repack_host_wait.py, BENCHMARKS.md 2026-12-06). The buffers are all written again by the next load."""
+        """Carry the smallest bucket's tokens onto themselves, one slot and then all (read_slots, write_slots: what a
+        running batch's re-pack does). CUDA loads a kernel on its first launch (lazy loading) and that load waits for
+        the device: the first join of a process waited for every step queued before it, the later ones did not, and
+        with CUDA_MODULE_LOADING=EAGER none did (H100, H200; tools/repack_host_wait.py, BENCHMARKS.md 2026-12-06).
+        ATen picks its index kernels by the index's size (up to 16, more), hence both sizes. The buffers are all
+        written again by the next load."""
         buf = self._graph_for(min(self.buckets), cfg).buffers
-        slot = torch.zeros(1, dtype=torch.long)
         with torch.inference_mode():
-            write_slots(buf, slot, read_slots(buf, slot))
+            for count in (1, buf.tokens.shape[1]):
+                slots = torch.arange(count)
+                write_slots(buf, slots, read_slots(buf, slots))
 
     def load(self, packed: Buffers, cfg: GenerationConfig) -> StepGraph:
         """The step of `packed`'s bucket for these settings, with `packed` (host-side, `pack`) copied into its
