@@ -323,6 +323,7 @@ class Engine:
                     batch.state.add(call, self.device)
         state = batch.state
         while True:
+            state.joining.catch_up()  # the calls joining now start at most RUN_AHEAD steps after the device's
             joined = batch.joins()
             with self._lock:
                 for call in joined:

@@ -28,11 +28,12 @@ def test_a_span_is_waited_for_only_once_it_has_ended():
 @gpu
 def test_the_decode_stream_waits_for_the_work_that_made_the_codes():
     device = torch.device("cuda")
+    decoding = DecodeStream(device)  # before the busy device: a process's first stream waited for it (H100)
     torch.cuda.synchronize()
     made = DeviceSpan(device)
     busy = keep_busy()  # the steps that make the codes
     made.end()
-    with DecodeStream(device).after(made):
+    with decoding.after(made):
         done = torch.cuda.Event()
         done.record()
     assert not done.query()  # behind the spins

@@ -3,10 +3,11 @@ step with a join (its re-pack) return while the work queued before them still ru
 pageable host memory wait for its stream: on an H100 a 4096-row pageable load waited, so the runner pins its sources
 (this file's load test failed with the pin planted away); and CUDA loads a kernel on its first launch, a load that
 waits for the device, so the first join of a process waited until the runner ran the re-pack's kernels at capture
-(tools/repack_host_wait.py, BENCHMARKS.md 2026-12-06). GPU only: a CPU runner has no queue."""
+(tools/repack_host_wait.py, BENCHMARKS.md 2026-12-06). And the one wait the batch makes on purpose, `catch_up`, leaves
+the last steps queued. GPU only: a CPU runner has no queue."""
 import pytest
 import torch
-from device_busy import returned_while_the_device_was_busy
+from device_busy import keep_busy, returned_while_the_device_was_busy
 
 from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL
@@ -67,3 +68,23 @@ def test_a_join_step_returns_while_the_device_is_busy(runner):
         batch.step()
     assert returned_while_the_device_was_busy(join)
     assert [s.done for s in batch.members] == [2, 1]
+
+
+def test_catch_up_leaves_at_most_the_last_steps_queued(runner):
+    """The host waits until all but `ahead` of the batch's queued steps are done: a sequence joining then starts
+    right behind them, not behind everything the host queued."""
+    first, _ = _prompts(runner, 2)
+    batch = ContinuousBatch(runner, CFG)
+    batch.add(first, 0)
+    torch.cuda.synchronize()
+    keep_busy()
+    batch.step()
+    mark = torch.cuda.Event()
+    mark.record()
+    batch.step()
+    batch.step()
+    assert not mark.query()  # three steps queued behind the spins, none waited for
+    batch.catch_up(2)
+    assert mark.query() and len(batch.queued) == 2
+    batch.catch_up(0)
+    assert not batch.queued
