@@ -78,13 +78,11 @@ def test_catch_up_leaves_at_most_the_last_steps_queued(runner):
     batch.add(first, 0)
     torch.cuda.synchronize()
     keep_busy()
-    batch.step()
-    mark = torch.cuda.Event()
-    mark.record()
-    batch.step()
-    batch.step()
-    assert not mark.query()  # three steps queued behind the spins, none waited for
+    for _ in range(3):
+        batch.step()
+    first = batch.queued[0]
+    assert len(batch.queued) == 3 and not any(e.query() for e in batch.queued)  # behind the spins, none waited for
     batch.catch_up(2)
-    assert mark.query() and len(batch.queued) == 2
+    assert first.query() and len(batch.queued) == 2  # the oldest step was waited for, the last two were not
     batch.catch_up(0)
     assert not batch.queued
