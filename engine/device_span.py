@@ -31,13 +31,6 @@ class DeviceSpan:
             self._events[1].record(torch.cuda.current_stream(self._device))
         self._end = time.perf_counter()
 
-    def wait_in(self, stream: torch.cuda.Stream) -> None:
-        """Make `stream` wait for the span's end: work queued on it from now on starts once the device got there."""
-        if self._end is None:
-            raise RuntimeError("DeviceSpan.wait_in() before end()")
-        if self._events is not None:
-            stream.wait_event(self._events[1])
-
     def seconds(self) -> float:
         if self._end is None:
             raise RuntimeError("DeviceSpan.seconds() before end()")

@@ -25,7 +25,6 @@ from engine.checks.verdict import Verdict
 from engine.codec import AudioCodec, QueuedDecode
 from engine.config import GenerationConfig, Mode
 from engine.constants import SAMPLE_RATE
-from engine.decode_stream import DecodeStream
 from engine.device_span import DeviceSpan
 from engine.errors import AudioInputError, Cancelled, TranscriptRequiredError
 from engine.gather import Gathering, RunningBatch
@@ -159,7 +158,6 @@ class Engine:
         # pieces of one length decoded in one batch: on a GPU within the codec's rounding of one by one and several
         # times faster; on the CPU they stay one by one, bit-equal to lone renders
         self.decode_together = device.type == "cuda"
-        self._decoding = DecodeStream(device)  # decodes wait for the steps that made their codes only
 
     @property
     def is_demo(self) -> bool:
@@ -323,7 +321,6 @@ class Engine:
                     batch.state.add(call, self.device)
         state = batch.state
         while True:
-            state.joining.catch_up()  # the calls joining now start at most RUN_AHEAD steps after the device's
             joined = batch.joins()
             with self._lock:
                 for call in joined:
@@ -350,7 +347,7 @@ class Engine:
         steps of its batch or the next batch) and finished."""
         made = [(request, cfg, seed, tokens)
                 for request, cfg, seed, tokens in zip(call.requests, call.cfgs, call.seeds, generated.tokens)]
-        waves = iter(self._decode_pieces([piece for *_, tokens in made for piece in tokens], after=generated.span))
+        waves = iter(self._decode_pieces([piece for *_, tokens in made for piece in tokens]))
         generate_s = generated.span.seconds()
         decode_s = time.perf_counter() - generated.began - generate_s
         results = []
@@ -461,12 +458,11 @@ class Engine:
             batched = BatchedGeneration(self.lm, self.budget, self.device)
             return batched.plans(plans, cfg, seeds, self._prompt, on_step)
 
-    def _decode_pieces(self, pieces: list[torch.Tensor], after: DeviceSpan) -> list[np.ndarray]:
-        """The waveforms of token pieces, made by the device work `after` spans: with `decode_together`, pieces of one
-        length in batches of up to DECODE_TOGETHER_FRAMES (a GPU's: within the codec's rounding of one by one and
-        several times faster, BENCHMARKS.md), else one by one (the CPU's: bit-equal to a lone render's). Each run is
-        read back once the next is queued: the device always has one to work on. On a GPU they are queued on the
-        decode stream (engine/decode_stream.py): behind `after`'s end, not behind steps queued since."""
+    def _decode_pieces(self, pieces: list[torch.Tensor]) -> list[np.ndarray]:
+        """The waveforms of token pieces: with `decode_together`, pieces of one length in batches of up to
+        DECODE_TOGETHER_FRAMES (a GPU's: within the codec's rounding of one by one and several times faster,
+        BENCHMARKS.md), else one by one (the CPU's: bit-equal to a lone render's). Each run is read back once the next
+        is queued: the device always has one to work on."""
         by_length: dict[int, list[list[int]]] = {}  # runs of piece numbers decoded together
         for i, piece in enumerate(pieces):
             length = piece.shape[-1] if self.decode_together else -1 - i
@@ -487,8 +483,7 @@ class Engine:
             return waves
         ahead = None  # the run queued last, read once the next is queued: the device always has one to work on
         for run in runs:
-            # queued under the lock, waited for after it; the pieces stay referenced until read back
-            with self._lock, torch.inference_mode(), self._decoding.after(after):
+            with self._lock, torch.inference_mode():  # queued under the lock, waited for after it
                 queued = (run, self.codec.queue_decode([pieces[i].to(self.device) for i in run]))
             if ahead is not None:
                 read(*ahead)

@@ -7,8 +7,8 @@ sequence's own step given by `starts`: its schedule from there on, its noise cou
 tokens a continuing sequence has revealed so far are carried from the old layout into the new one on the device
 (its target slots and their two columns in the model's input), and so is a reference kept there (a later chunk's:
 chunk 0's tokens, PromptItem.device_ref), written into every layout the sequence runs in. So a sequence gets exactly
-the tokens it gets alone, whoever runs beside it and whenever it joined; and the host waits for the device only to
-keep at most RUN_AHEAD steps queued ahead of it (`catch_up`), so that one who joins is not behind a long queue.
+the tokens it gets alone, whoever runs beside it and whenever it joined; and the host never waits for the device
+between steps.
 
 A sequence waits to join while the members and it would not fit the largest bucket or MAX_SEQUENCES; the ones
 waiting join in the order they were added (none overtakes an older one). A finished sequence's tokens are handed
@@ -16,7 +16,6 @@ out at the step it finishes; it leaves the layout at the next boundary.
 """
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 
 import torch
@@ -35,10 +34,6 @@ from engine.lm.runner import (
     write_device_refs,
     write_slots,
 )
-
-# Steps the host queues ahead of the device at most (`catch_up`): two keep the device fed while the host prepares the
-# next (well under a step's device time; not through a join's re-pack, ~11 ms on the host, rare).
-RUN_AHEAD = 2
 
 
 @dataclass(eq=False)
@@ -68,7 +63,6 @@ class ContinuousBatch:
     members: list[Sequence] = field(default_factory=list)  # in the layout, in the order they joined
     entry: StepGraph | None = None  # the layout's bucket (its static buffers) while members run
     changed: bool = False  # the members differ from the layout's: pack anew before the next step
-    queued: deque = field(default_factory=deque)  # CUDA: an event after each step not yet seen done, oldest first
 
     def add(self, prompt: PromptItem, seed: int) -> Sequence:
         """A sequence that joins at the next step boundary where it fits (after those added before it)."""
@@ -101,9 +95,6 @@ class ContinuousBatch:
             if not self.members:
                 return []
             self.runner.replay(self.entry, self.cfg)
-            if self.entry.buffers.ids.is_cuda:
-                self.queued.append(torch.cuda.Event())
-                self.queued[-1].record()
             finished = []
             for sequence in self.members:
                 sequence.done += 1
@@ -113,14 +104,6 @@ class ContinuousBatch:
                     finished.append(sequence)
             self.changed |= bool(finished)
             return finished
-
-    def catch_up(self, ahead: int = RUN_AHEAD) -> None:
-        """Wait until at most `ahead` of the steps queued so far are not done on the device. Call it before a step
-        boundary's joins: a sequence joins at the host's boundary, so without it one that comes while the host runs
-        far ahead takes its first step only after all the steps queued before it (H100, 8 streaming clients starting
-        together: a first part's Server-Timing `decode`, which counts that wait, 3-30 ms against 2.7 ms alone)."""
-        while len(self.queued) > ahead:
-            self.queued.popleft().synchronize()
 
     def _admit(self) -> None:
         """Move the waiting sequences that fit beside the members into them, oldest first."""

@@ -8,7 +8,6 @@ import torch
 import engine.engine as engine_module
 import engine.lm.batch as batch_module
 from engine.config import GenerationConfig
-from engine.device_span import DeviceSpan
 from engine.engine import ahead_groups
 from engine.lm.runner import StaticRunner
 from engine.voice import Voice
@@ -144,9 +143,7 @@ def test_a_long_decode_keeps_at_most_two_runs_in_flight_and_hands_out_its_own_ar
     monkeypatch.setattr(QueuedDecode, "waves", lambda self: events.append("read") or waves(self))
     g = torch.Generator().manual_seed(3)
     pieces = [torch.randint(0, engine.codec.codebook_size, (8, 6 + n), generator=g) for n in range(4)]
-    made = DeviceSpan(engine.device)
-    made.end()
-    out = engine._decode_pieces(pieces, after=made)
+    out = engine._decode_pieces(pieces)
     assert events == ["queue", "queue", "read", "queue", "read", "queue", "read", "read"]
     for wave, decode in zip(out, held):
         assert wave.shape == decode.host_waves[0].shape

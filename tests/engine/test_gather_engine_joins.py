@@ -13,7 +13,6 @@ import engine.lm.batch as batch_module
 from engine.config import GenerationConfig
 from engine.errors import Cancelled
 from engine.gather import RunningBatch
-from engine.lm.continuous import RUN_AHEAD
 from engine.lm.decode import EagerGeneration
 from engine.lm.runner import StaticRunner
 from engine.request import SpeechRequest
@@ -189,23 +188,3 @@ def test_a_call_too_large_for_every_bucket_steps_beside_the_batch_and_is_stopped
     held, short_audio = _stop_the_first_call_while_a_second_joins(runner_engine, voice, monkeypatch)
     assert steps == [0, 1] and held.members[:3] == [0, 1, 1]  # beside the batch: never one of its members
     np.testing.assert_array_equal(short_audio, alone[SHORT])
-
-
-def test_the_runner_catches_up_with_the_device_before_each_boundarys_joins(runner_engine, voice, monkeypatch):
-    """Before a step boundary's joins, the batch's runner waits until the device is at most RUN_AHEAD steps behind
-    (ContinuousBatch.catch_up; on the CPU nothing is queued): a call joining there starts right behind them."""
-    order = []
-    batch_class = batch_module.ContinuousBatch
-    catch_up, joins, step = batch_class.catch_up, RunningBatch.joins, batch_class.step
-
-    def caught_up(self, ahead=RUN_AHEAD):
-        order.append(("catch_up", ahead))
-        catch_up(self, ahead)
-
-    monkeypatch.setattr(batch_class, "catch_up", caught_up)
-    monkeypatch.setattr(RunningBatch, "joins", lambda batch: order.append("joins") or joins(batch))
-    monkeypatch.setattr(batch_class, "step", lambda self: order.append("step") or step(self))
-    runner_engine.render_many([SpeechRequest(text=SHORT, voice=voice, config=CFG)])
-    steps = order.count("step")
-    assert steps >= CFG.num_step
-    assert order[:3 * steps] == [("catch_up", RUN_AHEAD), "joins", "step"] * steps

@@ -1,13 +1,12 @@
 """The host runs ahead of the device: loading a packed layout into a bucket (StaticRunner.load) and a running batch's
 step with a join (its re-pack) return while the work queued before them still runs. CUDA may make a copy from
-pageable host memory wait for its stream: on an H100 a 4096-row pageable load waited, so the runner pins its sources
-(this file's load test failed with the pin planted away); and CUDA loads a kernel on its first launch, a load that
-waits for the device, so the first join of a process waited until the runner ran the re-pack's kernels at capture
-(tools/repack_host_wait.py, BENCHMARKS.md 2026-12-06). And the one wait the batch makes on purpose, `catch_up`, leaves
-the last steps queued. GPU only: a CPU runner has no queue."""
+pageable host memory wait for its stream: on an H100 a join's step (a re-pack into the 4096-row bucket) waited for
+all 15 steps queued before it, while a 2048-row load did not, pageable or pinned (tools/repack_host_wait.py,
+BENCHMARKS.md 2026-12-06); the 4096-row pageable copy is the suspect, so the runner pins its sources. The device is
+kept busy for seconds against the host's milliseconds, by short spin kernels (one kernel of seconds would trip a
+display GPU's watchdog). GPU only: a CPU runner has no queue."""
 import pytest
 import torch
-from device_busy import keep_busy, returned_while_the_device_was_busy
 
 from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL
@@ -21,6 +20,7 @@ pytest.importorskip("triton")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="the device's queue: needs a GPU")
 CFG = GenerationConfig(position_temperature=0.0, num_step=4)
 BUCKET = 4096  # its ids alone are 256 KiB, twice the 2048-row pack's, whose pageable load did not wait
+SPINS, SPIN_CYCLES = 64, 1 << 27  # 64 kernels of 2^27 clocks: each 0.1 s at 1.3 GHz, together seconds at any clock
 
 
 @pytest.fixture(scope="module")
@@ -49,12 +49,24 @@ def _packed(runner, prompts: list):
     return pack(prompts, BUCKET, runner.lm.cfg.audio_mask_id, schedules, list(range(len(prompts))))
 
 
+def _returned_while_the_device_was_busy(action) -> bool:
+    torch.cuda.synchronize()
+    for _ in range(SPINS):
+        torch.cuda._sleep(SPIN_CYCLES)
+    busy = torch.cuda.Event()
+    busy.record()
+    action()
+    returned_first = not busy.query()
+    torch.cuda.synchronize()
+    return returned_first
+
+
 def test_load_of_a_large_bucket_returns_while_the_device_is_busy(runner):
     prompts = _prompts(runner, 2)
     assert sum(packed_rows(p) for p in prompts) > BUCKET // 2
     packed = _packed(runner, prompts)
     with torch.inference_mode():
-        assert returned_while_the_device_was_busy(lambda: runner.load(packed, CFG))
+        assert _returned_while_the_device_was_busy(lambda: runner.load(packed, CFG))
 
 
 def test_a_join_step_returns_while_the_device_is_busy(runner):
@@ -66,23 +78,5 @@ def test_a_join_step_returns_while_the_device_is_busy(runner):
     def join():
         batch.add(second, 1)
         batch.step()
-    assert returned_while_the_device_was_busy(join)
+    assert _returned_while_the_device_was_busy(join)
     assert [s.done for s in batch.members] == [2, 1]
-
-
-def test_catch_up_leaves_at_most_the_last_steps_queued(runner):
-    """The host waits until all but `ahead` of the batch's queued steps are done: a sequence joining then starts
-    right behind them, not behind everything the host queued."""
-    first, _ = _prompts(runner, 2)
-    batch = ContinuousBatch(runner, CFG)
-    batch.add(first, 0)
-    torch.cuda.synchronize()
-    keep_busy()
-    for _ in range(3):
-        batch.step()
-    first = batch.queued[0]
-    assert len(batch.queued) == 3 and not any(e.query() for e in batch.queued)  # behind the spins, none waited for
-    batch.catch_up(2)
-    assert first.query() and len(batch.queued) == 2  # the oldest step was waited for, the last two were not
-    batch.catch_up(0)
-    assert not batch.queued
