@@ -10,8 +10,8 @@ client's. The worker runs compatible requests side by side and the engine batche
 (engine/gather.py); before that, each waited for the one before it. The JSON rows also hold, per client, when it
 sent its request after the round's first client did (`sent_ms`) and the server's Server-Timing spans (`server_ms`:
 accept, queue, engine = the job's start until its first part, handoff; and within engine the first part's generate
-and decode): whether a late first audio waited at the server's door, in the worker's line, for a batch or for its
-decode. GPU memory (tools/process_gpu_memory.py: all the server process
+and decode; printed as a second table, median and max): whether a late first audio waited at the server's door,
+in the worker's line, for a batch or for its decode. GPU memory (tools/process_gpu_memory.py: all the server process
 holds, which never shrinks, so each reading is its peak so far; "-" without nvidia-smi): once loaded, before the
 warm-up round of the most clients, and after each N's rounds (`server_gpu_gib`): what more clients added.
 """
@@ -120,6 +120,22 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+SPANS = ("accept", "queue", "generate", "decode", "engine", "handoff")  # the API's Server-Timing, in its order of time
+
+
+def spans_table(rows: list[dict]) -> str:
+    """Where each N's first audio went on the server: every client's Server-Timing span, median (max) ms; "-" where no
+    client had that span (a server without it)."""
+    lines = ["| clients | " + " | ".join(f"{name} ms" for name in SPANS) + " |", "|---|" + "---|" * len(SPANS)]
+    for r in rows:
+        cells = []
+        for name in SPANS:
+            values = [spans[name] for spans in r["server_ms"] if name in spans]
+            cells.append(f"{statistics.median(values):.1f} ({max(values):.1f})" if values else "-")
+        lines.append(f"| {r['clients']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_model_options(parser)
@@ -143,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"mode {args.mode}, response_format pcm, {len(PARAGRAPH)} characters per client, {args.rounds} rounds; "
           f"server GPU GiB once loaded (one client served): {'-' if loaded_gib is None else f'{loaded_gib:.2f}'}")
     print(table(rows))
+    print(spans_table(rows))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -5,7 +5,7 @@ import httpx
 
 from app.api.speech import SpeechStream
 from tools import bench_clients
-from tools.bench_clients import row, server_timing
+from tools.bench_clients import row, server_timing, spans_table
 
 
 def test_server_timing_reads_the_header_the_api_sends():
@@ -68,3 +68,14 @@ def test_the_table_shows_the_servers_gpu_memory_per_row_and_a_dash_without_a_rea
     lines = text.splitlines()
     assert lines[0].endswith("| server GPU GiB |") and lines[1].count("|") == 8
     assert lines[2].endswith("| 1.00 | - |") and lines[3].endswith("| 2.00 | 3.50 |")
+
+
+def test_the_spans_table_gives_each_spans_median_and_max_per_number_of_clients():
+    rows = [{"clients": 1, "server_ms": [{"accept": 1.0, "engine": 50.0}]},
+            {"clients": 2, "server_ms": [{"accept": 2.0, "generate": 90.0, "engine": 100.0},
+                                         {"accept": 8.0, "generate": 110.0, "engine": 140.0},
+                                         {"accept": 3.0, "generate": 95.0, "engine": 120.0}]}]
+    lines = spans_table(rows).splitlines()
+    assert lines[0] == "| clients | accept ms | queue ms | generate ms | decode ms | engine ms | handoff ms |"
+    assert lines[2] == "| 1 | 1.0 (1.0) | - | - | - | 50.0 (50.0) | - |"
+    assert lines[3] == "| 2 | 3.0 (8.0) | - | 95.0 (110.0) | - | 120.0 (140.0) | - |"
