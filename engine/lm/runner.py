@@ -352,10 +352,9 @@ class StaticRunner:
     def load(self, packed: Buffers, cfg: GenerationConfig) -> StepGraph:
         """The step of `packed`'s bucket for these settings, with `packed` (host-side, `pack`) copied into its
         static buffers: the step counter restarts at 0 with the rest. On a GPU the sources are pinned first: CUDA may
-        make an asynchronous copy from pageable memory wait for its stream, and a running batch's step with a join
-        (a 4096-row re-pack) waited for every step queued before it, while a 2048-row load did not, pageable or
-        pinned (H100, tools/repack_host_wait.py): the 4096-row pageable copy is the suspect.
-        tests/engine/test_runner_host_wait.py checks on a GPU that neither a 4096-row load nor a join's step waits now.
+        make an asynchronous copy from pageable memory wait for its stream, and a 4096-row load from pageable memory
+        waited for every step queued before it (H100: tests/engine/test_runner_host_wait.py fails with the pin
+        planted away; a join's first wait in a process was CUDA's lazy kernel loading, `_load_carry_kernels`).
         A pinned temporary freed after its copy is not reused before the copy ran (the copy records its stream on the
         block, PyTorch's caching host allocator)."""
         entry = self._graph_for(packed.ids.shape[-1], cfg)

@@ -1,8 +1,9 @@
 """The host runs ahead of the device: loading a packed layout into a bucket (StaticRunner.load) and a running batch's
 step with a join (its re-pack) return while the work queued before them still runs. CUDA may make a copy from
-pageable host memory wait for its stream: on an H100 a join's step (a re-pack into the 4096-row bucket) waited for
-all 15 steps queued before it, while a 2048-row load did not, pageable or pinned (tools/repack_host_wait.py,
-BENCHMARKS.md 2026-12-06); the 4096-row pageable copy is the suspect, so the runner pins its sources. The device is
+pageable host memory wait for its stream: on an H100 a 4096-row pageable load waited, so the runner pins its sources
+(the load test failed with the pin planted away); and CUDA loads a kernel on its first launch, a load that waits for
+the device, so the first join of a process waited until the runner ran the re-pack's kernels at capture (the join
+test failed on an H200 with a one-slot warm-up only; tools/repack_host_wait.py, BENCHMARKS.md 2026-12-06). The device is
 kept busy for seconds against the host's milliseconds, by short spin kernels (one kernel of seconds would trip a
 display GPU's watchdog). GPU only: a CPU runner has no queue."""
 import pytest
