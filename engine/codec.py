@@ -488,7 +488,7 @@ class AudioCodec(nn.Module):
         queued (the gather reads the codes clamped into range meanwhile: a GPU's would fault or read junk), so
         a decode queued behind the generation that makes its codes launches while the GPU still generates.
         """
-        (wave,), (codes_range,) = self._decode_unchecked([codes])
+        (wave,), (codes_range,) = self.decode_unchecked([codes])
         self._check_range(codes_range)
         return wave
 
@@ -499,7 +499,7 @@ class AudioCodec(nn.Module):
         lengths raise ValueError: padded to the longest, the shorter ones' last frames would change (the decoder
         hears the padding's values instead of zeros there). Codes out of range raise ValueError as in `decode`.
         """
-        waves, ranges = self._decode_unchecked(pieces)
+        waves, ranges = self.decode_unchecked(pieces)
         for codes_range in ranges:
             self._check_range(codes_range)
         return waves
@@ -510,10 +510,14 @@ class AudioCodec(nn.Module):
         device: `QueuedDecode.waves()` waits, then refuses codes out of range as `decode_many` does. A caller
         holding a lock releases it before that wait, and work queued after this call by others (on the same
         stream) does not delay its waves."""
-        waves, ranges = self._decode_unchecked(pieces)
+        return self.queue_readback(*self.decode_unchecked(pieces))
+
+    def queue_readback(self, waves: list[torch.Tensor], ranges: list) -> QueuedDecode:
+        """The copy to the host of decoded `waves` and of their pieces' code `ranges` (`code_range`), queued behind
+        the work that makes them on the waves' device, without waiting for it."""
         pinned = waves[0].is_cuda
         host_waves = [torch.empty(w.shape, dtype=torch.float32, pin_memory=pinned) for w in waves]
-        host_ranges = [torch.empty(2, dtype=codes.dtype, pin_memory=pinned) for codes in pieces]
+        host_ranges = [torch.empty(2, dtype=low.dtype, pin_memory=pinned) for low, _ in ranges]
         for host, wave in zip(host_waves, waves):
             host.copy_(wave, non_blocking=pinned)
         for host, codes_range in zip(host_ranges, ranges):
@@ -524,12 +528,12 @@ class AudioCodec(nn.Module):
             done.record(torch.cuda.current_stream(waves[0].device))
         return QueuedDecode(host_waves, host_ranges, done, self.codebook_size)
 
-    def _decode_unchecked(self, pieces: list[torch.Tensor]) -> tuple[list[torch.Tensor], list]:
+    def decode_unchecked(self, pieces: list[torch.Tensor]) -> tuple[list[torch.Tensor], list]:
         """The waveforms of pieces of one length in one batch, the codes clamped into range, and each piece's
-        range (`_range_of`) not read yet."""
+        range (`code_range`) not read yet."""
         if len({tuple(codes.shape) for codes in pieces}) != 1:
             raise ValueError(f"pieces decoded together have one length, not {[p.shape[-1] for p in pieces]}")
-        ranges = [self._range_of(codes) for codes in pieces]
+        ranges = [self.code_range(codes) for codes in pieces]
         latents = [self.fc2(self.quantizer.decode(self._clamped(codes))) for codes in pieces]  # B x (T, A)
         acoustic = latents[0][None] if len(latents) == 1 else torch.stack(latents)  # (B, T, A); one piece: no copy
         path = self.conv_path(pieces=len(pieces), frames=pieces[0].shape[-1])
@@ -555,7 +559,7 @@ class AudioCodec(nn.Module):
                  bias=None, path=DECODER_CUDNN)
 
     @staticmethod
-    def _range_of(codes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    def code_range(codes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
         """The codes' min and max on their device, not read yet (one reduction); None while a CUDA graph is
         captured."""
         if codes.is_cuda and torch.cuda.is_current_stream_capturing():
@@ -567,7 +571,7 @@ class AudioCodec(nn.Module):
         return codes.clamp(0, self.codebook_size - 1)
 
     def _check_range(self, codes_range: tuple[torch.Tensor, torch.Tensor] | None) -> None:
-        """ValueError if the codes of `_range_of` left [0, codebook_size) (reading it waits for the device)."""
+        """ValueError if the codes of `code_range` left [0, codebook_size) (reading it waits for the device)."""
         if codes_range is not None:
             check_code_range(*(int(v) for v in codes_range), codebook_size=self.codebook_size)
 

@@ -25,6 +25,7 @@ from engine.checks.verdict import Verdict
 from engine.codec import AudioCodec, QueuedDecode
 from engine.config import GenerationConfig, Mode
 from engine.constants import SAMPLE_RATE
+from engine.decode_graphs import DecodeGraphs
 from engine.device_span import DeviceSpan
 from engine.errors import AudioInputError, Cancelled, TranscriptRequiredError
 from engine.gather import Gathering, RunningBatch
@@ -158,6 +159,9 @@ class Engine:
         # pieces of one length decoded in one batch: on a GPU within the codec's rounding of one by one and several
         # times faster; on the CPU they stay one by one, bit-equal to lone renders
         self.decode_together = device.type == "cuda"
+        # a GPU's short decodes replay CUDA graphs (engine/decode_graphs.py): their eager launches cost the host more
+        # than the device; the CPU decodes as the codec does
+        self._decoder = DecodeGraphs(codec) if device.type == "cuda" else codec
 
     @property
     def is_demo(self) -> bool:
@@ -484,7 +488,7 @@ class Engine:
         ahead = None  # the run queued last, read once the next is queued: the device always has one to work on
         for run in runs:
             with self._lock, torch.inference_mode():  # queued under the lock, waited for after it
-                queued = (run, self.codec.queue_decode([pieces[i].to(self.device) for i in run]))
+                queued = (run, self._decoder.queue_decode([pieces[i].to(self.device) for i in run]))
             if ahead is not None:
                 read(*ahead)
             ahead = queued

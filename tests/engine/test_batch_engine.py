@@ -95,7 +95,7 @@ def test_pieces_of_one_length_decode_together_where_the_engine_says_so(engine, v
     alone = [engine.render_many([request])[0] for request in requests]  # one by one: the CPU's way
     frames = alone[0].tokens[0].shape[-1]
     assert alone[3].tokens[0].shape[-1] != frames
-    together, unchecked = [], engine.codec._decode_unchecked
+    together, unchecked = [], engine.codec.decode_unchecked
 
     def one_by_one(pieces):
         if len(pieces) > 1:
@@ -103,7 +103,7 @@ def test_pieces_of_one_length_decode_together_where_the_engine_says_so(engine, v
         decoded = [unchecked([piece]) for piece in pieces]
         return [w for waves, _ in decoded for w in waves], [r for _, ranges in decoded for r in ranges]
 
-    monkeypatch.setattr(engine.codec, "_decode_unchecked", one_by_one)
+    monkeypatch.setattr(engine.codec, "decode_unchecked", one_by_one)
     monkeypatch.setattr(engine_module, "DECODE_TOGETHER_FRAMES", 2 * frames)
     monkeypatch.setattr(engine, "decode_together", True)
     results = engine.render_many(requests)

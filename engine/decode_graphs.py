@@ -1,0 +1,104 @@
+"""Short codec decodes replayed from CUDA graphs: the same kernels as the eager decode, launched in one call.
+
+A decode of a few seconds of audio is ~150 small kernels (ATen's own convolutions, the fused Snake, copies), and
+their launches take longer on the host than the kernels take on the device: an H100 spent 10.2 ms of host time on
+one piece of 62 frames that its CUDA graph replays in 0.08 ms, the device done 2.1 ms after the call, and the
+graph's waveform bit for bit the eager one (BENCHMARKS.md, issue 23). Eight streams whose first pieces end in one
+step decoded one after another on the host; with graphs the host is free for them at once, and for the server's
+other threads (HTTP, text planning), which wait for the GIL meanwhile.
+
+Only decodes of up to GRAPH_UP_TO_FRAMES frames in all (pieces x frames) go through graphs: those always convolve with
+ATen's own kernels (engine/conv.py's NATIVE_UP_TO_FRAMES), so a graph holds the kernels an eager decode of its shape
+runs, and longer decodes are bound by the device, not by launches. A shape is captured the second time a thread
+decodes it: its first decode runs eagerly (a length met once is not worth a capture, which costs about one and a half
+eager decodes, and the thread's first decode makes its cuBLAS handle, which a capture may not), and every later one,
+on any thread, replays the graph. At most MAX_GRAPHS graphs are kept, the least recently used dropped first; they
+share one memory pool, so together they hold about what the largest one's decode needs (~0.3 GB at 256 frames).
+
+A graph's waveforms stay in its own output buffers; a replay queues their copy to the host before it returns, so a
+graph captured or replayed later in the shared pool, which may reuse that memory, only runs after the copy (one
+stream). Callers hold the engine's lock around `queue_decode`, as around the eager one: one replay at a time.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+
+from engine.codec import AudioCodec, QueuedDecode
+from engine.conv import NATIVE_UP_TO_FRAMES
+
+GRAPH_UP_TO_FRAMES = NATIVE_UP_TO_FRAMES  # decodes of up to this many frames in all are replayed from graphs
+MAX_GRAPHS = 64  # graphs kept: their outputs are small (1 MB at 256 frames), their pool is shared
+
+
+@dataclass
+class DecodeGraph:
+    """One decode shape's graph: its input codes (pieces, codebooks, frames) and the waveforms it writes."""
+
+    graph: torch.cuda.CUDAGraph
+    codes: torch.Tensor
+    waves: list[torch.Tensor]
+
+    def queue(self, codec: AudioCodec, pieces: list[torch.Tensor]) -> QueuedDecode:
+        """The pieces' decode, replayed, and its copy to the host queued (`QueuedDecode.waves` waits for it); each
+        piece's code range is read eagerly first (a graph holds none), so codes out of range are refused as by
+        `AudioCodec.queue_decode`."""
+        ranges = [codec.code_range(codes) for codes in pieces]
+        with torch.cuda.device(self.codes.device):
+            for slot, codes in zip(self.codes, pieces):
+                slot.copy_(codes)
+            self.graph.replay()
+        return codec.queue_readback(self.waves, ranges)
+
+
+class DecodeGraphs:
+    """`AudioCodec.queue_decode` with short decodes replayed from CUDA graphs (the codec on a CUDA device)."""
+
+    def __init__(self, codec: AudioCodec, *, up_to_frames: int = GRAPH_UP_TO_FRAMES, capacity: int = MAX_GRAPHS):
+        self.codec, self.up_to_frames, self.capacity = codec, up_to_frames, capacity
+        self.graphs: OrderedDict[tuple[int, int], DecodeGraph] = OrderedDict()  # least recently used first
+        self._pool = None  # made with the first graph
+        self._threads = threading.local()  # .decoded: the shapes this thread has decoded eagerly
+
+    @torch.inference_mode()
+    def queue_decode(self, pieces: list[torch.Tensor]) -> QueuedDecode:
+        """As `AudioCodec.queue_decode`: pieces of one length on the codec's device, their decode and its copy to the
+        host queued; from a graph where the shape has one (or this thread decoded it before), else eagerly."""
+        shape = (len(pieces), pieces[0].shape[-1])
+        if len({tuple(codes.shape) for codes in pieces}) != 1 or shape[0] * shape[1] > self.up_to_frames:
+            return self.codec.queue_decode(pieces)  # unequal lengths are refused there; long ones bound by the device
+        graph = self.graphs.get(shape)
+        if graph is None:
+            decoded = self._threads.__dict__.setdefault("decoded", set())
+            if shape not in decoded:
+                decoded.add(shape)
+                return self.codec.queue_decode(pieces)
+            graph = self._capture(shape)
+            self.graphs[shape] = graph
+            while len(self.graphs) > self.capacity:
+                self.graphs.popitem(last=False)
+        self.graphs.move_to_end(shape)
+        return graph.queue(self.codec, pieces)
+
+    def _capture(self, shape: tuple[int, int]) -> DecodeGraph:
+        """A graph of the decode of `shape` (pieces, frames), captured on a side stream straight away: not through
+        torch.cuda.graph, whose entry waits for the whole device and collects Python's garbage (the LM's queued steps
+        and a server's heap), which a capture needs neither of. thread_local: other threads' CUDA calls meanwhile (a
+        readback's event sync) neither break the capture nor fail."""
+        device = self.codec.device
+        with torch.cuda.device(device), torch.inference_mode():
+            if self._pool is None:
+                self._pool = torch.cuda.graph_pool_handle()
+            codes = torch.zeros((shape[0], self.codec.num_codebooks, shape[1]), dtype=torch.long, device=device)
+            graph = torch.cuda.CUDAGraph()
+            side = torch.cuda.Stream(device)
+            with torch.cuda.stream(side):
+                graph.capture_begin(pool=self._pool, capture_error_mode="thread_local")
+                try:
+                    waves, _ = self.codec.decode_unchecked(list(codes))
+                finally:
+                    graph.capture_end()
+        return DecodeGraph(graph, codes, waves)

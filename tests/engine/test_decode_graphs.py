@@ -1,0 +1,176 @@
+"""engine/decode_graphs.py: which decodes a graph replays (CPU, the capture stood in for), and on a GPU that a graph's
+waveforms are the eager decode's bit for bit (same kernels), refuse codes out of range, and survive other graphs of
+the shared pool replayed before they are read."""
+import threading
+
+import pytest
+import torch
+
+from engine.codec import AudioCodec
+from engine.constants import DEMO_MODEL
+from engine.decode_graphs import GRAPH_UP_TO_FRAMES, DecodeGraphs
+
+CODEC_DIR = DEMO_MODEL / "audio_tokenizer"
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+
+
+@pytest.fixture(scope="module")
+def cpu_codec():
+    return AudioCodec.load(CODEC_DIR)
+
+
+def random_pieces(codec, pieces: int, frames: int, seed: int, device="cpu") -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, codec.codebook_size, (codec.num_codebooks, frames), generator=g).to(device)
+            for _ in range(pieces)]
+
+
+class StandIn:
+    """A captured graph as the policy sees it: it counts its replays and decodes with `decode`."""
+
+    def __init__(self, decode):
+        self.decode, self.replays = decode, 0
+
+    def queue(self, codec, pieces):
+        self.replays += 1
+        return self.decode(pieces)
+
+
+@pytest.fixture
+def graphs(cpu_codec, monkeypatch):
+    """DecodeGraphs over the CPU codec with captures stood in for; `.captured` lists the shapes captured, `.eager`
+    counts the codec's own decodes."""
+    made = DecodeGraphs(cpu_codec)
+    made.captured, made.eager = [], 0
+    queue_decode = cpu_codec.queue_decode
+
+    def capture(shape):
+        made.captured.append(shape)
+        return StandIn(queue_decode)
+
+    def eager(pieces):
+        made.eager += 1
+        return queue_decode(pieces)
+
+    monkeypatch.setattr(made, "_capture", capture)
+    monkeypatch.setattr(cpu_codec, "queue_decode", eager)
+    return made
+
+
+def test_a_shape_is_decoded_eagerly_first_then_captured_and_replayed(graphs, cpu_codec):
+    pieces = random_pieces(cpu_codec, 1, 12, seed=1)
+    want = cpu_codec.decode(pieces[0]).float()
+    for _ in range(3):
+        assert torch.equal(graphs.queue_decode(pieces).waves()[0], want)
+    assert graphs.captured == [(1, 12)] and graphs.eager == 1 and graphs.graphs[(1, 12)].replays == 2
+
+
+def test_a_threads_first_decode_of_a_shape_is_eager_unless_a_graph_exists(graphs, cpu_codec):
+    """Each thread's first decode of a shape runs eagerly (it makes the thread's handles a capture may not); once any
+    thread has captured the shape, every thread replays it."""
+    def in_thread(pieces):
+        worker = threading.Thread(target=lambda: graphs.queue_decode(pieces).waves())
+        worker.start()
+        worker.join()
+
+    short, other = random_pieces(cpu_codec, 1, 10, seed=2), random_pieces(cpu_codec, 1, 11, seed=3)
+    graphs.queue_decode(short)
+    in_thread(short)  # another thread's first: eager, no capture
+    assert graphs.captured == [] and graphs.eager == 2
+    graphs.queue_decode(short)  # this thread's second: captured
+    in_thread(short)  # another thread's first, the graph there: replayed
+    in_thread(other)
+    assert graphs.captured == [(1, 10)] and graphs.eager == 3 and graphs.graphs[(1, 10)].replays == 2
+
+
+@pytest.mark.parametrize("pieces, frames, graphed", [(1, GRAPH_UP_TO_FRAMES, True), (2, GRAPH_UP_TO_FRAMES // 2, True),
+                                                     (1, GRAPH_UP_TO_FRAMES + 1, False),
+                                                     (2, GRAPH_UP_TO_FRAMES // 2 + 1, False)])
+def test_only_decodes_of_up_to_the_limit_in_all_are_graphed(graphs, monkeypatch, pieces, frames, graphed):
+    monkeypatch.setattr(graphs.codec, "queue_decode", lambda p: graphs.__setattr__("eager", graphs.eager + 1))
+    codes = [torch.zeros((8, frames), dtype=torch.long)] * pieces
+    for _ in range(3):
+        graphs.queue_decode(codes)
+    assert graphs.captured == ([(pieces, frames)] if graphed else []) and graphs.eager == (1 if graphed else 3)
+
+
+def test_pieces_of_unequal_lengths_are_refused_as_by_the_codec(graphs, cpu_codec):
+    pieces = random_pieces(cpu_codec, 1, 10, seed=4) + random_pieces(cpu_codec, 1, 11, seed=5)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="one length"):
+            graphs.queue_decode(pieces)
+    assert graphs.captured == []
+
+
+def test_the_least_recently_used_graph_goes_first(graphs, monkeypatch):
+    monkeypatch.setattr(graphs, "capacity", 2)
+    monkeypatch.setattr(graphs.codec, "queue_decode", lambda p: None)
+    a, b, c = ([torch.zeros((8, frames), dtype=torch.long)] for frames in (10, 11, 12))
+    for codes in (a, a, b, b, a, c, c):  # a and b captured, a used again, c captured: b is the least recent
+        graphs.queue_decode(codes)
+    assert list(graphs.graphs) == [(1, 10), (1, 12)] and graphs.captured == [(1, 10), (1, 11), (1, 12)]
+    graphs.queue_decode(b)  # b again: this thread decoded it before, so captured again at once
+    assert list(graphs.graphs) == [(1, 12), (1, 11)]
+
+
+@pytest.fixture(scope="module")
+def gpu_codec():
+    return AudioCodec.load(CODEC_DIR, "cuda")
+
+
+@cuda
+@pytest.mark.parametrize("pieces, frames", [(1, 62), (2, 40), (1, GRAPH_UP_TO_FRAMES)])
+def test_a_graphs_waves_are_the_eager_decodes_bit_for_bit(gpu_codec, pieces, frames):
+    """Eager, captured, replayed: each call's waves equal the eager decode of its own codes (new codes each time:
+    the graph reads its input, not the codes it was captured with)."""
+    graphs = DecodeGraphs(gpu_codec)
+    for seed in range(3):
+        codes = random_pieces(gpu_codec, pieces, frames, seed=seed, device="cuda")
+        want = gpu_codec.queue_decode(codes).waves()
+        got = graphs.queue_decode(codes).waves()
+        assert all(torch.equal(g, w) for g, w in zip(got, want)), seed
+    assert list(graphs.graphs) == [(pieces, frames)]
+
+
+@cuda
+def test_a_replayed_decode_refuses_codes_out_of_range(gpu_codec):
+    graphs = DecodeGraphs(gpu_codec)
+    codes = random_pieces(gpu_codec, 1, 30, seed=6, device="cuda")
+    for _ in range(2):
+        graphs.queue_decode(codes).waves()
+    assert (1, 30) in graphs.graphs
+    for bad in (codes[0] + gpu_codec.codebook_size, codes[0] - 1 - codes[0].max()):
+        with pytest.raises(ValueError, match="out of range"):
+            graphs.queue_decode([bad]).waves()
+
+
+@cuda
+def test_graphs_of_the_shared_pool_replayed_back_to_back_each_give_their_own_waves(gpu_codec):
+    """Two shapes' graphs share one memory pool: the second replayed before the first's waves are read, each is still
+    the eager decode of its codes (a replay queues its copy to the host before another graph may reuse the memory)."""
+    graphs = DecodeGraphs(gpu_codec)
+    shapes = [(1, 50), (1, 70), (2, 33)]
+    for pieces, frames in shapes * 2:  # eager, then captured
+        graphs.queue_decode(random_pieces(gpu_codec, pieces, frames, seed=7, device="cuda")).waves()
+    assert list(graphs.graphs) == shapes
+    codes = [random_pieces(gpu_codec, pieces, frames, seed=8 + i, device="cuda")
+             for i, (pieces, frames) in enumerate(shapes)]
+    want = [gpu_codec.queue_decode(c).waves() for c in codes]
+    torch.cuda._sleep(100_000_000)  # the replays queue behind device work, as behind a generation's steps
+    queued = [graphs.queue_decode(c) for c in codes]
+    for got, expected in zip((q.waves() for q in queued), want):
+        assert all(torch.equal(g, w) for g, w in zip(got, expected))
+
+
+@cuda
+def test_a_gpu_engines_short_decodes_replay_graphs_with_the_eager_waves():
+    from engine.engine import Engine
+
+    engine = Engine.load(DEMO_MODEL, device="cuda", mode="eager")
+    pieces = [random_pieces(engine.codec, 1, frames, seed=9)[0] for frames in (20, 20, 35)]
+    want = engine._decode_pieces(pieces)  # each run's first decode on this thread: the codec's eager one
+    assert not engine._decoder.graphs
+    for _ in range(2):  # captured, replayed
+        for got, expected in zip(engine._decode_pieces(pieces), want, strict=True):
+            assert (got == expected).all()
+    assert set(engine._decoder.graphs) == {(2, 20), (1, 35)}  # the two pieces of one length decode together
