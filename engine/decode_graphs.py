@@ -13,7 +13,10 @@ runs, and longer decodes are bound by the device, not by launches. A shape is ca
 decodes it: its first decode runs eagerly (a length met once is not worth a capture, which costs about one and a half
 eager decodes, and the thread's first decode makes its cuBLAS handle, which a capture may not), and every later one,
 on any thread, replays the graph. At most MAX_GRAPHS graphs are kept, the least recently used dropped first; they
-share one memory pool, so together they hold about what the largest one's decode needs (~0.3 GB at 256 frames).
+share one memory pool, which keeps what their largest decodes need at their peak (ATen's convolutions unfold their
+input, im2col): the 8-client bench's server held 1.45-2.09 GiB more with graphs (H100, BENCHMARKS.md). So a GPU
+gets graphs only where GRAPHS_NEED_FREE_BYTES are free once the engine is loaded (`decoder_for`): an 8 GB card
+decodes eagerly, as before.
 
 A graph's waveforms stay in its own output buffers; a replay queues their copy to the host before it returns, so a
 graph captured or replayed later in the shared pool, which may reuse that memory, only runs after the copy (one
@@ -32,6 +35,7 @@ from engine.conv import NATIVE_UP_TO_FRAMES
 
 GRAPH_UP_TO_FRAMES = NATIVE_UP_TO_FRAMES  # decodes of up to this many frames in all are replayed from graphs
 MAX_GRAPHS = 64  # graphs kept: their outputs are small (1 MB at 256 frames), their pool is shared
+GRAPHS_NEED_FREE_BYTES = 6 * 2**30  # free at load for graphs: their pool (up to ~2.1 GiB measured) a third of it
 
 
 @dataclass
@@ -102,3 +106,12 @@ class DecodeGraphs:
                 finally:
                     graph.capture_end()
         return DecodeGraph(graph, codes, waves)
+
+
+def decoder_for(codec: AudioCodec, device: torch.device) -> AudioCodec | DecodeGraphs:
+    """What queues the decodes on `device` (`queue_decode`): DecodeGraphs on a GPU with GRAPHS_NEED_FREE_BYTES free
+    now (call it once the engine is loaded), else the codec itself (a CPU decodes as the codec does)."""
+    if device.type != "cuda" or torch.cuda.mem_get_info(device)[0] < GRAPHS_NEED_FREE_BYTES:
+        return codec
+    return DecodeGraphs(codec)
+

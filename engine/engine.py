@@ -25,7 +25,7 @@ from engine.checks.verdict import Verdict
 from engine.codec import AudioCodec, QueuedDecode
 from engine.config import GenerationConfig, Mode
 from engine.constants import SAMPLE_RATE
-from engine.decode_graphs import DecodeGraphs
+from engine.decode_graphs import decoder_for
 from engine.device_span import DeviceSpan
 from engine.errors import AudioInputError, Cancelled, TranscriptRequiredError
 from engine.gather import Gathering, RunningBatch
@@ -159,9 +159,9 @@ class Engine:
         # pieces of one length decoded in one batch: on a GPU within the codec's rounding of one by one and several
         # times faster; on the CPU they stay one by one, bit-equal to lone renders
         self.decode_together = device.type == "cuda"
-        # a GPU's short decodes replay CUDA graphs (engine/decode_graphs.py): their eager launches cost the host more
-        # than the device; the CPU decodes as the codec does
-        self._decoder = DecodeGraphs(codec) if device.type == "cuda" else codec
+        # a GPU's short decodes replay CUDA graphs where memory allows (engine/decode_graphs.py): their eager launches
+        # cost the host more than the device
+        self._decoder = decoder_for(codec, device)
 
     @property
     def is_demo(self) -> bool:

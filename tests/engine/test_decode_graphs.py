@@ -6,9 +6,10 @@ import threading
 import pytest
 import torch
 
+from engine import decode_graphs
 from engine.codec import AudioCodec
 from engine.constants import DEMO_MODEL
-from engine.decode_graphs import GRAPH_UP_TO_FRAMES, DecodeGraphs
+from engine.decode_graphs import GRAPH_UP_TO_FRAMES, GRAPHS_NEED_FREE_BYTES, DecodeGraphs, decoder_for
 
 CODEC_DIR = DEMO_MODEL / "audio_tokenizer"
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
@@ -113,6 +114,16 @@ def test_the_least_recently_used_graph_goes_first(graphs, monkeypatch):
     assert list(graphs.graphs) == [(1, 12), (1, 11)]
 
 
+@pytest.mark.parametrize("free, graphed", [(GRAPHS_NEED_FREE_BYTES, True), (GRAPHS_NEED_FREE_BYTES - 1, False)])
+def test_a_gpu_gets_graphs_only_with_the_memory_free_their_pool_needs(cpu_codec, monkeypatch, free, graphed):
+    asked = []
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: asked.append(device) or (free, 80 * 2**30))
+    decoder = decoder_for(cpu_codec, torch.device("cuda", 1))
+    assert isinstance(decoder, DecodeGraphs) == graphed and (graphed or decoder is cpu_codec)
+    assert asked == [torch.device("cuda", 1)]
+    assert decoder_for(cpu_codec, torch.device("cpu")) is cpu_codec and len(asked) == 1  # a CPU asks no GPU
+
+
 @pytest.fixture(scope="module")
 def gpu_codec():
     return AudioCodec.load(CODEC_DIR, "cuda")
@@ -163,9 +174,10 @@ def test_graphs_of_the_shared_pool_replayed_back_to_back_each_give_their_own_wav
 
 
 @cuda
-def test_a_gpu_engines_short_decodes_replay_graphs_with_the_eager_waves():
+def test_a_gpu_engines_short_decodes_replay_graphs_with_the_eager_waves(monkeypatch):
     from engine.engine import Engine
 
+    monkeypatch.setattr(decode_graphs, "GRAPHS_NEED_FREE_BYTES", 0)  # a user's 8 GB card runs this test too
     engine = Engine.load(DEMO_MODEL, device="cuda", mode="eager")
     pieces = [random_pieces(engine.codec, 1, frames, seed=9)[0] for frames in (20, 20, 35)]
     want = engine._decode_pieces(pieces)  # each run's first decode on this thread: the codec's eager one
