@@ -7,16 +7,17 @@ graph's waveform bit for bit the eager one (BENCHMARKS.md, issue 23). Eight stre
 step decoded one after another on the host; with graphs the host is free for them at once, and for the server's
 other threads (HTTP, text planning), which wait for the GIL meanwhile.
 
-Only decodes of up to GRAPH_UP_TO_FRAMES frames in all (pieces x frames) go through graphs: those always convolve with
-ATen's own kernels (engine/conv.py's NATIVE_UP_TO_FRAMES), so a graph holds the kernels an eager decode of its shape
-runs, and longer decodes are bound by the device, not by launches. A shape is captured the second time a thread
-decodes it: its first decode runs eagerly (a length met once is not worth a capture, which costs about one and a half
-eager decodes, and the thread's first decode makes its cuBLAS handle, which a capture may not), and every later one,
-on any thread, replays the graph. At most MAX_GRAPHS graphs are kept, the least recently used dropped first; they
-share one memory pool, which keeps what their largest decodes need at their peak (ATen's convolutions unfold their
-input, im2col): the 8-client bench's server held 1.45-2.09 GiB more with graphs (H100, BENCHMARKS.md). So a GPU
-gets graphs only where GRAPHS_NEED_FREE_BYTES are free once the engine is loaded (`decoder_for`): an 8 GB card
-decodes eagerly, as before.
+Only decodes of up to GRAPH_UP_TO_FRAMES frames in all (pieces x frames) go through graphs: those always convolve
+with ATen's own kernels (engine/conv.py's NATIVE_UP_TO_FRAMES), so a graph holds the kernels an eager decode of its
+shape runs, and longer decodes are bound by the device, not by launches. A shape is captured the second time a
+thread decodes it: its first decode runs eagerly (a length met once is not worth a capture, which costs about one
+and a half eager decodes, and the thread's first decode makes its cuBLAS handle, which a capture may not), and every
+later one, on any thread, replays the graph. At most MAX_GRAPHS graphs are kept, the least recently used dropped
+first; they are captured on one stream into one memory pool, which keeps what their largest decode needs at its peak
+(ATen's convolutions unfold their input, im2col), their outputs and a cuBLAS workspace per thread that captured. The
+8-client bench's server held 1.45-2.09 GiB more with graphs (H100, BENCHMARKS.md), measured while each capture had a
+stream of its own, whose freed blocks and workspace no other capture could reuse. So a GPU gets graphs only where
+GRAPHS_NEED_FREE_BYTES are free once the engine is loaded (`decoder_for`): an 8 GB card decodes eagerly, as before.
 
 A graph's waveforms stay in its own output buffers; a replay queues their copy to the host before it returns, so a
 graph captured or replayed later in the shared pool, which may reuse that memory, only runs after the copy (one
@@ -35,7 +36,7 @@ from engine.conv import NATIVE_UP_TO_FRAMES
 
 GRAPH_UP_TO_FRAMES = NATIVE_UP_TO_FRAMES  # decodes of up to this many frames in all are replayed from graphs
 MAX_GRAPHS = 64  # graphs kept: their outputs are small (1 MB at 256 frames), their pool is shared
-GRAPHS_NEED_FREE_BYTES = 6 * 2**30  # free at load for graphs: their pool (up to ~2.1 GiB measured) a third of it
+GRAPHS_NEED_FREE_BYTES = 6 * 2**30  # free at load for graphs: their pool (~2.1 GiB, a stream per capture) a third
 
 
 @dataclass
@@ -65,6 +66,7 @@ class DecodeGraphs:
         self.codec, self.up_to_frames, self.capacity = codec, up_to_frames, capacity
         self.graphs: OrderedDict[tuple[int, int], DecodeGraph] = OrderedDict()  # least recently used first
         self._pool = None  # made with the first graph
+        self._stream = None  # every graph's capture stream, made with the first (see _capture)
         self._threads = threading.local()  # .decoded: the shapes this thread has decoded eagerly
 
     @torch.inference_mode()
@@ -88,18 +90,22 @@ class DecodeGraphs:
         return graph.queue(self.codec, pieces)
 
     def _capture(self, shape: tuple[int, int]) -> DecodeGraph:
-        """A graph of the decode of `shape` (pieces, frames), captured on a side stream straight away: not through
-        torch.cuda.graph, whose entry waits for the whole device and collects Python's garbage (the LM's queued steps
-        and a server's heap), which a capture needs neither of. thread_local: other threads' CUDA calls meanwhile (a
-        readback's event sync) neither break the capture nor fail."""
+        """A graph of the decode of `shape` (pieces, frames), captured straight away: not through torch.cuda.graph,
+        whose entry waits for the whole device (the LM's queued steps) and empties the allocator's cache, which a
+        capture needs neither of. thread_local: other threads' CUDA calls meanwhile (a readback's event sync) neither
+        break the capture nor fail. Every capture runs on one side stream: the caching allocator hands a block freed
+        in the pool only to the stream it was used on, and PyTorch keeps a cuBLAS workspace per handle and stream, so
+        captures on a stream each (torch.cuda.Stream deals out the next of its round robin) would each keep their own
+        decode's peak and a workspace in the pool."""
         device = self.codec.device
         with torch.cuda.device(device), torch.inference_mode():
             if self._pool is None:
                 self._pool = torch.cuda.graph_pool_handle()
+            if self._stream is None:
+                self._stream = torch.cuda.Stream(device)
             codes = torch.zeros((shape[0], self.codec.num_codebooks, shape[1]), dtype=torch.long, device=device)
             graph = torch.cuda.CUDAGraph()
-            side = torch.cuda.Stream(device)
-            with torch.cuda.stream(side):
+            with torch.cuda.stream(self._stream):
                 graph.capture_begin(pool=self._pool, capture_error_mode="thread_local")
                 try:
                     waves, _ = self.codec.decode_unchecked(list(codes))
@@ -114,4 +120,3 @@ def decoder_for(codec: AudioCodec, device: torch.device) -> AudioCodec | DecodeG
     if device.type != "cuda" or torch.cuda.mem_get_info(device)[0] < GRAPHS_NEED_FREE_BYTES:
         return codec
     return DecodeGraphs(codec)
-

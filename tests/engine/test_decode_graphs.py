@@ -157,10 +157,11 @@ def test_a_replayed_decode_refuses_codes_out_of_range(gpu_codec):
 
 @cuda
 def test_graphs_of_the_shared_pool_replayed_back_to_back_each_give_their_own_waves(gpu_codec):
-    """Two shapes' graphs share one memory pool: the second replayed before the first's waves are read, each is still
-    the eager decode of its codes (a replay queues its copy to the host before another graph may reuse the memory)."""
+    """Three shapes' graphs share one memory pool, where a graph's outputs may lie in the memory a graph captured
+    before it works in: replayed latest capture first, each before the others' waves are read, each is still the eager
+    decode of its codes (a replay queues its copy to the host before another graph may reuse the memory)."""
     graphs = DecodeGraphs(gpu_codec)
-    shapes = [(1, 50), (1, 70), (2, 33)]
+    shapes = [(1, 70), (1, 50), (2, 33)]
     for pieces, frames in shapes * 2:  # eager, then captured
         graphs.queue_decode(random_pieces(gpu_codec, pieces, frames, seed=7, device="cuda")).waves()
     assert list(graphs.graphs) == shapes
@@ -168,9 +169,30 @@ def test_graphs_of_the_shared_pool_replayed_back_to_back_each_give_their_own_wav
              for i, (pieces, frames) in enumerate(shapes)]
     want = [gpu_codec.queue_decode(c).waves() for c in codes]
     torch.cuda._sleep(100_000_000)  # the replays queue behind device work, as behind a generation's steps
-    queued = [graphs.queue_decode(c) for c in codes]
-    for got, expected in zip((q.waves() for q in queued), want):
-        assert all(torch.equal(g, w) for g, w in zip(got, expected))
+    queued = [graphs.queue_decode(c) for c in reversed(codes)]
+    for got, expected in zip((q.waves() for q in queued), reversed(want), strict=True):
+        assert all(torch.equal(g, w) for g, w in zip(got, expected, strict=True))
+
+
+def pool_bytes(graphs: DecodeGraphs) -> int:
+    """What the graphs' memory pool holds on the device, its blocks in use and free."""
+    return sum(segment["total_size"] for segment in torch.cuda.memory_snapshot()
+               if tuple(segment["segment_pool_id"]) == tuple(graphs._pool))
+
+
+@cuda
+def test_each_capture_reuses_the_pool_memory_the_captures_before_it_freed(gpu_codec):
+    """All captures run on one stream: twelve shapes' graphs, longest first, keep less than twice the first one's pool
+    (the allocator hands a freed block only to its stream, and keeps a cuBLAS workspace per stream: on a stream each,
+    every capture would add its decode's peak and a workspace)."""
+    graphs = DecodeGraphs(gpu_codec)
+    held = []
+    for frames in range(70, 58, -1):
+        codes = random_pieces(gpu_codec, 1, frames, seed=frames, device="cuda")
+        for _ in range(2):  # eager, then captured
+            graphs.queue_decode(codes).waves()
+        held.append(pool_bytes(graphs))
+    assert len(graphs.graphs) == 12 and held[-1] < 2 * held[0], held
 
 
 @cuda
