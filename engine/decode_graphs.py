@@ -12,12 +12,14 @@ with ATen's own kernels (engine/conv.py's NATIVE_UP_TO_FRAMES), so a graph holds
 shape runs, and longer decodes are bound by the device, not by launches. A shape is captured the second time a
 thread decodes it: its first decode runs eagerly (a length met once is not worth a capture, which costs about one
 and a half eager decodes, and the thread's first decode makes its cuBLAS handle, which a capture may not), and every
-later one, on any thread, replays the graph. At most MAX_GRAPHS graphs are kept, the least recently used dropped
-first; they are captured on one stream into one memory pool, which keeps what their largest decode needs at its peak
-(ATen's convolutions unfold their input, im2col), their outputs and a cuBLAS workspace per thread that captured. The
-8-client bench's server held 1.45-2.09 GiB more with graphs (H100, BENCHMARKS.md), measured while each capture had a
-stream of its own, whose freed blocks and workspace no other capture could reuse. So a GPU gets graphs only where
-GRAPHS_NEED_FREE_BYTES are free once the engine is loaded (`decoder_for`): an 8 GB card decodes eagerly, as before.
+later one, on any thread, replays the graph (a capture short of memory gives way to an eager decode: while a capture
+is under way, PyTorch's allocator frees none of its cached blocks for room, as it does for an eager one). At most
+MAX_GRAPHS graphs are kept, the least recently used dropped first; they are captured on one stream into one memory
+pool, which keeps what their largest decode needs at its peak (ATen's convolutions unfold their input, im2col),
+their outputs and a cuBLAS workspace per thread that captured. The 8-client bench's server held 1.45-2.09 GiB more
+with graphs (H100, BENCHMARKS.md), measured while each capture had a stream of its own, whose freed blocks and
+workspace no other capture could reuse. So a GPU gets graphs only where GRAPHS_NEED_FREE_BYTES are free once the
+engine is loaded (`decoder_for`): an 8 GB card decodes eagerly, as before.
 
 A graph's waveforms stay in its own output buffers; a replay queues their copy to the host before it returns, so a
 graph captured or replayed later in the shared pool, which may reuse that memory, only runs after the copy (one
@@ -82,7 +84,12 @@ class DecodeGraphs:
             if shape not in decoded:
                 decoded.add(shape)
                 return self.codec.queue_decode(pieces)
-            graph = self._capture(shape)
+            try:
+                graph = self._capture(shape)
+            except torch.OutOfMemoryError:  # eager: it may empty the allocator's cache for room, a capture may not
+                if not self.graphs:  # the failed graph was the pool's only one: PyTorch takes no capture into it now
+                    self._pool = None
+                return self.codec.queue_decode(pieces)  # the shape's next decode tries again
             self.graphs[shape] = graph
             while len(self.graphs) > self.capacity:
                 self.graphs.popitem(last=False)

@@ -114,6 +114,26 @@ def test_the_least_recently_used_graph_goes_first(graphs, monkeypatch):
     assert list(graphs.graphs) == [(1, 12), (1, 11)]
 
 
+def test_a_capture_short_of_memory_gives_way_to_an_eager_decode_and_the_next_one_captures(graphs, cpu_codec,
+                                                                                           monkeypatch):
+    """While a capture is under way the allocator frees none of its cache for room: a capture that runs out of memory
+    hands its decode to the codec, which may, and the shape's next decode captures again."""
+    pieces = random_pieces(cpu_codec, 1, 12, seed=12)
+    want = cpu_codec.decode(pieces[0]).float()
+    capture = graphs._capture
+
+    def short_of_memory(shape):
+        raise torch.OutOfMemoryError("CUDA out of memory (a stand-in)")
+
+    graphs.queue_decode(pieces)  # this thread's first: eager
+    monkeypatch.setattr(graphs, "_capture", short_of_memory)
+    assert torch.equal(graphs.queue_decode(pieces).waves()[0], want)
+    assert graphs.eager == 2 and not graphs.graphs
+    monkeypatch.setattr(graphs, "_capture", capture)
+    assert torch.equal(graphs.queue_decode(pieces).waves()[0], want)
+    assert graphs.captured == [(1, 12)] and graphs.eager == 2 and graphs.graphs[(1, 12)].replays == 1
+
+
 @pytest.mark.parametrize("free, graphed", [(GRAPHS_NEED_FREE_BYTES, True), (GRAPHS_NEED_FREE_BYTES - 1, False)])
 def test_a_gpu_gets_graphs_only_with_the_memory_free_their_pool_needs(cpu_codec, monkeypatch, free, graphed):
     asked = []
@@ -193,6 +213,33 @@ def test_each_capture_reuses_the_pool_memory_the_captures_before_it_freed(gpu_co
             graphs.queue_decode(codes).waves()
         held.append(pool_bytes(graphs))
     assert len(graphs.graphs) == 12 and held[-1] < 2 * held[0], held
+
+
+@cuda
+def test_a_capture_short_of_memory_gives_the_eager_waves_and_leaves_a_pool_the_next_capture_can_take(gpu_codec,
+                                                                                                      monkeypatch):
+    """A capture that runs out of memory (stood in for: the decode raises once its work is captured) gives the eager
+    waves. Its graph, the only one, took the pool along when it went (PyTorch takes no capture into a pool no graph
+    holds): the next capture makes a new pool, and its replays give the eager waves too."""
+    graphs = DecodeGraphs(gpu_codec)
+    codes = random_pieces(gpu_codec, 1, 40, seed=11, device="cuda")
+    want = gpu_codec.queue_decode(codes).waves()
+    graphs.queue_decode(codes).waves()  # this thread's first: eager
+    unchecked = gpu_codec.decode_unchecked
+
+    def short_of_memory(pieces):
+        decoded = unchecked(pieces)
+        if torch.cuda.is_current_stream_capturing():
+            raise torch.OutOfMemoryError("CUDA out of memory (a stand-in)")
+        return decoded
+
+    monkeypatch.setattr(gpu_codec, "decode_unchecked", short_of_memory)
+    assert all(torch.equal(g, w) for g, w in zip(graphs.queue_decode(codes).waves(), want, strict=True))
+    assert not graphs.graphs
+    monkeypatch.undo()
+    for _ in range(2):  # captured, replayed
+        assert all(torch.equal(g, w) for g, w in zip(graphs.queue_decode(codes).waves(), want, strict=True))
+    assert list(graphs.graphs) == [(1, 40)]
 
 
 @cuda
