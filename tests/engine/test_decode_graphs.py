@@ -242,6 +242,20 @@ def test_a_capture_short_of_memory_gives_the_eager_waves_and_leaves_a_pool_the_n
     assert list(graphs.graphs) == [(1, 40)]
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_graphs_of_a_codec_on_the_second_gpu_from_a_thread_on_the_first():
+    """An engine on cuda:1 decodes from threads whose current device is cuda:0: its graphs are captured and replayed
+    on cuda:1, with the eager waves."""
+    codec = AudioCodec.load(CODEC_DIR, "cuda:1")
+    graphs = DecodeGraphs(codec)
+    assert torch.cuda.current_device() == 0
+    for seed in range(3):  # eager, captured, replayed
+        codes = random_pieces(codec, 2, 30, seed=seed, device="cuda:1")
+        want = codec.queue_decode(codes).waves()
+        assert all(torch.equal(g, w) for g, w in zip(graphs.queue_decode(codes).waves(), want, strict=True)), seed
+    assert list(graphs.graphs) == [(2, 30)] and torch.cuda.current_device() == 0
+
+
 @cuda
 def test_a_gpu_engines_short_decodes_replay_graphs_with_the_eager_waves(monkeypatch):
     from engine.engine import Engine
