@@ -98,7 +98,7 @@ def graphed(codec: AudioCodec, codes: torch.Tensor) -> dict:
     static = codes.clone()
     graph = torch.cuda.CUDAGraph()
     t0 = time.perf_counter()
-    with torch.cuda.graph(graph), torch.inference_mode():  # with its entry's device sync and garbage collection
+    with torch.cuda.graph(graph), torch.inference_mode():  # with its entry's device sync and cache emptying
         (wave,), _ = codec.decode_unchecked([static])
     capture_ms = (time.perf_counter() - t0) * 1e3
     host, total = [], []
