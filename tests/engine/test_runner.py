@@ -5,6 +5,7 @@ block-diagonal key ranges, head on the target rows only, rank-based top-k. With 
 it must give exactly the reference loop's tokens at fp32."""
 import gc
 import weakref
+from dataclasses import fields
 
 import pytest
 import torch
@@ -15,8 +16,18 @@ from engine.constants import DEMO_MODEL
 from engine.lm.checkpoint import load_lm, load_text_tokenizer
 from engine.lm.decode import generate_tokens, unmask_schedule
 from engine.lm.model import KeyRanges
+from engine.lm.noise import MAX_FRAMES, sequence_key
 from engine.lm.prompt import build_prompt
-from engine.lm.runner import DEFAULT_BUCKETS, MAX_SCORE_SETTINGS, StaticRunner, freeze_heap, pack, score_key
+from engine.lm.runner import (
+    DEFAULT_BUCKETS,
+    MAX_SCORE_SETTINGS,
+    MAX_SEQUENCES,
+    Buffers,
+    StaticRunner,
+    freeze_heap,
+    pack,
+    score_key,
+)
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +86,42 @@ def test_pack_layout(lm_and_tokenizer):
     assert int(p.schedule.sum()) == int(p.schedule[:, 0].sum()) == 8 * T
     with pytest.raises(ValueError):
         pack([prompt], c + T, 1024, [[8 * T]], [0])  # no room for the junk row
+
+
+def test_pack_lays_out_each_sequence_at_its_own_step(lm_and_tokenizer):
+    """Two sequences, the second at its own step 3: every buffer's value and dtype (what `load` copies into a
+    captured step's static buffers)."""
+    lm, tok = lm_and_tokenizer
+    first, second = _prompt(lm, tok, True, 10), _prompt(lm, tok, False, 6, text="Short.")
+    (c0, T0), (c1, T1), S, C = (first.ids.shape[1], 10), (second.ids.shape[1], 6), 256, 8
+    schedules = [unmask_schedule(T0, C, 8, 0.1), unmask_schedule(T1, C, 8, 0.1)]
+    p = pack([first, second], S, 1024, schedules, [7, 2**32 + 9], starts=[0, 3])
+    r1, H, slots = c0 + T0, S // 2, T0 + T1  # the second sequence's first row; slots of both
+    blocks = [(0, c0), (c0, r1), (r1, r1 + c1), (r1 + c1, r1 + c1 + T1), (r1 + c1 + T1, S)]
+    assert p.key_start.tolist() == [a for a, b in blocks for _ in range(a, b)]
+    assert p.key_end.tolist() == [b for a, b in blocks for _ in range(a, b)]
+    assert p.positions.tolist() == [*range(c0), *range(T0), *range(c1), *range(T1), *[0] * (S - r1 - c1 - T1)]
+    assert torch.equal(p.ids[0, :, r1:r1 + c1], second.ids) and torch.equal(p.ids[0, :, r1 + c1:r1 + c1 + T1],
+                                                                             second.ids[:, -T1:])
+    assert (p.ids[0, :, r1 + c1 + T1:] == 1024).all() and (p.tokens == 1024).all()
+    assert p.audio_mask[0].tolist() == [*first.audio_mask.tolist(), *[True] * T0, *second.audio_mask.tolist(),
+                                        *[True] * T1, *[False] * (S - r1 - c1 - T1)]
+    junk = [S - 1] * (H - slots)
+    assert p.cond_cols.tolist() == [*range(c0 - T0, c0), *range(r1 + c1 - T1, r1 + c1), *junk]
+    assert p.uncond_cols.tolist() == [*range(c0, r1), *range(r1 + c1, r1 + c1 + T1), *junk]
+    assert p.rows.tolist() == p.cond_cols.tolist() + p.uncond_cols.tolist()
+    assert p.slot_sequence.tolist() == [0] * T0 + [1] * T1 + [MAX_SEQUENCES] * (H - slots)
+    assert p.slot_frame.tolist() == [*range(T0), *(3 * C * MAX_FRAMES + t for t in range(T1)), *[0] * (H - slots)]
+    assert p.slot_key.tolist() == [sequence_key(7)] * T0 + [sequence_key(2**32 + 9)] * T1 + [0] * (H - slots)
+    assert p.rank_base.tolist() == [0] * T0 + [C * T0] * T1 + [C * slots] * (H - slots)
+    assert p.sequence_slots.tolist() == [0, T0, *[slots] * (MAX_SEQUENCES - 1), H]
+    assert p.schedule[:8, 0].tolist() == schedules[0] and p.schedule[:5, 1].tolist() == schedules[1][3:]
+    assert not p.schedule[8:].any() and not p.schedule[5:, 1].any() and not p.schedule[:, 2:].any()
+    assert p.valid.tolist() == [[True] * slots + [False] * (H - slots)] * C
+    assert p.step.shape == () and int(p.step) == 0
+    dtypes = {f.name: getattr(p, f.name).dtype for f in fields(Buffers)}
+    assert dtypes == {**dict.fromkeys(dtypes, torch.long), "audio_mask": torch.bool, "valid": torch.bool,
+                      "key_start": torch.int32, "key_end": torch.int32}
 
 
 class _Node:
