@@ -27,6 +27,19 @@ def test_prompt_matches_upstream(tokenizer, call):
     assert prompt.target_len == f["target_len"]
 
 
+def test_prompt_holds_long_ids_and_a_bool_mask_of_its_own(tokenizer):
+    """What pack and the eager batch read: [C, L] int64 ids and an [L] bool mask, contiguous, owning their memory
+    (a caller's reference tokens of any integer dtype are copied in, not viewed)."""
+    cfg = read_model_config(DEMO_MODEL)
+    ref = torch.randint(0, 1024, (cfg.num_codebooks, 5), dtype=torch.int16)
+    prompt = build_prompt(tokenizer, cfg, "Hi.", 4, ref_text="Yes.", ref_tokens=ref, denoise=True)
+    assert prompt.ids.dtype == torch.long and prompt.audio_mask.dtype == torch.bool
+    assert prompt.ids.is_contiguous() and prompt.audio_mask.is_contiguous()
+    assert prompt.ids[:, -9:-4].tolist() == ref.tolist()
+    ref[0, 0] += 1
+    assert prompt.ids[0, -9] == ref[0, 0] - 1
+
+
 def test_denoise_token_only_with_a_reference(tokenizer):
     cfg = read_model_config(DEMO_MODEL)
     denoise_id = tokenizer.convert_tokens_to_ids("<|denoise|>")
