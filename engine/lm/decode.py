@@ -8,6 +8,7 @@ upstream seeded with `torch.manual_seed` on the CPU).
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,10 +23,11 @@ from engine.lm.prompt import PromptItem
 CLASS_TOP_RATIO = 0.1  # class sampling keeps the top 10 % of the audio vocabulary
 
 
-def time_steps(num_step: int, t_shift: float) -> list[float]:
+@functools.lru_cache(maxsize=64)  # the same few settings for every sequence: its tensors cost ~20 us each time
+def time_steps(num_step: int, t_shift: float) -> tuple[float, ...]:
     """Shifted diffusion times t' = s t / (1 + (s - 1) t) on a float32 grid of num_step + 1 points."""
     t = torch.linspace(0.0, 1.0, num_step + 1)  # float32, as upstream: float64 moves some counts by 1
-    return (t_shift * t / (1 + (t_shift - 1) * t)).tolist()
+    return tuple((t_shift * t / (1 + (t_shift - 1) * t)).tolist())
 
 
 def unmask_schedule(target_len: int, num_codebooks: int, num_step: int, t_shift: float) -> list[int]:
