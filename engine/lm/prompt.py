@@ -13,7 +13,7 @@ import torch
 
 from engine.config import ModelConfig
 from engine.text.clean import combine_text
-from engine.text.tokens import encode_text
+from engine.text.tokens import encode_text, encode_whole
 
 
 @dataclass
@@ -56,7 +56,7 @@ def build_prompt(tokenizer, cfg: ModelConfig, text: str, target_len: int, *, ref
     if ref_tokens is not None and generated_ref is not None:
         raise ValueError("one reference: a clip's tokens or a generated chunk's")
     has_ref = ref_tokens is not None or generated_ref is not None
-    style_ids = tokenizer(style_text(language, instruct, denoise and has_ref))["input_ids"]
+    style_ids = encode_whole(tokenizer, style_text(language, instruct, denoise and has_ref))
     text_ids = encode_text(tokenizer, f"<|text_start|>{combine_text(text, ref_text)}<|text_end|>")
     N = len(style_ids) + len(text_ids)
     ref_len = ref_tokens.shape[1] if ref_tokens is not None else generated_ref.shape[1] if has_ref else 0

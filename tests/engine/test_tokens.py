@@ -13,11 +13,12 @@ from tokenizers import (
     processors,
     trainers,
 )
-from transformers import PreTrainedTokenizerFast
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from engine.constants import DEMO_MODEL
+from engine.lm.checkpoint import load_text_tokenizer
 from engine.text.clean import combine_text
-from engine.text.tokens import NONVERBAL_TAGS, encode_text
+from engine.text.tokens import NONVERBAL_TAGS, encode_text, encode_whole
 
 DATA = Path(__file__).parents[1] / "data"
 GOLDENS = json.loads((DATA / "goldens" / "text.json").read_text("utf-8"))
@@ -91,3 +92,44 @@ def test_text_that_encodes_to_nothing_gets_the_default_special_tokens(fast_token
     with_bos.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", bos)])
     assert encode_text(with_bos, "") == [bos]
     assert encode_text(with_bos, "hi") == ids(with_bos, "hi")  # no special tokens otherwise
+
+
+TEXTS = ["<|text_start|>Hello there, how are you? [laughter] Fine.<|text_end|>", "你好，世界。[sigh]",
+         "<|lang_start|>en<|lang_end|><|instruct_start|>female, low pitch<|instruct_end|>", "ß ﬁ 🙂 <|text_end|>x"]
+
+
+def _loaded(**options):
+    """The demo checkpoint's tokenizer as the engine loads it, or with transformers `options`."""
+    return AutoTokenizer.from_pretrained(str(DEMO_MODEL), **options) if options else load_text_tokenizer(DEMO_MODEL)
+
+
+def test_a_fast_tokenizer_encodes_without_its_call(monkeypatch):
+    """The engine's tokenizer (transformers) gives the ids of its `__call__` without calling it: `__call__` goes
+    through `encode_batch`, which gives up the GIL and waits for it again behind any busy thread."""
+    tokenizer = _loaded()
+    whole = [list(tokenizer(text)["input_ids"]) for text in TEXTS]
+    tagged = [encode_text(tokenizer, text) for text in TEXTS]
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the tokenizer's __call__ was used")
+
+    monkeypatch.setattr(type(tokenizer), "__call__", refused)
+    assert [encode_whole(tokenizer, text) for text in TEXTS] == whole
+    assert [encode_text(tokenizer, text) for text in TEXTS] == tagged
+
+
+def test_a_backend_set_otherwise_than_call_would_goes_through_call():
+    """Truncation, padding or special-token splitting set on the Rust tokenizer other than `__call__` sets them: the
+    ids are still those of `__call__` (which resets them)."""
+    expected = [list(_loaded()(text)["input_ids"]) for text in TEXTS]
+    truncating = _loaded()
+    truncating.backend_tokenizer.enable_truncation(3)
+    assert [encode_whole(truncating, text) for text in TEXTS] == expected
+    padding = _loaded()
+    padding.backend_tokenizer.enable_padding(length=64)
+    assert [encode_whole(padding, text) for text in TEXTS] == expected
+    split_expected = [list(_loaded(split_special_tokens=True)(text)["input_ids"]) for text in TEXTS]
+    assert split_expected != expected  # the markers are split into pieces
+    splitting = _loaded(split_special_tokens=True)
+    splitting.backend_tokenizer.encode_special_tokens = False
+    assert [encode_whole(splitting, text) for text in TEXTS] == split_expected
