@@ -10,9 +10,9 @@ other threads (HTTP, text planning), which wait for the GIL meanwhile.
 Only decodes of up to GRAPH_UP_TO_FRAMES frames in all (pieces x frames) go through graphs: those always convolve
 with ATen's own kernels (engine/conv.py's NATIVE_UP_TO_FRAMES), so a graph holds the kernels an eager decode of its
 shape runs, and longer decodes are bound by the device, not by launches. A shape is captured the second time a
-thread decodes it: its first decode runs eagerly (a length met once is not worth a capture, which costs about one
-and a half eager decodes, and the thread's first decode makes its cuBLAS handle, which a capture may not), and every
-later one, on any thread, replays the graph (a capture short of memory gives way to an eager decode: while a capture
+thread decodes it: its first decode runs eagerly (a length met once is not worth a capture, which took 1.3-2 eager
+decodes of host time on an H100 at 62-150 frames, and the thread's first decode makes its cuBLAS handle, which a
+capture may not), and every later one, on any thread, replays the graph (a capture short of memory gives way to an eager decode: while a capture
 is under way, PyTorch's allocator frees none of its cached blocks for room, as it does for an eager one). At most
 MAX_GRAPHS graphs are kept, the least recently used dropped first; they are captured on one stream into one memory
 pool, which keeps what their largest decode needs at its peak (ATen's convolutions unfold their input, im2col),
@@ -38,7 +38,7 @@ from engine.conv import NATIVE_UP_TO_FRAMES
 
 GRAPH_UP_TO_FRAMES = NATIVE_UP_TO_FRAMES  # decodes of up to this many frames in all are replayed from graphs
 MAX_GRAPHS = 64  # graphs kept: their outputs are small (1 MB at 256 frames), their pool is shared
-GRAPHS_NEED_FREE_BYTES = 6 * 2**30  # free at load for graphs: their pool (~2.1 GiB, a stream per capture) a third
+GRAPHS_NEED_FREE_BYTES = 6 * 2**30  # free at load for graphs: their pool (<= 2.1 GiB measured) about a third
 
 
 @dataclass
