@@ -12,8 +12,9 @@ with ATen's own kernels (engine/conv.py's NATIVE_UP_TO_FRAMES), so a graph holds
 shape runs, and longer decodes are bound by the device, not by launches. A shape is captured the second time a
 thread decodes it: its first decode runs eagerly (a length met once is not worth a capture, which took 1.3-2 eager
 decodes of host time on an H100 at 62-150 frames, and the thread's first decode makes its cuBLAS handle, which a
-capture may not), and every later one, on any thread, replays the graph (a capture short of memory gives way to an eager decode: while a capture
-is under way, PyTorch's allocator frees none of its cached blocks for room, as it does for an eager one). At most
+capture may not), and every later one, on any thread, replays the graph (a capture short of memory gives way to an
+eager decode: while a capture is under way, PyTorch's allocator frees none of its cached blocks for room, as it does
+for an eager one). At most
 MAX_GRAPHS graphs are kept, the least recently used dropped first; they are captured on one stream into one memory
 pool, which keeps what their largest decode needs at its peak (ATen's convolutions unfold their input, im2col),
 their outputs and a cuBLAS workspace per thread that captured. The 8-client bench's server held 1.45-2.09 GiB more
