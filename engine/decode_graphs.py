@@ -17,10 +17,11 @@ eager decode: while a capture is under way, PyTorch's allocator frees none of it
 for an eager one). At most
 MAX_GRAPHS graphs are kept, the least recently used dropped first; they are captured on one stream into one memory
 pool, which keeps what their largest decode needs at its peak (ATen's convolutions unfold their input, im2col),
-their outputs and a cuBLAS workspace per thread that captured. The 8-client bench's server held 1.45-2.09 GiB more
-with graphs (H100, BENCHMARKS.md), measured while each capture had a stream of its own, whose freed blocks and
-workspace no other capture could reuse. So a GPU gets graphs only where GRAPHS_NEED_FREE_BYTES are free once the
-engine is loaded (`decoder_for`): an 8 GB card decodes eagerly, as before.
+their outputs and a cuBLAS workspace per thread that captured. After 24 captures of the full codec's shapes (up to
+256 frames) the pool held 688-696 MiB and PyTorch's reserve had grown 1.38-1.40 GiB, by one thread or eight (H100,
+BENCHMARKS.md; a stream per capture, as before, grew it 6.2-6.8 GiB); the 8-client bench's server held 0.56 GiB more
+than with eager decodes. So a GPU gets graphs only where GRAPHS_NEED_FREE_BYTES, twice that growth, are free once the
+engine is loaded (`decoder_for`), and what is left stays for the batches; a card with less decodes eagerly, as before.
 
 A graph's waveforms stay in its own output buffers; a replay queues their copy to the host before it returns, so a
 graph captured or replayed later in the shared pool, which may reuse that memory, only runs after the copy (one
@@ -39,7 +40,7 @@ from engine.conv import NATIVE_UP_TO_FRAMES
 
 GRAPH_UP_TO_FRAMES = NATIVE_UP_TO_FRAMES  # decodes of up to this many frames in all are replayed from graphs
 MAX_GRAPHS = 64  # graphs kept: their outputs are small (1 MB at 256 frames), their pool is shared
-GRAPHS_NEED_FREE_BYTES = 6 * 2**30  # free at load for graphs: their pool (<= 2.1 GiB measured) about a third
+GRAPHS_NEED_FREE_BYTES = 3 * 2**30  # free at load for graphs: twice the reserve their captures grew (1.4 GiB)
 
 
 @dataclass
