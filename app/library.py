@@ -110,8 +110,7 @@ class VoiceLibrary:
     def scan(self) -> tuple[list[VoiceEntry], list[DamagedVoice]]:
         """The usable voices and the voice folders that cannot be used (a file missing or corrupt), each
         sorted by name, from one pass over the folder."""
-        found = sorted((self._read_entry(folder) for folder in sorted(self.root.iterdir())
-                        if folder.is_dir() and not folder.name.startswith(".")), key=lambda e: e.name.casefold())
+        found = sorted((self._read_entry(folder) for folder in self._voice_folders()), key=lambda e: e.name.casefold())
         return ([e for e in found if isinstance(e, VoiceEntry)], [e for e in found if isinstance(e, DamagedVoice)])
 
     def entries(self) -> list[VoiceEntry]:
@@ -123,19 +122,27 @@ class VoiceLibrary:
         return self._read_entry(self._folder(slug))
 
     def get(self, slug: str) -> VoiceEntry:
-        entry = self.read(slug)
-        if isinstance(entry, DamagedVoice):
-            raise LibraryError(f"The saved voice '{entry.name}' is damaged ({entry.problem}): delete it in the "
-                               "Voices tab.")
-        return entry
+        return self._usable(self._folder(slug))[0]
 
     def load_voice(self, slug: str) -> Voice:
-        return Voice.load(self.get(slug).folder)
+        return self._usable(self._folder(slug))[1]
 
     def find_voice(self, name: str) -> Voice:
-        """The saved voice called `name` (any case; its folder name works too)."""
-        by_name = {e.name.casefold(): e.slug for e in self.entries()}
-        return self.load_voice(by_name.get(name.casefold(), slugify(name)))
+        """The saved voice called `name` (any case; else the one in the folder `slugify(name)`). Only the folders'
+        small info files are read to find it and only its voice is loaded, so the cost of a request that names a
+        voice does not grow with the library. When usable voices share the name in some case, the one whose
+        folder sorts last is the one (what a name map built over `entries()` gives); damaged ones are passed over."""
+        wanted = name.casefold()
+        called = [folder for folder in self._voice_folders() if _is_called(folder, wanted)]
+        for folder in reversed(called):
+            found = self._read_folder(folder)
+            if not isinstance(found, DamagedVoice):
+                return found[1]
+        return self.load_voice(slugify(name))
+
+    def _voice_folders(self) -> list[Path]:
+        """Every voice folder, usable or not, in folder-name order (staging and hidden folders left out)."""
+        return [folder for folder in sorted(self.root.iterdir()) if folder.is_dir() and not folder.name.startswith(".")]
 
     def _folder(self, slug: str) -> Path:
         folder = self.root / str(slug)
@@ -143,10 +150,23 @@ class VoiceLibrary:
             raise LibraryError(f"There is no saved voice '{slug}'.")
         return folder
 
+    def _usable(self, folder: Path) -> tuple[VoiceEntry, Voice]:
+        """The entry of the voice in `folder` and the voice; LibraryError when the folder is damaged."""
+        found = self._read_folder(folder)
+        if isinstance(found, DamagedVoice):
+            raise LibraryError(f"The saved voice '{found.name}' is damaged ({found.problem}): delete it in the "
+                               "Voices tab.")
+        return found
+
     def _read_entry(self, folder: Path) -> VoiceEntry | DamagedVoice:
-        info = read_json(folder / INFO_FILE) if (folder / INFO_FILE).is_file() else None
-        named = info is not None and isinstance(info.get("name"), str)
-        name = info["name"] if named else folder.name
+        found = self._read_folder(folder)
+        return found if isinstance(found, DamagedVoice) else found[0]
+
+    def _read_folder(self, folder: Path) -> tuple[VoiceEntry, Voice] | DamagedVoice:
+        """The entry of the voice in `folder` and the voice (loaded once), or what is wrong with the folder."""
+        info = _read_info(folder)
+        saved_name = _info_name(info)
+        name = folder.name if saved_name is None else saved_name
 
         def damaged(problem: str) -> DamagedVoice:
             log.warning("voice folder %s is damaged: %s", folder, problem)
@@ -155,16 +175,17 @@ class VoiceLibrary:
         missing = [n for n in (TOKENS_FILE, META_FILE, INFO_FILE) if not (folder / n).is_file()]
         if missing:
             return damaged(f"{', '.join(missing)} missing")
-        if not named:
+        if saved_name is None:
             return damaged(f"{INFO_FILE} cannot be read")
         try:
             voice = Voice.load(folder)  # a few kB: checks the tokens and their format, not just the names
         except AudioInputError as err:
             log.warning("%s", err)
             return damaged(f"{TOKENS_FILE} or {META_FILE} is corrupt")
-        return VoiceEntry(slug=folder.name, name=name, folder=folder, created=str(info.get("created", "")),
-                          seconds=float(info.get("seconds", 0.0)), language=info.get("language"),
-                          transcript=voice.transcript)
+        entry = VoiceEntry(slug=folder.name, name=name, folder=folder, created=str(info.get("created", "")),
+                           seconds=float(info.get("seconds", 0.0)), language=info.get("language"),
+                           transcript=voice.transcript)
+        return entry, voice
 
     # -- writing --------------------------------------------------------------------------------
     def save(self, name: str, voice: Voice, reference: tuple[np.ndarray, int] | None = None,
@@ -231,7 +252,7 @@ class VoiceLibrary:
                 raise LibraryError(f"{TOKENS_FILE} in {file} holds no usable voice: the file is damaged or was "
                                    "not made by VoiceDesk.") from err
             _drop_unreadable_reference(tmp / REFERENCE_FILE)
-            info = (read_json(tmp / INFO_FILE) if (tmp / INFO_FILE).is_file() else None) or {}
+            info = _read_info(tmp) or {}
             name = self.unused_name(name or str(info.get("name") or Path(path).name.split(".")[0]))
             language = info.get("language") if isinstance(info.get("language"), str) else None
             atomic_write_json(tmp / INFO_FILE, {"name": name, "created": _now(), "seconds": round(voice.seconds, 2),
@@ -280,6 +301,23 @@ def free_folder(root: Path, slug: str) -> Path:
 def _is_plain_child(root: Path, folder: Path) -> bool:
     """True when `folder` is a direct, non-hidden child of `root` (no '..', no separators)."""
     return folder.parent == root and folder.name not in ("", ".", "..") and not folder.name.startswith(".")
+
+
+def _read_info(folder: Path) -> dict | None:
+    """The folder's info file (display name, creation date, language, length), or None when it is missing or
+    cannot be read."""
+    return read_json(folder / INFO_FILE) if (folder / INFO_FILE).is_file() else None
+
+
+def _info_name(info: dict | None) -> str | None:
+    """The display name an info file gives, or None when it gives none."""
+    return info["name"] if info is not None and isinstance(info.get("name"), str) else None
+
+
+def _is_called(folder: Path, casefolded_name: str) -> bool:
+    """Whether the info file in `folder` names the voice `casefolded_name`, in any case."""
+    name = _info_name(_read_info(folder))
+    return name is not None and name.casefold() == casefolded_name
 
 
 def _read_member(archive: zipfile.ZipFile, member: str, file: str) -> bytes:

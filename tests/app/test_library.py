@@ -1,3 +1,4 @@
+import json
 import logging
 import zipfile
 from pathlib import Path
@@ -235,6 +236,112 @@ def test_find_voice_ignores_case(library):
         assert library.find_voice(name).transcript == "The second Ann."
     with pytest.raises(LibraryError):
         library.find_voice("Bob")
+
+
+def named_by_hand(entry, name):
+    """Give a saved voice another display name in its meta.json, as a person editing the file (or copying a
+    folder in) can: names that `save` refuses, such as one that differs from another only in case."""
+    info = json.loads((entry.folder / "meta.json").read_text())
+    (entry.folder / "meta.json").write_text(json.dumps({**info, "name": name}))
+
+
+def torn(entry):
+    tokens = entry.folder / "voice.safetensors"
+    tokens.write_bytes(tokens.read_bytes()[:100])  # cut short, as by a failing disk
+
+
+def test_find_voice_falls_back_to_the_folder_made_from_the_name(library):
+    library.save("Ann!", make_voice(transcript="The first Ann."))  # folder ann
+    library.save("Ann?", make_voice(transcript="The second Ann.", seed=1))  # folder ann-2
+    assert library.find_voice("ANN-2").transcript == "The second Ann."  # slugify("ANN-2"), no name matches it
+    assert library.find_voice("ann").transcript == "The first Ann."  # the folder ann; no voice is called "ann"
+    with pytest.raises(LibraryError, match=r"^There is no saved voice 'ann-3'\.$"):
+        library.find_voice("Ann 3")
+
+
+def test_find_voice_prefers_a_name_to_a_folder_name(library):
+    called_bob = library.save("Ann", make_voice(transcript="In the folder ann."))
+    in_bob = library.save("Bob", make_voice(transcript="In the folder bob.", seed=1))
+    named_by_hand(called_bob, "bob")
+    named_by_hand(in_bob, "Robert")
+    for name in ("bob", "BOB"):
+        assert library.find_voice(name).transcript == "In the folder ann."
+    assert library.find_voice("robert").transcript == "In the folder bob."
+
+
+def test_of_names_that_differ_only_in_case_the_folder_that_sorts_last_wins(library):
+    """What the name map over `entries()` gave: entries sorted by name (a stable sort, so equal names keep the
+    folders' order), the later one winning. The later folder is saved first, so creation order cannot pass."""
+    later = library.save("Zed", make_voice(transcript="In the folder zed."))
+    library.save("Ann", make_voice(transcript="In the folder ann.", seed=1))
+    named_by_hand(later, "aNN")
+    for name in ("Ann", "ann", "aNN"):
+        assert library.find_voice(name).transcript == "In the folder zed."
+    torn(later)  # a damaged voice is not in entries(): the usable one of that name is found
+    assert library.find_voice("ANN").transcript == "In the folder ann."
+
+
+def test_a_damaged_voice_of_that_name_leaves_the_folder_made_from_the_name(library):
+    damaged = library.save("Zed", make_voice(transcript="Damaged."))
+    library.save("Ann", make_voice(transcript="In the folder ann.", seed=1))
+    named_by_hand(library.get("ann"), "Other")
+    named_by_hand(damaged, "Ann")
+    torn(damaged)
+    assert library.find_voice("Ann").transcript == "In the folder ann."
+    with pytest.raises(LibraryError, match=r"^The saved voice 'Ann' is damaged"):
+        library.find_voice("zed")  # by its folder, the damaged voice is found and refused ...
+    library.delete("ann")
+    with pytest.raises(LibraryError, match=r"^There is no saved voice 'ann'\.$"):
+        library.find_voice("Ann")  # ... by its name, it is not found
+
+
+def test_a_damaged_voice_found_is_refused_and_says_why(library):
+    torn(library.save("Torn tokens", make_voice()))
+    for name in ("Torn tokens", "torn TOKENS", "torn-tokens"):
+        with pytest.raises(LibraryError, match=r"^The saved voice 'Torn tokens' is damaged \(voice.safetensors or "
+                                               r"voice.json is corrupt\): delete it in the Voices tab\.$"):
+            library.find_voice(name)
+
+
+def test_damaged_voices_beside_do_not_stop_finding_a_good_one(library, monkeypatch):
+    library.save("Good", make_voice(transcript="Good."))
+    torn(library.save("Torn", make_voice(seed=1)))
+    (library.save("Broken meta", make_voice(seed=2)).folder / "meta.json").write_text("{oops")
+    (library.root / "no-files").mkdir()
+    (library.root / "a-file").write_text("not a folder")
+    loaded = counting_loads(monkeypatch)
+    assert library.find_voice("GOOD").transcript == "Good."
+    assert loaded == [library.root / "good"]  # nothing of the damaged ones was loaded
+
+
+def test_a_path_for_a_name_finds_no_voice_outside_the_library(library):
+    beside = VoiceLibrary(library.root.parent / "beside").save("Beside", make_voice())
+    library.save("Kept", make_voice())
+    for name in ("../beside", str(beside.folder), "..", ".", "/etc/passwd", "../beside/beside"):
+        with pytest.raises(LibraryError, match=r"^There is no saved voice '[a-z0-9-]+'\.$"):
+            library.find_voice(name)
+
+
+def counting_loads(monkeypatch) -> list[Path]:
+    """The folders Voice.load reads from now on, in order."""
+    loaded, load = [], Voice.load
+
+    def counted(folder):
+        loaded.append(Path(folder))
+        return load(folder)
+
+    monkeypatch.setattr(Voice, "load", counted)
+    return loaded
+
+
+def test_find_voice_loads_only_the_voice_it_finds(library, monkeypatch):
+    for i in range(6):
+        library.save(f"Voice {i}", make_voice(transcript=f"Voice {i}.", seed=i))
+    loaded = counting_loads(monkeypatch)
+    assert library.find_voice("VOICE 3").transcript == "Voice 3."
+    assert loaded == [library.root / "voice-3"]
+    assert library.find_voice("voice-5").transcript == "Voice 5."  # by its folder
+    assert loaded == [library.root / "voice-3", library.root / "voice-5"]
 
 
 def test_a_shortened_cell_says_it_was_cut():
