@@ -178,12 +178,16 @@ class VoiceLibrary:
         if saved_name is None:
             return damaged(f"{INFO_FILE} cannot be read")
         try:
+            seconds = float(info.get("seconds", 0.0))
+        except (TypeError, ValueError, OverflowError):  # null, a list, "long", a 400-digit integer
+            return damaged(f"{INFO_FILE} gives a length (\"seconds\") that is not a number")
+        try:
             voice = Voice.load(folder)  # a few kB: checks the tokens and their format, not just the names
         except AudioInputError as err:
             log.warning("%s", err)
             return damaged(f"{TOKENS_FILE} or {META_FILE} is corrupt")
         entry = VoiceEntry(slug=folder.name, name=name, folder=folder, created=str(info.get("created", "")),
-                           seconds=float(info.get("seconds", 0.0)), language=info.get("language"),
+                           seconds=seconds, language=info.get("language"),
                            transcript=voice.transcript)
         return entry, voice
 

@@ -7,15 +7,11 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
+from saved_voices import counting_loads, make_voice, named_by_hand, torn
 
 from app.library import LibraryError, VoiceLibrary, clean_name, slugify
 from engine.errors import StorageError
 from engine.voice import Voice
-
-
-def make_voice(transcript="Hello there.", frames=50, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return Voice(tokens=torch.randint(0, 1024, (8, frames), generator=g), transcript=transcript, rms=0.08)
 
 
 @pytest.fixture
@@ -103,6 +99,30 @@ def test_a_damaged_voice_is_listed_as_damaged_and_can_be_deleted(library, caplog
     for slug in damaged:
         library.delete(slug)
     assert library.scan()[1] == [] and [e.slug for e in library.entries()] == [good.slug]
+
+
+@pytest.mark.parametrize("seconds", ["long", None, [3.0], {"value": 3.0}, 10**400],
+                         ids=["text", "null", "list", "object", "400 digits"])
+def test_a_length_that_is_not_a_number_leaves_the_voice_listed_as_damaged(library, monkeypatch, seconds):
+    good = library.save("Good", make_voice())
+    odd = library.save("Odd length", make_voice(seed=1))
+    info = json.loads((odd.folder / "meta.json").read_text())
+    (odd.folder / "meta.json").write_text(json.dumps({**info, "seconds": seconds}))
+    loaded = counting_loads(monkeypatch)
+    assert [e.slug for e in library.entries()] == [good.slug]
+    assert [(d.slug, d.name, d.problem) for d in library.scan()[1]] == \
+        [("odd-length", "Odd length", 'meta.json gives a length ("seconds") that is not a number')]
+    assert library.root / "odd-length" not in loaded  # told from meta.json alone
+    with pytest.raises(LibraryError, match=r"^The saved voice 'Odd length' is damaged \(meta.json gives a length "):
+        library.load_voice("odd-length")
+    assert library.find_voice("good").transcript == "Hello there."
+
+
+def test_a_length_given_as_text_still_reads(library):
+    odd = library.save("Text length", make_voice(frames=75))
+    info = json.loads((odd.folder / "meta.json").read_text())
+    (odd.folder / "meta.json").write_text(json.dumps({**info, "seconds": "3.5"}))
+    assert [e.seconds for e in library.entries()] == [3.5]
 
 
 def test_a_crash_mid_save_leaves_nothing_behind(library, monkeypatch):
@@ -238,18 +258,6 @@ def test_find_voice_ignores_case(library):
         library.find_voice("Bob")
 
 
-def named_by_hand(entry, name):
-    """Give a saved voice another display name in its meta.json, as a person editing the file (or copying a
-    folder in) can: names that `save` refuses, such as one that differs from another only in case."""
-    info = json.loads((entry.folder / "meta.json").read_text())
-    (entry.folder / "meta.json").write_text(json.dumps({**info, "name": name}))
-
-
-def torn(entry):
-    tokens = entry.folder / "voice.safetensors"
-    tokens.write_bytes(tokens.read_bytes()[:100])  # cut short, as by a failing disk
-
-
 def test_find_voice_falls_back_to_the_folder_made_from_the_name(library):
     library.save("Ann!", make_voice(transcript="The first Ann."))  # folder ann
     library.save("Ann?", make_voice(transcript="The second Ann.", seed=1))  # folder ann-2
@@ -320,18 +328,6 @@ def test_a_path_for_a_name_finds_no_voice_outside_the_library(library):
     for name in ("../beside", str(beside.folder), "..", ".", "/etc/passwd", "../beside/beside"):
         with pytest.raises(LibraryError, match=r"^There is no saved voice '[a-z0-9-]+'\.$"):
             library.find_voice(name)
-
-
-def counting_loads(monkeypatch) -> list[Path]:
-    """The folders Voice.load reads from now on, in order."""
-    loaded, load = [], Voice.load
-
-    def counted(folder):
-        loaded.append(Path(folder))
-        return load(folder)
-
-    monkeypatch.setattr(Voice, "load", counted)
-    return loaded
 
 
 def test_find_voice_loads_only_the_voice_it_finds(library, monkeypatch):
