@@ -20,6 +20,7 @@ import tempfile
 import unicodedata
 import zipfile
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,12 +134,38 @@ class VoiceLibrary:
         voice does not grow with the library. When usable voices share the name in some case, the one whose
         folder sorts last is the one (what a name map built over `entries()` gives); damaged ones are passed over."""
         wanted = name.casefold()
-        called = [folder for folder in self._voice_folders() if _is_called(folder, wanted)]
-        for folder in reversed(called):
+        called = [folder for folder, saved_name in self._named_folders()
+                  if saved_name is not None and saved_name.casefold() == wanted]
+        found = self._first_usable(reversed(called))
+        return found[1] if found is not None else self.load_voice(slugify(name))
+
+    def match_voice(self, voice_id: str) -> tuple[VoiceEntry, Voice] | None:
+        """The usable voice whose folder name or name is `voice_id` (any case, spaces around it ignored), and its
+        entry; None when there is none; damaged voices are passed over. As in `find_voice`, only the folders' info
+        files are read to find it and only the voices tried are loaded (a damaged one that matches first, then the
+        one found). The rules are the API's, and differ from `find_voice`'s (a speaker's name in a script): a
+        folder name matches as given, as well as a name (find_voice makes one with `slugify`, and only when no
+        name matches); of several matches the first in `entries()`' order wins, by name, equal names by folder
+        name (find_voice takes the last); no match is None, not an error, so the caller can try its own names."""
+        wanted = voice_id.strip().casefold()
+        matching = [(saved_name, folder) for folder, saved_name in self._named_folders()  # no name: damaged
+                    if saved_name is not None and wanted in (saved_name.casefold(), folder.name.casefold())]
+        matching.sort(key=lambda match: match[0].casefold())  # stable, as scan()'s sort: equal names by folder
+        return self._first_usable(folder for _, folder in matching)
+
+    def _named_folders(self) -> list[tuple[Path, str | None]]:
+        """Every voice folder, usable or not, in folder-name order, with the name its info file gives (None when it
+        gives none)."""
+        return [(folder, _info_name(_read_info(folder))) for folder in self._voice_folders()]
+
+    def _first_usable(self, folders: Iterable[Path]) -> tuple[VoiceEntry, Voice] | None:
+        """The entry and voice of the first of `folders` that is not damaged, reading none after it; None when
+        every one is damaged."""
+        for folder in folders:
             found = self._read_folder(folder)
             if not isinstance(found, DamagedVoice):
-                return found[1]
-        return self.load_voice(slugify(name))
+                return found
+        return None
 
     def _voice_folders(self) -> list[Path]:
         """Every voice folder, usable or not, in folder-name order (staging and hidden folders left out)."""
@@ -316,12 +343,6 @@ def _read_info(folder: Path) -> dict | None:
 def _info_name(info: dict | None) -> str | None:
     """The display name an info file gives, or None when it gives none."""
     return info["name"] if info is not None and isinstance(info.get("name"), str) else None
-
-
-def _is_called(folder: Path, casefolded_name: str) -> bool:
-    """Whether the info file in `folder` names the voice `casefolded_name`, in any case."""
-    name = _info_name(_read_info(folder))
-    return name is not None and name.casefold() == casefolded_name
 
 
 def _read_member(archive: zipfile.ZipFile, member: str, file: str) -> bytes:

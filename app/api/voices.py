@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from engine.errors import VoiceDeskError
 from engine.voice import Voice
 
 from ..library import VoiceLibrary
@@ -38,16 +37,15 @@ class ChosenVoice:
 
 
 def choose_voice(library: VoiceLibrary, voice_id: str, instructions: str | None) -> ChosenVoice:
-    """Raises ApiError 404 for a name that is neither saved nor built in. `instructions` design the voice
-    (replacing a built-in name's attributes) or, with a saved voice, are passed along with it."""
+    """The saved voice `voice_id` names (VoiceLibrary.match_voice: its folder name or name, loading only it), else
+    the built-in name; raises ApiError 404 for a name that is neither (a damaged saved voice is neither: it does
+    not shadow a built-in name). `instructions` design the voice (replacing a built-in name's attributes) or,
+    with a saved voice, are passed along with it."""
+    saved = library.match_voice(voice_id)
+    if saved is not None:
+        entry, voice = saved
+        return ChosenVoice(voice, instructions, entry.name)
     wanted = voice_id.strip().casefold()
-    for entry in library.entries():
-        if wanted in (entry.slug.casefold(), entry.name.casefold()):
-            try:
-                return ChosenVoice(library.load_voice(entry.slug), instructions, entry.name)
-            except VoiceDeskError as err:
-                raise ApiError(404, f"The saved voice '{entry.name}' cannot be read: {err}", "voice",
-                               "voice_not_found") from err
     if wanted in BUILTIN:
         instruct = instructions or BUILTIN[wanted]
         return ChosenVoice(None, instruct, f"{wanted} ({instruct})")

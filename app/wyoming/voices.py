@@ -42,10 +42,7 @@ def chosen_voice(library: VoiceLibrary, name: str | None) -> ChosenVoice:
         return AUTOMATIC
     try:
         return choose_voice(library, name, None)
-    except ApiError as err:
-        wanted, entries = name.strip().casefold(), library.entries()
-        if wanted in {e.slug.casefold() for e in entries} | {e.name.casefold() for e in entries}:
-            raise UnknownVoice(err.message) from None  # saved, but it cannot be read: say why
+    except ApiError:
         raise UnknownVoice(f"There is no voice '{name}' here: the info event lists the saved voices and the "
                            "presets.") from None
 
