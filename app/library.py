@@ -365,6 +365,8 @@ def _check_voice_meta(meta_file: Path, file: str) -> None:
     except json.JSONDecodeError as err:
         raise LibraryError(f"{META_FILE} in {file} is not valid JSON ({err.msg} at line {err.lineno}, "
                            f"column {err.colno}).") from err
+    except (ValueError, RecursionError) as err:  # nested too deep, an integer of thousands of digits
+        raise LibraryError(f"{META_FILE} in {file} cannot be read ({err}).") from err
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise LibraryError(f"{META_FILE} in {file} does not describe a VoiceDesk voice (no \"format\": "
                            f"\"{FORMAT}\").")

@@ -92,7 +92,7 @@ def read_json(path: Path) -> dict | None:
     except FileNotFoundError:
         log.warning("skipping %s: file is missing", path)
         return None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (OSError, ValueError, RecursionError) as err:  # not UTF-8, not JSON, too deep, a 5000-digit integer
         log.warning("skipping %s: cannot read it (%s)", path, err)
         return None
     if not isinstance(value, dict):

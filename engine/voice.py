@@ -52,9 +52,9 @@ class Voice:
         try:
             meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
             tokens = load_file(str(folder / TOKENS_FILE))["tokens"]
-        except (OSError, ValueError, KeyError, SafetensorError) as e:
+        except (OSError, ValueError, RecursionError, KeyError, SafetensorError) as e:
             raise AudioInputError(f"The saved voice in {folder} cannot be read ({e}).") from e
-        if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
             raise AudioInputError(f"{folder / META_FILE} is not a VoiceDesk voice (version {VERSION}).")
         return cls._checked(tokens, meta.get("transcript", ""), meta.get("rms"), folder)
 
@@ -75,5 +75,9 @@ class Voice:
             raise AudioInputError(f"{source}: voice tokens must be a non-empty [8, T] tensor.")
         if tokens.dtype.is_floating_point or tokens.min() < 0 or tokens.max() > 1023:
             raise AudioInputError(f"{source}: voice tokens must be integer codes in 0..1023.")
-        return cls(tokens=tokens.to(torch.int64), transcript=str(transcript), rms=None if rms is None else float(rms))
+        try:
+            loudness = None if rms is None else float(rms)
+        except (TypeError, ValueError, OverflowError):
+            raise AudioInputError(f"{source}: the voice's loudness (rms) is not a number.") from None
+        return cls(tokens=tokens.to(torch.int64), transcript=str(transcript), rms=loudness)
 

@@ -118,6 +118,22 @@ def test_a_length_that_is_not_a_number_leaves_the_voice_listed_as_damaged(librar
     assert library.find_voice("good").transcript == "Hello there."
 
 
+@pytest.mark.parametrize("file, content, problem", [
+    ("meta.json", '{"name": "Odd", "seconds": ' + "1" * 5000 + "}", "meta.json cannot be read"),
+    ("meta.json", "[" * 100_000, "meta.json cannot be read"),
+    ("voice.json", "[1, 2]", "voice.safetensors or voice.json is corrupt"),
+    ("voice.json", "[" * 100_000, "voice.safetensors or voice.json is corrupt"),
+    ("voice.json", '{"format": "voicedesk-voice", "version": 1, "rms": "loud"}',
+     "voice.safetensors or voice.json is corrupt"),
+], ids=["5000 digits", "meta nested too deep", "voice.json a list", "voice.json nested too deep", "rms not a number"])
+def test_a_file_edited_into_nonsense_leaves_the_voice_listed_as_damaged(library, file, content, problem):
+    good = library.save("Good", make_voice())
+    odd = library.save("Odd", make_voice(seed=1))
+    (odd.folder / file).write_text(content)
+    assert [e.slug for e in library.entries()] == [good.slug]
+    assert [(d.slug, d.problem) for d in library.scan()[1]] == [("odd", problem)]
+
+
 def test_a_length_given_as_text_still_reads(library):
     odd = library.save("Text length", make_voice(frames=75))
     info = json.loads((odd.folder / "meta.json").read_text())
@@ -224,6 +240,8 @@ def test_a_damaged_archive_says_so(library, tmp_path):
     (b'{"format": "voicedesk-voice"}', r"voice.json in friend's voice.zip has no version;"),
     (b'["a list"]', r"voice.json in friend's voice.zip does not describe a VoiceDesk voice"),
     (b"\xff\xfe", r"voice.json in friend's voice.zip is not text"),
+    (b"[" * 100_000, r"voice.json in friend's voice.zip cannot be read \(maximum recursion depth exceeded"),
+    (b'{"v": ' + b"1" * 5000 + b"}", r"voice.json in friend's voice.zip cannot be read \(Exceeds the limit"),
 ])
 def test_an_invalid_voice_json_is_named_in_the_users_terms(library, tmp_path, meta, said):
     """It named the staging folder (.tmp-...) and a version the file did not have."""

@@ -32,7 +32,8 @@ def test_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["settings.json"]
 
 
-@pytest.mark.parametrize("content", ['{"v": 1', "[1, 2]", "\xff\xfe garbage"])
+@pytest.mark.parametrize("content", ['{"v": 1', "[1, 2]", "\xff\xfe garbage", '{"v": ' + "1" * 5000 + "}",
+                                     "[" * 100_000])
 def test_corrupt_json_is_skipped_with_a_warning(tmp_path, caplog, content):
     path = tmp_path / "meta.json"
     path.write_bytes(content.encode("latin-1"))

@@ -36,6 +36,21 @@ def test_another_format_or_version_is_refused(tmp_path, changes, message):
         Voice.load(saved(tmp_path, **changes))
 
 
+@pytest.mark.parametrize("meta", ["[1, 2]", "[" * 100_000, '{"format": "voicedesk-voice", "version": 1, "v": ' +
+                                  "1" * 5000 + "}"], ids=["a list", "nested too deep", "5000 digits"])
+def test_a_voice_json_that_is_not_an_object_is_refused(tmp_path, meta):
+    folder = saved(tmp_path)
+    (folder / META_FILE).write_text(meta, encoding="utf-8")
+    with pytest.raises(AudioInputError, match="cannot be read|not a VoiceDesk voice"):
+        Voice.load(folder)
+
+
+@pytest.mark.parametrize("rms", ["loud", [0.1], 10**400], ids=["text", "a list", "400 digits"])
+def test_a_loudness_that_is_not_a_number_is_refused(tmp_path, rms):
+    with pytest.raises(AudioInputError, match=r"the voice's loudness \(rms\) is not a number"):
+        Voice.load(saved(tmp_path, rms=rms))
+
+
 BAD_TOKENS = {
     "mask id": GOOD.clone().index_fill_(1, torch.tensor([3]), 1024),
     "negative": GOOD.clone().index_fill_(1, torch.tensor([0]), -1),
