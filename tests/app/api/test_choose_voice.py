@@ -97,6 +97,34 @@ def test_a_damaged_saved_voice_is_passed_over(library):
     assert spoken_by(choose_voice(library, "ann", None)) == "Usable, in the folder zoe."
 
 
+def test_a_voice_whose_info_gives_no_name_is_passed_over_even_by_its_folder_name(library):
+    """The library lists it as damaged, under its folder name: that name does not choose it (a preset of that name
+    is chosen), nor does it stop another voice being chosen."""
+    for name, info in (("Nova", "{oops"), ("Echo", '{"name": 5}'), ("Sage", None)):
+        folder = saved(library, name, f"{name}, no name.").folder
+        if info is None:
+            (folder / "meta.json").unlink()
+        else:
+            (folder / "meta.json").write_text(info)
+    saved(library, "Zed", "Zed.")
+    for voice_id in ("nova", "echo", "sage"):
+        assert choose_voice(library, voice_id, None).voice is None, voice_id
+    assert spoken_by(choose_voice(library, "zed", None)) == "Zed."
+
+
+def test_names_match_and_sort_by_unicode_case_folding(library):
+    """'ß' folds to 'ss', which lower-casing does not do: 'SS' is the name of one voice and the folder name of
+    another, and the one whose name folds first in the list ('ß' as 'ss' before 'st') is chosen."""
+    saved(library, "Straße", "Straße.")  # folder strae
+    saved(library, "Fuss", "Fuss.")  # folder fuss
+    assert spoken_by(choose_voice(library, "STRASSE", None)) == "Straße."
+    assert spoken_by(choose_voice(library, "FUß", None)) == "Fuss."
+    named_by_hand(saved(library, "Ss", "In the folder ss."), "st")
+    saved(library, "ß", "Called ß.")
+    assert [e.name for e in library.entries()] == ["Fuss", "ß", "st", "Straße"]
+    assert spoken_by(choose_voice(library, "SS", None)) == "Called ß."
+
+
 def test_a_voice_whose_length_is_not_a_number_is_passed_over(library):
     odd = saved(library, "Alloy", "Odd length.")
     (odd.folder / "meta.json").write_text('{"name": "Alloy", "seconds": "long"}')
