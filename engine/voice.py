@@ -73,11 +73,13 @@ class Voice:
     def _checked(cls, tokens, transcript, rms, source) -> Voice:
         if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.shape[0] != 8 or tokens.shape[1] == 0:
             raise AudioInputError(f"{source}: voice tokens must be a non-empty [8, T] tensor.")
-        if tokens.dtype.is_floating_point or tokens.min() < 0 or tokens.max() > 1023:
+        # as int64 first: PyTorch has no min/max for uint16/32/64 (a uint64 past 2**63 turns negative, so refused)
+        codes = None if tokens.dtype.is_floating_point or tokens.dtype.is_complex else tokens.to(torch.int64)
+        if codes is None or codes.min() < 0 or codes.max() > 1023:
             raise AudioInputError(f"{source}: voice tokens must be integer codes in 0..1023.")
         try:
             loudness = None if rms is None else float(rms)
         except (TypeError, ValueError, OverflowError):
             raise AudioInputError(f"{source}: the voice's loudness (rms) is not a number.") from None
-        return cls(tokens=tokens.to(torch.int64), transcript=str(transcript), rms=loudness)
+        return cls(tokens=codes, transcript=str(transcript), rms=loudness)
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
+from safetensors.torch import save_file
 from saved_voices import counting_loads, make_voice, named_by_hand, torn
 
 from app.library import LibraryError, VoiceLibrary, clean_name, slugify
@@ -132,6 +133,15 @@ def test_a_file_edited_into_nonsense_leaves_the_voice_listed_as_damaged(library,
     (odd.folder / file).write_text(content)
     assert [e.slug for e in library.entries()] == [good.slug]
     assert [(d.slug, d.problem) for d in library.scan()[1]] == [("odd", problem)]
+
+
+def test_tokens_of_a_type_torch_cannot_compare_leave_the_voice_listed_as_damaged(library):
+    """Complex codes: PyTorch's NotImplementedError (no min/max for them) made scan()/entries() raise."""
+    good = library.save("Good", make_voice())
+    odd = library.save("Odd", make_voice(seed=1))
+    save_file({"tokens": make_voice().tokens.to(torch.complex64)}, str(odd.folder / "voice.safetensors"))
+    assert [e.slug for e in library.entries()] == [good.slug]
+    assert [(d.slug, d.problem) for d in library.scan()[1]] == [("odd", "voice.safetensors or voice.json is corrupt")]
 
 
 def test_a_length_given_as_text_still_reads(library):
