@@ -199,7 +199,7 @@ class VoiceLibrary:
             log.warning("voice folder %s is damaged: %s", folder, problem)
             return DamagedVoice(slug=folder.name, name=name, folder=folder, problem=problem)
 
-        missing = [n for n in (TOKENS_FILE, META_FILE, INFO_FILE) if not (folder / n).is_file()]
+        missing = [n for n in (TOKENS_FILE, META_FILE, INFO_FILE) if not _is_file(folder / n)]
         if missing:
             return damaged(f"{', '.join(missing)} missing")
         if saved_name is None:
@@ -337,7 +337,16 @@ def _is_plain_child(root: Path, folder: Path) -> bool:
 def _read_info(folder: Path) -> dict | None:
     """The folder's info file (display name, creation date, language, length), or None when it is missing or
     cannot be read."""
-    return read_json(folder / INFO_FILE) if (folder / INFO_FILE).is_file() else None
+    return read_json(folder / INFO_FILE) if _is_file(folder / INFO_FILE) else None
+
+
+def _is_file(path: Path) -> bool:
+    """Whether `path` is a file; False inside a folder this user may not open, where Python 3.11's Path.is_file
+    raises PermissionError (so such a folder is listed as damaged instead of breaking the list)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _info_name(info: dict | None) -> str | None:

@@ -144,6 +144,27 @@ def test_tokens_of_a_type_torch_cannot_compare_leave_the_voice_listed_as_damaged
     assert [(d.slug, d.problem) for d in library.scan()[1]] == [("odd", "voice.safetensors or voice.json is corrupt")]
 
 
+def test_a_folder_this_user_may_not_open_is_listed_as_damaged(library, monkeypatch):
+    """A folder without search permission for this user (copied in with sudo, say): Path.is_file raises
+    PermissionError inside it (Python 3.11), which made scan() and every lookup raise. The tests may run as root,
+    whom chmod does not stop, so is_file raises here as it would."""
+    library.save("Good", make_voice(transcript="Good."))
+    locked = library.save("Locked", make_voice(seed=1)).folder
+    is_file = Path.is_file
+
+    def guarded(path):
+        if path.parent == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return is_file(path)
+
+    monkeypatch.setattr(Path, "is_file", guarded)
+    assert [e.slug for e in library.entries()] == ["good"]
+    assert [d.slug for d in library.scan()[1]] == ["locked"]
+    assert library.find_voice("good").transcript == "Good."
+    assert library.match_voice("good")[1].transcript == "Good."
+    assert library.match_voice("locked") is None
+
+
 def test_a_length_given_as_text_still_reads(library):
     odd = library.save("Text length", make_voice(frames=75))
     info = json.loads((odd.folder / "meta.json").read_text())
