@@ -85,6 +85,16 @@ def clean_name(name: str, *, what: str = "voice") -> str:
     return cleaned
 
 
+def name_key(name: str) -> str:
+    """What voice names are compared and listed by: any case, as Unicode folds it ('Straße' is 'STRASSE')."""
+    return name.casefold()
+
+
+def requested_key(voice_id: str) -> str:
+    """`name_key` of the voice a client asks for (the API, Wyoming), spaces around it ignored."""
+    return name_key(voice_id.strip())
+
+
 def slugify(name: str) -> str:
     """A folder name that is safe on Linux, macOS and Windows: ascii letters, digits and dashes."""
     ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
@@ -111,7 +121,7 @@ class VoiceLibrary:
     def scan(self) -> tuple[list[VoiceEntry], list[DamagedVoice]]:
         """The usable voices and the voice folders that cannot be used (a file missing or corrupt), each
         sorted by name, from one pass over the folder."""
-        found = sorted((self._read_entry(folder) for folder in self._voice_folders()), key=lambda e: e.name.casefold())
+        found = sorted((self._read_entry(folder) for folder in self._voice_folders()), key=lambda e: name_key(e.name))
         return ([e for e in found if isinstance(e, VoiceEntry)], [e for e in found if isinstance(e, DamagedVoice)])
 
     def entries(self) -> list[VoiceEntry]:
@@ -133,9 +143,9 @@ class VoiceLibrary:
         small info files are read to find it and only its voice is loaded, so the cost of a request that names a
         voice does not grow with the library. When usable voices share the name in some case, the one whose
         folder sorts last is the one (what a name map built over `entries()` gives); damaged ones are passed over."""
-        wanted = name.casefold()
+        wanted = name_key(name)
         called = [folder for folder, saved_name in self._named_folders()
-                  if saved_name is not None and saved_name.casefold() == wanted]
+                  if saved_name is not None and name_key(saved_name) == wanted]
         found = self._first_usable(reversed(called))
         return found[1] if found is not None else self.load_voice(slugify(name))
 
@@ -147,10 +157,10 @@ class VoiceLibrary:
         folder name matches as given, as well as a name (find_voice makes one with `slugify`, and only when no
         name matches); of several matches the first in `entries()`' order wins, by name, equal names by folder
         name (find_voice takes the last); no match is None, not an error, so the caller can try its own names."""
-        wanted = voice_id.strip().casefold()
+        wanted = requested_key(voice_id)
         matching = [(saved_name, folder) for folder, saved_name in self._named_folders()  # no name: damaged
-                    if saved_name is not None and wanted in (saved_name.casefold(), folder.name.casefold())]
-        matching.sort(key=lambda match: match[0].casefold())  # stable, as scan()'s sort: equal names by folder
+                    if saved_name is not None and wanted in (name_key(saved_name), name_key(folder.name))]
+        matching.sort(key=lambda match: name_key(match[0]))  # stable, as scan()'s sort: equal names by folder
         return self._first_usable(folder for _, folder in matching)
 
     def _named_folders(self) -> list[tuple[Path, str | None]]:
@@ -235,7 +245,7 @@ class VoiceLibrary:
     def rename(self, slug: str, new_name: str) -> VoiceEntry:
         entry = self.get(slug)
         new_name = self.unused_name(new_name, allow=entry.slug)
-        info = read_json(entry.folder / INFO_FILE) or {}
+        info = _read_info(entry.folder) or {}
         atomic_write_json(entry.folder / INFO_FILE, {**info, "name": new_name})
         if slugify(new_name) == slugify(entry.name):
             return self.get(entry.slug)
@@ -295,7 +305,7 @@ class VoiceLibrary:
         """`name` cleaned; raises LibraryError when it is empty or another voice has it."""
         name = clean_name(name)
         for entry in self.entries():
-            if entry.name.casefold() == name.casefold() and entry.slug != allow:
+            if name_key(entry.name) == name_key(name) and entry.slug != allow:
                 raise LibraryError(f"A voice named '{entry.name}' already exists: pick another name.")
         return name
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from engine.voice import Voice
 
-from ..library import VoiceLibrary
+from ..library import VoiceLibrary, requested_key
 from .errors import ApiError
 
 # OpenAI's voices, as voice design attributes in the spirit of each (documented in docs/api.md).
@@ -45,7 +45,7 @@ def choose_voice(library: VoiceLibrary, voice_id: str, instructions: str | None)
     if saved is not None:
         entry, voice = saved
         return ChosenVoice(voice, instructions, entry.name)
-    wanted = voice_id.strip().casefold()
+    wanted = requested_key(voice_id)
     if wanted in BUILTIN:
         instruct = instructions or BUILTIN[wanted]
         return ChosenVoice(None, instruct, f"{wanted} ({instruct})")
