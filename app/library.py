@@ -133,10 +133,15 @@ class VoiceLibrary:
         return self._read_entry(self._folder(slug))
 
     def get(self, slug: str) -> VoiceEntry:
-        return self._usable(self._folder(slug))[0]
+        return self.entry_and_voice(slug)[0]
 
     def load_voice(self, slug: str) -> Voice:
-        return self._usable(self._folder(slug))[1]
+        return self.entry_and_voice(slug)[1]
+
+    def entry_and_voice(self, slug: str) -> tuple[VoiceEntry, Voice]:
+        """The entry of the voice saved as `slug` and the voice, from one reading of its folder; LibraryError when
+        there is none or it is damaged."""
+        return self._usable(self._folder(slug))
 
     def find_voice(self, name: str) -> Voice:
         """The saved voice called `name` (any case; else the one in the folder `slugify(name)`). Only the folders'
@@ -203,7 +208,7 @@ class VoiceLibrary:
         """The entry of the voice in `folder` and the voice (loaded once), or what is wrong with the folder."""
         info = _read_info(folder)
         saved_name = _info_name(info)
-        name = folder.name if saved_name is None else saved_name
+        name = _listed_name(folder, saved_name)
 
         def damaged(problem: str) -> DamagedVoice:
             log.warning("voice folder %s is damaged: %s", folder, problem)
@@ -302,11 +307,15 @@ class VoiceLibrary:
 
     # -- helpers --------------------------------------------------------------------------------
     def unused_name(self, name: str, allow: str | None = None) -> str:
-        """`name` cleaned; raises LibraryError when it is empty or another voice has it."""
+        """`name` cleaned; raises LibraryError when it is empty or another voice folder than `allow` is listed under
+        it (any case), damaged or not: the Voices tab lists a damaged voice too, by the name its info file gives, else
+        by its folder name, and a name the person sees there is taken. Only the folders' info files are read."""
         name = clean_name(name)
-        for entry in self.entries():
-            if name_key(entry.name) == name_key(name) and entry.slug != allow:
-                raise LibraryError(f"A voice named '{entry.name}' already exists: pick another name.")
+        wanted = name_key(name)
+        for folder, saved_name in self._named_folders():  # folder-name order: of several, the first is named
+            listed = _listed_name(folder, saved_name)
+            if name_key(listed) == wanted and folder.name != allow:
+                raise LibraryError(f"A voice named '{listed}' already exists: pick another name.")
         return name
 
     def _staging(self):
@@ -362,6 +371,11 @@ def _is_file(path: Path) -> bool:
 def _info_name(info: dict | None) -> str | None:
     """The display name an info file gives, or None when it gives none."""
     return info["name"] if info is not None and isinstance(info.get("name"), str) else None
+
+
+def _listed_name(folder: Path, saved_name: str | None) -> str:
+    """The name a voice folder is listed under: the name its info file gives, else (a damaged voice) the folder's."""
+    return folder.name if saved_name is None else saved_name
 
 
 def _read_member(archive: zipfile.ZipFile, member: str, file: str) -> bytes:

@@ -62,6 +62,56 @@ def test_same_slug_gets_a_suffix_but_same_name_is_refused(library):
         library.save("ann!", make_voice())
 
 
+def test_a_name_is_refused_in_any_case_as_unicode_folds_it(library):
+    library.save("Straße", make_voice())
+    for name in ("STRASSE", "strasse", "straße"):
+        with pytest.raises(LibraryError, match=r"^A voice named 'Straße' already exists: pick another name\.$"):
+            library.unused_name(name)
+    assert library.unused_name("  Strasse  2 ") == "Strasse 2"  # cleaned, and free
+
+
+def test_of_names_that_differ_only_in_case_the_first_folder_is_named(library):
+    """Names edited by hand can share a key; the one refusing is the first in folder order (the order scan() keeps
+    for equal names), and the folder being renamed never refuses its own name."""
+    later = library.save("Zed", make_voice())
+    earlier = library.save("Bea", make_voice(seed=1))
+    named_by_hand(later, "aNN")
+    named_by_hand(earlier, "Ann")
+    with pytest.raises(LibraryError, match=r"^A voice named 'Ann' already exists"):
+        library.unused_name("ANN")
+    with pytest.raises(LibraryError, match=r"^A voice named 'aNN' already exists"):
+        library.rename(earlier.slug, "ann")  # its own folder allowed, the other refuses
+    assert library.rename(later.slug, "Zed").name == "Zed"
+
+
+def test_a_free_name_is_told_from_the_info_files_alone(library, monkeypatch):
+    """unused_name (every save, rename and import) loaded every voice to read the names."""
+    for i in range(4):
+        library.save(f"Voice {i}", make_voice(seed=i))
+    loaded = counting_loads(monkeypatch)
+    assert library.unused_name("Voice 4") == "Voice 4"
+    with pytest.raises(LibraryError, match="already exists"):
+        library.unused_name("VOICE 2")
+    assert loaded == []
+    library.save("Voice 4", make_voice(seed=4))
+    assert loaded == [library.root / "voice-4"]  # only the new voice, read back for its entry
+
+
+def test_a_damaged_voice_keeps_the_name_it_is_listed_under(library):
+    """The Voices tab (and list_voices, `voicedesk voices`) lists a damaged voice by the name its meta.json gives,
+    else by its folder name: a new voice does not take a name the person sees there; deleting it frees the name."""
+    torn(library.save("Torn tokens", make_voice()))
+    (library.root / "no-files").mkdir()
+    (library.save("Broken meta", make_voice(seed=2)).folder / "meta.json").write_text("{oops")
+    assert {d.name for d in library.scan()[1]} == {"Torn tokens", "no-files", "broken-meta"}
+    for name, listed in (("TORN TOKENS", "Torn tokens"), ("No-Files", "no-files"), ("broken-meta", "broken-meta")):
+        with pytest.raises(LibraryError, match=rf"^A voice named '{listed}' already exists: pick another name\.$"):
+            library.save(name, make_voice(seed=5))
+    assert library.save("Broken meta", make_voice(seed=5)).slug == "broken-meta-2"  # not the name listed
+    library.delete("torn-tokens")
+    assert library.save("Torn tokens", make_voice(seed=6)).slug == "torn-tokens"
+
+
 def test_rename_moves_the_folder(library):
     entry = library.save("Ann", make_voice())
     renamed = library.rename(entry.slug, "Bob Marley")
