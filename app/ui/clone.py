@@ -161,7 +161,8 @@ def _generate(ctx: AppContext):
                         show=lambda place: _status_only(f"Preparing the voice… {in_line(place)}"))
                     label = "reference clip"
                 else:
-                    voice, label = ctx.library.load_voice(voice_slug), ctx.library.get(voice_slug).name
+                    saved, voice = ctx.library.entry_and_voice(voice_slug)
+                    label = saved.name
                 config = make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess,
                                      postprocess, pad, fade, normalize)
                 request_ = generation.GenerationRequest(text, voice, None, language, config, label, bool(speakers),

@@ -2,10 +2,12 @@
 launched app cannot show: the live samples against the saved file, and speakers that are missing."""
 import asyncio
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import soundfile as sf
+from saved_voices import counting_loads
 
 from app import generation, playback
 from app.clip_check import check_file
@@ -16,6 +18,7 @@ from app.library import VoiceLibrary
 from app.playback import SpeakerStatus, SpeakersUnavailable
 from app.settings import Settings
 from app.storage import AppDirs
+from app.ui import clone
 from app.ui.output import panel_updates
 from app.worker import GpuWorker, outcome
 from engine.config import GenerationConfig
@@ -93,3 +96,21 @@ def test_a_reference_cut_to_60_s_is_said_in_the_status(ctx, tmp_path, monkeypatc
     final, saved = list(panel_updates(ctx, generation.run(ctx, cloned, "tester")))[-1]
     assert saved and "Done" in final[STATUS] and "Only the first 60 s of this 65 s recording" in final[STATUS]
     assert "Only the first 60 s of this 65 s recording are used" in check_file(str(clip))  # the clip check too
+
+
+def test_clone_with_a_saved_voice_reads_it_once_and_names_it_in_the_history(ctx, monkeypatch):
+    """The Clone button loaded the saved voice, then read its folder again (voice included) for its name."""
+    clip = ctx.dirs.uploads / "reader.wav"
+    sf.write(clip, synthetic_voice(3.0, seed=5), 24000)
+    voice = outcome(ctx.voice_from_clip(str(clip), "A reader reading.", True, owner="tester"))
+    saved = ctx.library.save("Careful Reader", voice)
+    loaded = counting_loads(monkeypatch)
+    run = clone._generate(ctx)
+    updates = list(run(saved.slug, reference=None, transcript="", text="Hello.", language=None, speed=1.0,
+                       duration=0, steps=2, guidance=2.0, denoise=True, seed=1, randomize=False, preprocess=True,
+                       postprocess=True, pad=0.1, fade=0.1, normalize=False, speakers=False, device=None,
+                       history_version=0, live_id="test-clone-live-id-0123456789",
+                       request=SimpleNamespace(session_hash="tester")))
+    assert "Done" in updates[-1][STATUS]
+    assert loaded == [saved.folder]
+    assert ctx.history.entries()[-1].meta["voice"] == "Careful Reader"
