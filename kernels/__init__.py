@@ -1,6 +1,7 @@
 """GPU kernels only, each beside a plain-PyTorch reference with the exact numerics of the code it replaces.
 
-LM: `rmsnorm` (RMSNorm, residual-add + RMSNorm), `qk_norm_rope` (per-head q/k norm + RoPE from the fused qkv
+LM: `embed` (the input embedding: a row's codebook sum or its text token, one pass), `rmsnorm` (RMSNorm,
+residual-add + RMSNorm), `qk_norm_rope` (per-head q/k norm + RoPE from the fused qkv
 projection), `swiglu` (silu(gate) * up; `swiglu_scaled` from an FP8 product before its scales; `swiglu_int8`
 quantized for an int8 down_proj), `cfg_score` (classifier-free guidance scoring of the unmasking loop),
 `ragged_attention` (attention over packed sequences, skipping the blocks outside each row's key range). Codec:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from kernels.embed import embed as _embed
 from kernels.fp8 import FP8Product, FP8Rows
 from kernels.int8 import Int8Rows
 from kernels.qk_norm_rope import qk_norm_rope as _qk_norm_rope
@@ -21,6 +22,12 @@ from kernels.rmsnorm import add_rmsnorm_fp8, rmsnorm_fp8
 from kernels.rmsnorm import rmsnorm as _rmsnorm
 from kernels.swiglu import swiglu as _swiglu
 from kernels.swiglu import swiglu_int8, swiglu_scaled, swiglu_scaled_fp8
+
+
+def embed(input_ids: torch.Tensor, audio_mask: torch.Tensor, audio_table: torch.Tensor,
+          text_table: torch.Tensor) -> torch.Tensor:
+    """[B, C, S] ids -> [B, S, H] in one launch: the model's layout is the kernel's."""
+    return _embed(input_ids, audio_mask, audio_table, text_table)
 
 
 def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float,

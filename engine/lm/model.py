@@ -2,7 +2,7 @@
 audio embeddings, with one linear head covering all codebooks.
 
 Build it on the meta device and load weights with `load_state_dict(assign=True)` (see
-`engine.lm.checkpoint.load_lm`). Norm, RoPE, SiLU-mul and attention each sit behind one small function
+`engine.lm.checkpoint.load_lm`). Embedding, norm, RoPE, SiLU-mul and attention each sit behind one small function
 so that fused kernels can replace them; the four projection linears keep the names `qkv_proj`,
 `o_proj`, `gate_up_proj`, `down_proj` so that a quantizer can swap them by name.
 """
@@ -16,6 +16,7 @@ from torch import nn
 
 from engine.config import ModelConfig
 from engine.lm import fused_ops as fused
+from kernels.embed import embed_ref
 from kernels.ragged_attention import key_range_mask
 from kernels.rmsnorm import rmsnorm_ref as rms_norm
 from kernels.swiglu import swiglu_ref as silu_mul
@@ -184,9 +185,10 @@ class OmniVoiceLM(nn.Module):
         self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.num_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.audio_heads = nn.Linear(cfg.hidden_size, cfg.num_codebooks * cfg.audio_vocab_size, bias=False)
+        self.fused = False
 
     def use_fused_kernels(self) -> OmniVoiceLM:
-        """Run norms, q/k-norm + RoPE, SwiGLU and residual+norm as fused Triton kernels (CUDA only).
+        """Run the embedding, norms, q/k-norm + RoPE, SwiGLU and residual+norm as fused Triton kernels (CUDA only).
         Same numerics as the torch path up to summation order (kernels/ tests bound the difference)."""
         for module in self.modules():
             if hasattr(module, "fused"):
@@ -211,12 +213,10 @@ class OmniVoiceLM(nn.Module):
 
     def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:
         """[B, C, S] ids -> [B, S, H]: summed codebook embeddings where audio_mask, else text (row 0)."""
-        cfg = self.cfg
-        offsets = torch.arange(cfg.num_codebooks, device=input_ids.device).view(1, -1, 1) * cfg.audio_vocab_size
-        audio_ids = input_ids * audio_mask.unsqueeze(1) + offsets  # [B, C, S]; text positions -> id 0 of each book
-        audio = self.audio_embeddings(audio_ids).sum(dim=1)  # [B, S, H]
-        text = self.embed_tokens(input_ids[:, 0, :])  # [B, S, H]
-        return torch.where(audio_mask.unsqueeze(-1), audio, text)
+        tables = (self.audio_embeddings.weight, self.embed_tokens.weight)
+        if self.fused:
+            return fused.embed(input_ids, audio_mask, *tables)
+        return embed_ref(input_ids, audio_mask, *tables)
 
     def forward(self, input_ids: torch.Tensor, audio_mask: torch.Tensor, attn_mask: torch.Tensor,
                 rows: torch.Tensor | None = None,

@@ -39,11 +39,11 @@ CODEC_DTYPE = "fp32"  # the codec runs in float32 (engine.codec.AudioCodec.load'
 
 def hifi_builds() -> list[Build]:
     """The kernels High fidelity launches besides the attention (`attention_builds`), at the model's sizes with
-    the launch settings their wrappers compute from them: the norms, q/k norm + RoPE, SwiGLU, the unmasking
-    loop's scoring and reveal, and the codec's Snake at both of its tiles."""
+    the launch settings their wrappers compute from them: the input embedding, the norms, q/k norm + RoPE, SwiGLU,
+    the unmasking loop's scoring and reveal, and the codec's Snake at both of its tiles."""
     from triton import next_power_of_2
 
-    from kernels import _launch, cfg_score, qk_norm_rope, reveal, rmsnorm, snake, swiglu
+    from kernels import _launch, cfg_score, embed, qk_norm_rope, reveal, rmsnorm, snake, swiglu
 
     hidden, mlp, books = MODEL["hidden"], MODEL["mlp"], MODEL["books"]
     norm = _signature("x_ptr:*fp16 x_row_scales_ptr:*fp16 x_col_scales_ptr:*fp16 residual_ptr:*fp16 weight_ptr:*fp16 "
@@ -58,6 +58,11 @@ def hifi_builds() -> list[Build]:
         return Build(name, rmsnorm._rmsnorm_kernel, norm, constants,
                      _launch.num_warps(norm_block), enable_fp_fusion=False)
 
+    embedding = _signature("ids_ptr:*i64 audio_mask_ptr:*i1 audio_table_ptr:*fp16 text_table_ptr:*fp16 out_ptr:*fp16 "
+                           "stride_ids_batch:i32 stride_ids_book:i32 stride_ids_row:i32 stride_mask_batch:i32 "
+                           "stride_mask_row:i32 stride_audio_table:i32 stride_text_table:i32 stride_out_batch:i32 "
+                           "stride_out_row:i32 n_classes:i32 hidden:i32 BOOKS BLOCK_H")
+    embedding_block = min(next_power_of_2(hidden), embed._MAX_BLOCK)
     half, q_heads = MODEL["head_dim"] // 2, MODEL["q_heads"]
     rope = _signature("qkv_ptr:*fp16 q_ptr:*fp16 k_ptr:*fp16 q_weight_ptr:*fp16 k_weight_ptr:*fp16 cos_ptr:*fp16 "
                       "sin_ptr:*fp16 stride_qkv:i32 stride_q:i32 stride_q_head:i32 stride_k:i32 stride_k_head:i32 "
@@ -91,6 +96,8 @@ def hifi_builds() -> list[Build]:
                      constants, _launch.num_warps(rows * block), enable_fp_fusion=False)
 
     return [
+        Build("embed", embed._embed_kernel, embedding, {"BOOKS": books, "BLOCK_H": embedding_block},
+              _launch.num_warps(embedding_block)),
         norm_build("rmsnorm", residual=False),
         norm_build("add_rmsnorm", residual=True),
         Build("qk_norm_rope", qk_norm_rope._qk_norm_rope_kernel, rope, rope_constants, rope_warps,
