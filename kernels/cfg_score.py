@@ -39,17 +39,17 @@ def _cfg_score_kernel(
     stride_token_frame,
     stride_score_book,
     stride_score_frame,
-    n_classes,
     guidance_scale,
     layer_penalty,
     mask_id,
+    N_CLASSES: tl.constexpr,  # a constant: the lanes past it, whole registers of the padding, fold away
     HAS_GUIDANCE: tl.constexpr,
     BLOCK_V: tl.constexpr,
 ):
     frame = tl.program_id(0).to(tl.int64)
     book = tl.program_id(1).to(tl.int64)
     classes = tl.arange(0, BLOCK_V)
-    valid = classes < n_classes
+    valid = classes < N_CLASSES
     cond = tl.load(cond_ptr + book * stride_cond_book + frame * stride_cond_frame + classes, mask=valid, other=0.0)
     lp = _log_softmax(cond.to(tl.float32), valid)
     if HAS_GUIDANCE:
@@ -113,8 +113,8 @@ def cfg_score(cond: torch.Tensor, uncond: torch.Tensor | None, guidance_scale: f
             cond, uncond, tokens, scores,
             cond.stride(0), cond.stride(1), uncond.stride(0), uncond.stride(1),
             tokens.stride(0), tokens.stride(1), scores.stride(0), scores.stride(1),
-            n_classes, guidance_scale, layer_penalty, mask_id,
-            HAS_GUIDANCE=has_guidance, BLOCK_V=block,
+            guidance_scale, layer_penalty, mask_id,
+            N_CLASSES=n_classes, HAS_GUIDANCE=has_guidance, BLOCK_V=block,
             num_warps=num_warps(block), enable_fp_fusion=False,
         )
     return tokens, scores

@@ -13,10 +13,11 @@ On slots (c, t) of a [C, H] grid, t being a column of the packed target slots of
     tokens = predicted where rank < schedule[step, sequence], else unchanged; both copies of the
              token in ids (its cond and its uncond column) follow
 
-The reveal sorts nothing and ranks no slot: one program per sequence finds the slot whose rank is the
-quota, by bisection on its (score, flat index) with counts of the slots ahead of a trial one (32 steps
-for the score's bits, 24 more for the index when that score is tied past the quota), then reveals the
-slots ahead of it. Its latency grows with a sequence's frames, not with the sequences in a batch.
+The reveal sorts nothing and ranks no slot: one program per sequence finds the key at place `quota` of its
+descending order (slots as uint32 keys that order as the priorities do) a digit at a time, 3 bits a pass over
+its slots (11 passes), each counting the slots of every digit among those that share the bits found so far; when
+that key is tied past the quota, the same on the tied slots' flat indices (6 passes) finds the last one revealed;
+then it reveals the slots ahead of it. Its latency grows with a sequence's frames, not with the sequences in a batch.
 
 in fp32, as `engine.lm.noise` and `engine.lm.runner` do in PyTorch (tests/kernels/test_reveal.py holds
 the kernels to them: the hash and uniforms bit for bit, the noise to the log's rounding, the reveal exactly).
@@ -29,7 +30,7 @@ from kernels._triton import HAS_TRITON, log_f32, tl, triton
 # lowbias32's multipliers (engine/lm/noise.py: mix32)
 _MIX_1, _MIX_2 = (tl.constexpr(0x7FEB352D), tl.constexpr(0x846CA68B)) if HAS_TRITON else (None, None)
 _BLOCK = 64  # slots per program of the noise
-_BLOCK_T = 512  # frames of a sequence per tile of the reveal (all codebooks): one tile up to 20 s of audio
+_BLOCK_T = 512  # most frames of a sequence per tile of the reveal (all codebooks): one tile up to 20 s of audio
 
 
 @triton.jit
@@ -65,44 +66,77 @@ def _noisy_scores_kernel(score_ptr, token_ptr, valid_ptr, key_ptr, frame_ptr, st
 
 
 @triton.jit
-def _tile(noisy_ptr, t0, start, end, H, n_books, BOOKS: tl.constexpr, BLOCK_T: tl.constexpr):
+def _tile(noisy_ptr, t0, end, H, n_books, BOOKS: tl.constexpr, BLOCK_T: tl.constexpr):
     """The [BOOKS, BLOCK_T] tile of a sequence's slots at frames t0..: their order keys (uint32 that order as
-    the priorities do, -0.0 as +0.0), their flat codebook-major index in the sequence, and which are its slots."""
+    the priorities do, -0.0 as +0.0) and which are its slots."""
     book = tl.arange(0, BOOKS)[:, None]
     t = t0 + tl.arange(0, BLOCK_T)[None, :]
     ok = (book < n_books) & (t < end)
     x = tl.load(noisy_ptr + book * H + t, mask=ok, other=0.0)
     bits = tl.where(x == 0.0, 0.0, x).to(tl.int32, bitcast=True)
     key = (bits ^ ((bits >> 31) | -2147483648)).to(tl.uint32, bitcast=True)  # negative: ~bits, else sign set
-    return key, book * (end - start) + (t - start), ok
+    return key, ok
 
 
 @triton.jit
-def _ahead(key, flat, ok, top, last):
-    """Which slots a stable descending sort puts before the one of key `top` at flat index `last`."""
-    return ok & ((key > top) | ((key == top) & (flat < last)))
+def _tile_digits(key, ok, prefix, shift):
+    """[8] int32: how many of a tile's slots whose key has `prefix`'s bits above bit shift + 3 have each 3-bit digit
+    (key >> shift) & 7 there. Each slot adds 1 << 4 * digit to its frame's sum over codebooks (4-bit fields:
+    `reveal` checks that fewer than 16 codebooks fit), whose fields are then summed over frames."""
+    digit = (key >> shift) - (prefix >> shift)  # prefix's bits below shift + 3 are 0
+    in_digit = ok & (digit < 8)  # unsigned: below `prefix >> shift`, it wraps past 8
+    fields = tl.sum(in_digit.to(tl.uint32) << (4 * (digit & 7)), axis=0)  # [BLOCK_T]; shifts below 32
+    bins = tl.arange(0, 8)
+    return tl.sum((fields[None, :] >> (4 * bins[:, None])) & 15, axis=1).to(tl.int32)
 
 
 @triton.jit
-def _count_ahead(key, flat, ok, noisy_ptr, start, end, H, n_books, top, last,
-                 BOOKS: tl.constexpr, BLOCK_T: tl.constexpr):
-    """The sequence's slots ahead of (top, last): its first tile given (key, flat, ok), the rest loaded."""
-    count = _ahead(key, flat, ok, top, last).to(tl.int32)
+def _flat_keys(key, ok, t0, start, end, top, BOOKS: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Keys that order a tile's slots tied at order key `top` as their flat codebook-major index in the sequence
+    does, the first highest (2**18 - 1 - index: `reveal` checks that the index fits), and which are tied."""
+    book = tl.arange(0, BOOKS)[:, None]
+    t = t0 + tl.arange(0, BLOCK_T)[None, :]
+    flat = book * (end - start) + (t - start)
+    return (0x3FFFF - flat).to(tl.uint32), ok & (key == top)
+
+
+@triton.jit
+def _digits(key, ok, noisy_ptr, start, end, H, n_books, top, prefix, shift, BY_FLAT: tl.constexpr,
+            BOOKS: tl.constexpr, BLOCK_T: tl.constexpr):
+    """The digit counts of `_tile_digits` over the sequence, of the order keys or (BY_FLAT) of the flat keys of
+    the slots tied at order key `top`: its first tile given (key, ok), the rest loaded."""
+    counts = _tile_digits(key, ok, prefix, shift)
     for t0 in range(start + BLOCK_T, end, BLOCK_T):
-        more_key, more_flat, more_ok = _tile(noisy_ptr, t0, start, end, H, n_books, BOOKS, BLOCK_T)
-        count += _ahead(more_key, more_flat, more_ok, top, last).to(tl.int32)
-    return tl.sum(tl.sum(count, axis=1), axis=0)
+        more_key, more_ok = _tile(noisy_ptr, t0, end, H, n_books, BOOKS, BLOCK_T)
+        if BY_FLAT:
+            more_key, more_ok = _flat_keys(more_key, more_ok, t0, start, end, top, BOOKS, BLOCK_T)
+        counts += _tile_digits(more_key, more_ok, prefix, shift)
+    return counts
 
 
 @triton.jit
-def _write(key, flat, ok, t0, top, last, reveals, predicted_ptr, token_ptr, ids_ptr, cond_col_ptr, uncond_col_ptr,
+def _next_digit(counts, need, prefix, shift):
+    """From a pass's digit counts: the highest digit with at least `need` keys at or above it, the prefix with it,
+    `need` less those above it, and how many keys have that prefix."""
+    bins = tl.arange(0, 8)
+    at_or_above = tl.cumsum(counts, axis=0, reverse=True)  # [8]: at digit 0, all of them (>= need)
+    digit = tl.sum(((at_or_above >= need) & (bins > 0)).to(tl.int32), axis=0)
+    need -= tl.sum(tl.where(bins == digit + 1, at_or_above, 0), axis=0)  # those above the digit are taken
+    return prefix | (digit.to(tl.uint32) << shift), need, tl.sum(tl.where(bins == digit, counts, 0), axis=0)
+
+
+@triton.jit
+def _write(key, ok, t0, top, last, reveals, start, predicted_ptr, token_ptr, ids_ptr, cond_col_ptr, uncond_col_ptr,
            end, H, stride_ids_book, BOOKS: tl.constexpr, BLOCK_T: tl.constexpr):
-    """Reveal a tile's slots ahead of (top, last) if `reveals`; write each token of the tile to its two ids columns."""
+    """Reveal, if `reveals`, a tile's slots above order key `top` and those at it of flat key `last` or above;
+    write each token of the tile to its two ids columns."""
     book = tl.arange(0, BOOKS)[:, None]
     t = t0 + tl.arange(0, BLOCK_T)[None, :]
     at = book * H + t
+    flat_key, tied = _flat_keys(key, ok, t0, start, end, top, BOOKS, BLOCK_T)
+    chosen = ok & ((key > top) | (tied & (flat_key >= last))) & reveals
     token = tl.load(token_ptr + at, mask=ok, other=0)
-    token = tl.where(_ahead(key, flat, ok, top, last) & reveals, tl.load(predicted_ptr + at, mask=ok, other=0), token)
+    token = tl.where(chosen, tl.load(predicted_ptr + at, mask=ok, other=0), token)
     tl.store(token_ptr + at, token, mask=ok)
     row = ids_ptr + book.to(tl.int64) * stride_ids_book
     tl.store(row + tl.load(cond_col_ptr + t, mask=t < end, other=0), token, mask=ok)
@@ -113,38 +147,38 @@ def _write(key, flat, ok, t0, top, last, reveals, predicted_ptr, token_ptr, ids_
 def _reveal_kernel(noisy_ptr, predicted_ptr, token_ptr, ids_ptr, cond_col_ptr, uncond_col_ptr, sequence_slots_ptr,
                    schedule_ptr, step_ptr, H, n_books, stride_ids_book, stride_schedule,
                    BOOKS: tl.constexpr, BLOCK_T: tl.constexpr):
-    """One program per sequence: the slot at place `quota` of the sequence's stable descending order, found
-    by bisection on (key, flat index) with counts of the slots ahead; the slots up to it revealed."""
+    """One program per sequence: the order key at place `quota` of the sequence's descending order, then, when
+    not all the slots tied at it are revealed, the flat key of the last one revealed, each found 3 bits a pass
+    from digit counts; the slots up to it revealed."""
     sequence = tl.program_id(0)
     start = tl.load(sequence_slots_ptr + sequence).to(tl.int32)
     end = tl.load(sequence_slots_ptr + sequence + 1).to(tl.int32)
-    n = n_books * (end - start)
     step = tl.load(step_ptr)
-    quota = tl.load(schedule_ptr + step * stride_schedule + sequence).to(tl.int32)  # past all: all
-    key, flat, ok = _tile(noisy_ptr, start, start, end, H, n_books, BOOKS, BLOCK_T)  # kept: most sequences fit
-    # its key: the highest with at least `quota` slots at or above it, bit by bit (none at quota 0)
+    quota = tl.load(schedule_ptr + step * stride_schedule + sequence).to(tl.int32)
+    quota = tl.minimum(quota, n_books * (end - start))  # past all: all
+    key, ok = _tile(noisy_ptr, start, end, H, n_books, BOOKS, BLOCK_T)  # kept: most sequences fit
+    # the quota-th highest order key, 3 bits a pass (2 in the first): among the slots that share the bits found so
+    # far, the highest digit with at least `need` of them at or above it (none at quota 0: the junk slots' program
+    # would be the longest)
     top = tl.full((), 0, tl.uint32)
-    at_top = n  # slots at or above `top`
-    for i in range(tl.where(quota > 0, 32, 0)):
-        trial = top | (tl.full((), 1 << 31, tl.uint32) >> i)
-        count = _count_ahead(key, flat, ok, noisy_ptr, start, end, H, n_books, trial, n, BOOKS, BLOCK_T)
-        top = tl.where(count >= quota, trial, top)
-        at_top = tl.where(count >= quota, count, at_top)
-    # its flat index, when not every slot of that key is revealed: the highest with fewer than `quota` ahead
-    # (none at quota 0: the junk slots' program, 3-4 tiles for a batch's bucket, would be the longest)
-    last = n  # reveal the slots ahead of (top, last)
-    if (quota > 0) & (at_top > quota):
-        last = start * 0
-        for i in range(24):  # flat indices < 2**24 (checked by `reveal`)
-            trial = last | (1 << (23 - i))
-            count = _count_ahead(key, flat, ok, noisy_ptr, start, end, H, n_books, top, trial, BOOKS, BLOCK_T)
-            last = tl.where(count < quota, trial, last)
-        last += 1
-    _write(key, flat, ok, start, top, last, quota > 0, predicted_ptr, token_ptr, ids_ptr, cond_col_ptr,
+    need = quota  # slots still to take among those of prefix `top`: at the end, of order key `top`
+    tied = need  # slots of prefix `top`: at the end, of order key `top`
+    for i in range(tl.where(quota > 0, 11, 0)):
+        counts = _digits(key, ok, noisy_ptr, start, end, H, n_books, top, top, 30 - 3 * i, False, BOOKS, BLOCK_T)
+        top, need, tied = _next_digit(counts, need, top, 30 - 3 * i)
+    # of the slots tied at it, the `need` first in flat order: the need-th highest flat key, 3 bits a pass (flat
+    # keys have 18); none when all are taken
+    flat_key, tie = _flat_keys(key, ok, start, start, end, top, BOOKS, BLOCK_T)
+    last = tl.full((), 0, tl.uint32)
+    for i in range(tl.where(need < tied, 6, 0)):
+        counts = _digits(flat_key, tie, noisy_ptr, start, end, H, n_books, top, last, 15 - 3 * i, True, BOOKS,
+                         BLOCK_T)
+        last, need, tied = _next_digit(counts, need, last, 15 - 3 * i)
+    _write(key, ok, start, top, last, quota > 0, start, predicted_ptr, token_ptr, ids_ptr, cond_col_ptr,
            uncond_col_ptr, end, H, stride_ids_book, BOOKS, BLOCK_T)
     for t0 in range(start + BLOCK_T, end, BLOCK_T):
-        key, flat, ok = _tile(noisy_ptr, t0, start, end, H, n_books, BOOKS, BLOCK_T)
-        _write(key, flat, ok, t0, top, last, quota > 0, predicted_ptr, token_ptr, ids_ptr, cond_col_ptr,
+        key, ok = _tile(noisy_ptr, t0, end, H, n_books, BOOKS, BLOCK_T)
+        _write(key, ok, t0, top, last, quota > 0, start, predicted_ptr, token_ptr, ids_ptr, cond_col_ptr,
                uncond_col_ptr, end, H, stride_ids_book, BOOKS, BLOCK_T)
 
 
@@ -200,12 +234,12 @@ def reveal(noisy: torch.Tensor, predicted: torch.Tensor, *, tokens: torch.Tensor
     check("sequence_slots", sequence_slots, (J + 1,), (torch.int64,))
     check("ids", ids, (C, ids.shape[1]), (torch.int64,))
     check("schedule", schedule, tuple(schedule.shape), (torch.int64,))
-    if C * H >= 1 << 24:
-        raise ValueError(f"{C} x {H} slots: the reveal tells at most 2**24 apart")
+    if C >= 16 or C * H > 1 << 18:
+        raise ValueError(f"{C} x {H} slots: the reveal counts a frame's slots in 4-bit fields, indexes them in 18 bits")
     with on_device(device):
         _reveal_kernel[(J,)](noisy, predicted, tokens, ids, cond_cols, uncond_cols, sequence_slots, schedule, step,
                              H, C, ids.stride(0), schedule.stride(0), BOOKS=triton.next_power_of_2(C),
-                             BLOCK_T=_BLOCK_T, num_warps=8)
+                             BLOCK_T=min(triton.next_power_of_2(H), _BLOCK_T), num_warps=8)
 
 
 def _check_grid(C: int, H: int, **tensors: tuple[torch.Tensor, torch.dtype]) -> None:

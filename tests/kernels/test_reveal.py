@@ -127,3 +127,41 @@ def test_baseline_grid_on_the_gpu():
         noisy = noise_ref(buf, scores, temperature=5.0)
         want, got = reveal_both(buf, noisy, predicted)
         assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+def spread_scores(C: int, H: int, seed: int) -> torch.Tensor:
+    """Priorities over many exponents, both signs, signed zeros, neighbouring floats and repeats: every bit of the
+    order key decides somewhere. On DEVICE, beside `packed`'s buffers."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(C, H, generator=g) * torch.pow(10.0, torch.randint(-30, 30, (C, H), generator=g).float())
+    x[:, 3::4] = x[:, :1]  # repeats of one value in each codebook
+    x[:, 2::5] = torch.nextafter(x[:, 2::5], torch.tensor(float("inf")))  # one ulp from their neighbours' kind
+    x[0, ::3], x[1, ::4] = 0.0, -0.0
+    return x.to(DEVICE)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_quotas_reveal_as_the_stable_sort(seed):
+    """One sequence and a second one beside it, quotas from 0 to past all of its slots, on priorities that
+    differ in every bit of their key (the reveal's digits) or tie exactly."""
+    buf, _, predicted = packed([6, 4], 32, 1, seed=seed)
+    scores = spread_scores(C, buf.tokens.shape[1], seed)
+    noisy = noise_ref(buf, scores, temperature=0.0)
+    for quota in [0, 1, 2, 3, 5, 8, 13, 21, 34, 46, 47, 48, 49, 50]:  # up to past all 48 of its slots
+        buf.schedule[1, :2] = torch.tensor([quota, C * 4 - quota % (C * 4)])
+        want, got = reveal_both(buf, noisy, predicted)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), quota
+
+
+def test_ties_at_the_quota_across_codebooks_and_tiles():
+    """All of a long sequence's slots share one priority but a few above it: the quota's place among the ties is
+    their flat, codebook-major order, over codebooks and over the program's tiles of frames."""
+    buf, _, predicted = packed([530, 3], 1300, 2)
+    scores = torch.full_like(buf.tokens, 1.5, dtype=torch.float32)
+    scores[3, 7], scores[5, 600 % scores.shape[1]] = 2.0, 3.0
+    buf.tokens.fill_(MASK)
+    for quota in (1, 2, 3, 531, C * 530 - 1):
+        buf.schedule[2, :2] = torch.tensor([quota, 5])
+        noisy = noise_ref(buf, scores.to(DEVICE), temperature=0.0)
+        want, got = reveal_both(buf, noisy, predicted)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), quota

@@ -77,8 +77,8 @@ def hifi_builds() -> list[Build]:
     classes = next_power_of_2(MODEL["classes"])
     score = _signature("cond_ptr:*fp16 uncond_ptr:*fp16 token_ptr:*i64 score_ptr:*fp32 stride_cond_book:i32 "
                        "stride_cond_frame:i32 stride_uncond_book:i32 stride_uncond_frame:i32 stride_token_book:i32 "
-                       "stride_token_frame:i32 stride_score_book:i32 stride_score_frame:i32 n_classes:i32 "
-                       "guidance_scale:fp32 layer_penalty:fp32 mask_id:i32 HAS_GUIDANCE BLOCK_V")
+                       "stride_token_frame:i32 stride_score_book:i32 stride_score_frame:i32 "
+                       "guidance_scale:fp32 layer_penalty:fp32 mask_id:i32 N_CLASSES HAS_GUIDANCE BLOCK_V")
     noisy = _signature("score_ptr:*fp32 token_ptr:*i64 valid_ptr:*i1 key_ptr:*i64 frame_ptr:*i64 step_ptr:*i64 "
                        "noisy_ptr:*fp32 H:i32 n_books:i32 max_frames:i32 temperature:fp32 mask_id:i32 HAS_NOISE BLOCK")
     reveal_sig = _signature("noisy_ptr:*fp32 predicted_ptr:*i64 token_ptr:*i64 ids_ptr:*i64 cond_col_ptr:*i64 "
@@ -104,7 +104,8 @@ def hifi_builds() -> list[Build]:
               enable_fp_fusion=False),
         Build("swiglu", swiglu._swiglu_kernel, glu, {"BLOCK": glu_block}, _launch.num_warps(glu_block),
               enable_fp_fusion=False),
-        Build("cfg_score", cfg_score._cfg_score_kernel, score, {"HAS_GUIDANCE": True, "BLOCK_V": classes},
+        Build("cfg_score", cfg_score._cfg_score_kernel, score, {"N_CLASSES": MODEL["classes"], "HAS_GUIDANCE": True,
+                                                              "BLOCK_V": classes},
               _launch.num_warps(classes), enable_fp_fusion=False),
         Build("noisy_scores", reveal._noisy_scores_kernel, noisy, {"HAS_NOISE": True, "BLOCK": reveal._BLOCK},
               num_warps=2, enable_fp_fusion=False),
