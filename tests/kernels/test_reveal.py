@@ -165,3 +165,43 @@ def test_ties_at_the_quota_across_codebooks_and_tiles():
         noisy = noise_ref(buf, scores.to(DEVICE), temperature=0.0)
         want, got = reveal_both(buf, noisy, predicted)
         assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), quota
+
+
+def reveal_grid(noisy: torch.Tensor, frames: list[int], quotas: list[int]):
+    """The kernel's (tokens, ids) on a [books, H] grid of sequences of these frames (no junk slots, every slot
+    masked, ids [books, 2H] with slot t at columns t and H + t), and those of each sequence's stable descending
+    sort of its [books, T] slots, flat codebook-major, revealing its quota. All on DEVICE."""
+    books, H = noisy.shape
+    g = torch.Generator().manual_seed(3)
+    predicted = torch.randint(0, MASK, (books, H), generator=g).to(DEVICE)
+    tokens = torch.full((books, H), MASK, device=DEVICE)
+    ids = torch.full((books, 2 * H), -1, device=DEVICE)
+    slots = torch.tensor([0] + frames, device=DEVICE).cumsum(0)
+    want = tokens.clone()
+    for j, T in enumerate(frames):
+        start = int(slots[j])
+        order = noisy[:, start:start + T].flatten().argsort(descending=True, stable=True)[:quotas[j]]
+        want[order // T, start + order % T] = predicted[order // T, start + order % T]
+    columns = torch.arange(H, device=DEVICE)
+    reveal(noisy, predicted, tokens=tokens, ids=ids, cond_cols=columns, uncond_cols=columns + H, sequence_slots=slots,
+           schedule=torch.tensor([quotas], device=DEVICE), step=torch.tensor(0, device=DEVICE))
+    return (tokens, ids), (want, torch.cat([want, want], dim=1))
+
+
+def test_fifteen_codebooks_fill_a_frames_4_bit_counts():
+    """15 codebooks, the most a frame's 4-bit digit count holds: all slots tied but two, so every frame counts 15 in
+    one digit; each sequence reveals as the stable sort of its slots, ties in flat order."""
+    frames = [40, 3]
+    noisy = torch.full((15, sum(frames)), 0.5, device=DEVICE)
+    noisy[4, 10], noisy[14, 41] = 2.0, 1.0
+    for quota in (1, 2, 17, 15 * 40 - 1, 15 * 40):
+        got, want = reveal_grid(noisy, frames, [quota, 15 * 3 - 1])
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), quota
+
+
+def test_reveal_refuses_grids_its_counts_and_flat_keys_cannot_hold():
+    """16 codebooks overflow a frame's 4-bit count; more than 2**18 slots, the 18-bit flat keys."""
+    for books, H, match in ((16, 4, "4-bit"), (8, (1 << 15) + 1, "18 bits")):
+        noisy = torch.zeros(books, H, device=DEVICE)
+        with pytest.raises(ValueError, match=match):
+            reveal_grid(noisy, [H], [1])
