@@ -119,6 +119,21 @@ def test_embed_reads_strided_ids_and_masks_and_int32_ids():
     assert torch.equal(embed(ids.to(torch.int32), audio, audio_table, text_table), want)
 
 
+def test_embed_reads_strided_tables_and_writes_a_strided_out():
+    """Tables and out as column slices of wider buffers (row strides past hidden, as the wrapper allows): the
+    kernel steps rows by their strides, not by hidden, and writes nothing outside its columns."""
+    batch, books, rows, classes, vocab, hidden = 2, 3, 6, 5, 7, 24
+    audio_table, text_table = tables(books, classes, vocab, hidden + 8, torch.float16, exact=True)
+    audio_table, text_table = audio_table[:, 8:], text_table[:, 3:3 + hidden]
+    ids, audio = mixed_rows(batch, books, rows, classes, vocab)
+    wide = poisoned(batch, rows, hidden + 5, torch.float16)
+    out = wide[:, :, 5:]
+    assert audio_table.stride(0) != hidden and out.stride(1) != hidden
+    assert embed(ids, audio, audio_table, text_table, out=out) is out
+    assert torch.equal(out, embed_ref(ids, audio, audio_table, text_table))
+    assert wide[:, :, :5].isnan().all()
+
+
 def test_embed_of_all_text_and_all_audio_rows():
     books, rows, classes, vocab, hidden = 4, 5, 7, 9, 48
     audio_table, text_table = tables(books, classes, vocab, hidden, torch.float16, exact=True)
