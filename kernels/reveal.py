@@ -226,7 +226,7 @@ def reveal(noisy: torch.Tensor, predicted: torch.Tensor, *, tokens: torch.Tensor
         [steps, J] int64: slots each sequence reveals at each step, read at row `step` ([] int64).
     """
     C, H = noisy.shape
-    device = device_of(noisy, predicted, tokens, ids, schedule, step)
+    device = device_of(noisy, predicted, tokens, ids, cond_cols, uncond_cols, sequence_slots, schedule, step)
     _check_grid(C, H, noisy=(noisy, torch.float32), predicted=(predicted, torch.int64),
                 tokens=(tokens, torch.int64))
     _check_slots(H, cond_cols=cond_cols, uncond_cols=uncond_cols)

@@ -205,3 +205,15 @@ def test_reveal_refuses_grids_its_counts_and_flat_keys_cannot_hold():
         noisy = torch.zeros(books, H, device=DEVICE)
         with pytest.raises(ValueError, match=match):
             reveal_grid(noisy, [H], [1])
+
+
+@pytest.mark.parametrize("name", ["cond_cols", "uncond_cols", "sequence_slots"])
+def test_reveal_refuses_an_index_tensor_on_another_device(name):
+    """Every tensor the kernel reads is on one device (a CPU index beside CUDA buffers is a bad address there, not a
+    ValueError): one on the meta device is refused before the launch."""
+    buf, scores, predicted = packed([5], 16, 0)
+    args = {"cond_cols": buf.cond_cols, "uncond_cols": buf.uncond_cols, "sequence_slots": buf.sequence_slots}
+    args[name] = args[name].to("meta")
+    with pytest.raises(ValueError, match="different devices"):
+        reveal(noise_ref(buf, scores, temperature=0.0), predicted, tokens=buf.tokens.clone(), ids=buf.ids[0].clone(),
+               schedule=buf.schedule, step=buf.step, **args)
