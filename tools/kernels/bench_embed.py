@@ -72,16 +72,8 @@ def check(rows: int, *, device, **sizes) -> list[str]:
     return failures
 
 
-def kernels_launched(fn) -> int:
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if e.device_type.name == "CUDA")
-
-
 def time_rows(rows: int) -> dict:
+    from tools.kernels.bench_reveal import kernels_per_call
     from tools.kernels.check_realtime_gpu import graph_us
 
     args = inputs(rows, exact=False, device="cuda")
@@ -89,8 +81,8 @@ def time_rows(rows: int) -> dict:
     ops_us = graph_us(lambda i: embed_ref(*args))
     fused_us = graph_us(lambda i: embed(*args, out=out))
     return {"rows": rows, "ops_us": ops_us, "fused_us": fused_us,
-            "ops_kernels": kernels_launched(lambda: embed_ref(*args)),
-            "fused_kernels": kernels_launched(lambda: embed(*args, out=out))}
+            "ops_kernels": kernels_per_call(lambda: embed_ref(*args)),
+            "fused_kernels": kernels_per_call(lambda: embed(*args, out=out))}
 
 
 def key_ranges(rows: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,6 +98,7 @@ def model_steps(rows_list: list[int], replays: int = 30) -> list[dict]:
     """ms per model step with the embedding fused and with the PyTorch ops (the LM's other kernels fused in both),
     replayed alternately from two CUDA graphs, and the largest logit difference between them."""
     from engine.lm.model import KeyRanges, OmniVoiceLM
+    from tools.kernels.check_realtime_gpu import replay_us
 
     torch.manual_seed(0)
     with torch.device("cuda"):
@@ -134,12 +127,7 @@ def model_steps(rows_list: list[int], replays: int = 30) -> list[dict]:
         times = {name: [] for name in graphs}
         for _ in range(replays):
             for name, graph in graphs.items():
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                graph.replay()
-                end.record()
-                end.synchronize()
-                times[name].append(start.elapsed_time(end))
+                times[name].append(replay_us(graph, replays=1) / 1000)
         ms = {name: statistics.median(t) for name, t in times.items()}
         moved = (logits["fused"].float() - logits["ops"].float()).abs().max().item()
         results.append({"rows": rows, "fused_ms": ms["fused"], "ops_ms": ms["ops"], "logits_max_diff": moved})
