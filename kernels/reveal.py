@@ -16,8 +16,9 @@ On slots (c, t) of a [C, H] grid, t being a column of the packed target slots of
 The reveal sorts nothing and ranks no slot: one program per sequence finds the key at place `quota` of its
 descending order (slots as uint32 keys that order as the priorities do) a digit at a time, 3 bits a pass over
 its slots (11 passes), each counting the slots of every digit among those that share the bits found so far; when
-that key is tied past the quota, the same on the tied slots' flat indices (6 passes) finds the last one revealed;
-then it reveals the slots ahead of it. Its latency grows with a sequence's frames, not with the sequences in a batch.
+that key is tied past the quota, the same on the tied slots' flat indices (`_FLAT_BITS` bits, 3 a pass) finds the
+last one revealed; then it reveals the slots ahead of it. Its latency grows with a sequence's frames, not with the
+sequences in a batch.
 
 in fp32, as `engine.lm.noise` and `engine.lm.runner` do in PyTorch (tests/kernels/test_reveal.py holds
 the kernels to them: the hash and uniforms bit for bit, the noise to the log's rounding, the reveal exactly).
@@ -31,6 +32,12 @@ from kernels._triton import HAS_TRITON, log_f32, tl, triton
 _MIX_1, _MIX_2 = (tl.constexpr(0x7FEB352D), tl.constexpr(0x846CA68B)) if HAS_TRITON else (None, None)
 _BLOCK = 64  # slots per program of the noise
 _BLOCK_T = 512  # most frames of a sequence per tile of the reveal (all codebooks): one tile up to 20 s of audio
+# The flat keys, which break ties, hold a slot's flat index in its sequence in _FLAT_BITS bits (`reveal` refuses
+# sequences of more slots). The kernels read them as constexpr: their mask, and the passes that find one 3-bit digit
+# each (`_tile_digits`) from the top, the first pass the bits left over.
+_FLAT_BITS = 18
+_FLAT_MASK, _FLAT_PASSES = ((tl.constexpr((1 << _FLAT_BITS) - 1), tl.constexpr((_FLAT_BITS + 2) // 3)) if HAS_TRITON
+                            else (None, None))
 
 
 @triton.jit
@@ -93,11 +100,12 @@ def _tile_digits(key, ok, prefix, shift):
 @triton.jit
 def _flat_keys(key, ok, t0, start, end, top, BOOKS: tl.constexpr, BLOCK_T: tl.constexpr):
     """Keys that order a tile's slots tied at order key `top` as their flat codebook-major index in the sequence
-    does, the first highest (2**18 - 1 - index: `reveal` checks that the index fits), and which are tied."""
+    does, the first highest (the index's _FLAT_BITS bits flipped, _FLAT_MASK - index: `reveal` checks that the index
+    fits), and which are tied."""
     book = tl.arange(0, BOOKS)[:, None]
     t = t0 + tl.arange(0, BLOCK_T)[None, :]
     flat = book * (end - start) + (t - start)
-    return (0x3FFFF - flat).to(tl.uint32), ok & (key == top)
+    return (flat ^ _FLAT_MASK).to(tl.uint32), ok & (key == top)
 
 
 @triton.jit
@@ -162,18 +170,20 @@ def _reveal_kernel(noisy_ptr, predicted_ptr, token_ptr, ids_ptr, cond_col_ptr, u
     # would be the longest)
     top = tl.full((), 0, tl.uint32)
     need = quota  # slots still to take among those of prefix `top`: at the end, of order key `top`
-    tied = need  # slots of prefix `top`: at the end, of order key `top`
+    # after each pass, how many slots have prefix `top` (at the end, order key `top`); left at `need` when no pass
+    # runs (quota 0), so that no tie is broken
+    tied = need
     for i in range(tl.where(quota > 0, 11, 0)):
         counts = _digits(key, ok, noisy_ptr, start, end, H, n_books, top, top, 30 - 3 * i, False, BOOKS, BLOCK_T)
         top, need, tied = _next_digit(counts, need, top, 30 - 3 * i)
-    # of the slots tied at it, the `need` first in flat order: the need-th highest flat key, 3 bits a pass (flat
-    # keys have 18); none when all are taken
+    # of the slots tied at it, the `need` first in flat order: the need-th highest flat key, 3 bits a pass from the
+    # top of its _FLAT_BITS; none when all are taken
     flat_key, tie = _flat_keys(key, ok, start, start, end, top, BOOKS, BLOCK_T)
     last = tl.full((), 0, tl.uint32)
-    for i in range(tl.where(need < tied, 6, 0)):
-        counts = _digits(flat_key, tie, noisy_ptr, start, end, H, n_books, top, last, 15 - 3 * i, True, BOOKS,
-                         BLOCK_T)
-        last, need, tied = _next_digit(counts, need, last, 15 - 3 * i)
+    for i in range(tl.where(need < tied, _FLAT_PASSES, 0)):
+        shift = 3 * (_FLAT_PASSES - 1) - 3 * i
+        counts = _digits(flat_key, tie, noisy_ptr, start, end, H, n_books, top, last, shift, True, BOOKS, BLOCK_T)
+        last, need, _ = _next_digit(counts, need, last, shift)
     _write(key, ok, start, top, last, quota > 0, start, predicted_ptr, token_ptr, ids_ptr, cond_col_ptr,
            uncond_col_ptr, end, H, stride_ids_book, BOOKS, BLOCK_T)
     for t0 in range(start + BLOCK_T, end, BLOCK_T):
@@ -234,8 +244,9 @@ def reveal(noisy: torch.Tensor, predicted: torch.Tensor, *, tokens: torch.Tensor
     check("sequence_slots", sequence_slots, (J + 1,), (torch.int64,))
     check("ids", ids, (C, ids.shape[1]), (torch.int64,))
     check("schedule", schedule, tuple(schedule.shape), (torch.int64,))
-    if C >= 16 or C * H > 1 << 18:
-        raise ValueError(f"{C} x {H} slots: the reveal counts a frame's slots in 4-bit fields, indexes them in 18 bits")
+    if C >= 16 or C * H > 1 << _FLAT_BITS:
+        raise ValueError(f"{C} x {H} slots: the reveal counts a frame's slots in 4-bit fields, indexes them in "
+                         f"{_FLAT_BITS} bits")
     with on_device(device):
         _reveal_kernel[(J,)](noisy, predicted, tokens, ids, cond_cols, uncond_cols, sequence_slots, schedule, step,
                              H, C, ids.stride(0), schedule.stride(0), BOOKS=triton.next_power_of_2(C),
