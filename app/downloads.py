@@ -57,7 +57,7 @@ def download_routes(ctx: AppContext) -> list[Route]:
 
     def voice_reference(request: Request) -> Response:
         try:
-            reference = ctx.library.get(request.path_params["slug"]).reference
+            reference = ctx.library.entry(request.path_params["slug"]).reference
         except LibraryError:
             reference = None
         if reference is None:

@@ -42,6 +42,7 @@ MAX_NAME_CHARS = 60
 MAX_MEMBER_BYTES = 50 * 2**20
 _WINDOWS_RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
 _TMP_PREFIX = ".tmp-"
+_CORRUPT = f"{TOKENS_FILE} or {META_FILE} is corrupt"  # the problem of a folder whose voice does not read back
 
 
 class LibraryError(VoiceDeskError):
@@ -133,7 +134,19 @@ class VoiceLibrary:
         return self._read_entry(self._folder(slug))
 
     def get(self, slug: str) -> VoiceEntry:
+        """The entry of the voice saved as `slug`, its voice loaded to check that it can be used; LibraryError when
+        there is none or it is damaged. `entry` gives the entry without loading the voice."""
         return self.entry_and_voice(slug)[0]
+
+    def entry(self, slug: str) -> VoiceEntry:
+        """What is listed of the voice saved as `slug` (name, length, date, transcript, reference clip), from its
+        small files alone (meta.json, voice.json): its tokens are not read. LibraryError when there is none or
+        those files show it damaged. Tokens that are corrupt are told only where the voice is loaded (`get`,
+        `load_voice`), as `unused_name` tells a voice's name from its info file alone."""
+        found = self._read_listing(self._folder(slug))
+        if isinstance(found, DamagedVoice):
+            raise _refused(found)
+        return found
 
     def load_voice(self, slug: str) -> Voice:
         return self.entry_and_voice(slug)[1]
@@ -196,8 +209,7 @@ class VoiceLibrary:
         """The entry of the voice in `folder` and the voice; LibraryError when the folder is damaged."""
         found = self._read_folder(folder)
         if isinstance(found, DamagedVoice):
-            raise LibraryError(f"The saved voice '{found.name}' is damaged ({found.problem}): delete it in the "
-                               "Voices tab.")
+            raise _refused(found)
         return found
 
     def _read_entry(self, folder: Path) -> VoiceEntry | DamagedVoice:
@@ -206,32 +218,38 @@ class VoiceLibrary:
 
     def _read_folder(self, folder: Path) -> tuple[VoiceEntry, Voice] | DamagedVoice:
         """The entry of the voice in `folder` and the voice (loaded once), or what is wrong with the folder."""
+        entry = self._read_listing(folder)
+        if isinstance(entry, DamagedVoice):
+            return entry
+        try:
+            voice = Voice.load(folder)  # a few kB (voice.json read again): checks the tokens, not just the names
+        except AudioInputError as err:
+            log.warning("%s", err)
+            return _damaged(folder, entry.name, _CORRUPT)
+        return entry, voice
+
+    def _read_listing(self, folder: Path) -> VoiceEntry | DamagedVoice:
+        """The entry of the voice in `folder` from its small files (meta.json, voice.json), its tokens not read, or
+        what is wrong with the folder as far as those files and the files present tell."""
         info = _read_info(folder)
         saved_name = _info_name(info)
         name = _listed_name(folder, saved_name)
-
-        def damaged(problem: str) -> DamagedVoice:
-            log.warning("voice folder %s is damaged: %s", folder, problem)
-            return DamagedVoice(slug=folder.name, name=name, folder=folder, problem=problem)
-
         missing = [n for n in (TOKENS_FILE, META_FILE, INFO_FILE) if not _is_file(folder / n)]
         if missing:
-            return damaged(f"{', '.join(missing)} missing")
+            return _damaged(folder, name, f"{', '.join(missing)} missing")
         if saved_name is None:
-            return damaged(f"{INFO_FILE} cannot be read")
+            return _damaged(folder, name, f"{INFO_FILE} cannot be read")
         try:
             seconds = float(info.get("seconds", 0.0))
         except (TypeError, ValueError, OverflowError):  # null, a list, "long", a 400-digit integer
-            return damaged(f"{INFO_FILE} gives a length (\"seconds\") that is not a number")
+            return _damaged(folder, name, f"{INFO_FILE} gives a length (\"seconds\") that is not a number")
         try:
-            voice = Voice.load(folder)  # a few kB: checks the tokens and their format, not just the names
+            transcript = Voice.saved_transcript(folder)
         except AudioInputError as err:
             log.warning("%s", err)
-            return damaged(f"{TOKENS_FILE} or {META_FILE} is corrupt")
-        entry = VoiceEntry(slug=folder.name, name=name, folder=folder, created=str(info.get("created", "")),
-                           seconds=seconds, language=info.get("language"),
-                           transcript=voice.transcript)
-        return entry, voice
+            return _damaged(folder, name, _CORRUPT)
+        return VoiceEntry(slug=folder.name, name=name, folder=folder, created=str(info.get("created", "")),
+                          seconds=seconds, language=info.get("language"), transcript=transcript)
 
     # -- writing --------------------------------------------------------------------------------
     def save(self, name: str, voice: Voice, reference: tuple[np.ndarray, int] | None = None,
@@ -371,6 +389,17 @@ def _is_file(path: Path) -> bool:
 def _info_name(info: dict | None) -> str | None:
     """The display name an info file gives, or None when it gives none."""
     return info["name"] if info is not None and isinstance(info.get("name"), str) else None
+
+
+def _damaged(folder: Path, name: str, problem: str) -> DamagedVoice:
+    """The voice folder `folder`, listed under `name`, as damaged by `problem` (logged)."""
+    log.warning("voice folder %s is damaged: %s", folder, problem)
+    return DamagedVoice(slug=folder.name, name=name, folder=folder, problem=problem)
+
+
+def _refused(voice: DamagedVoice) -> LibraryError:
+    """The error of a lookup that finds `voice` damaged, saying what the person can do."""
+    return LibraryError(f"The saved voice '{voice.name}' is damaged ({voice.problem}): delete it in the Voices tab.")
 
 
 def _listed_name(folder: Path, saved_name: str | None) -> str:

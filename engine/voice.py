@@ -49,14 +49,18 @@ class Voice:
     @classmethod
     def load(cls, folder: str | Path) -> Voice:
         folder = Path(folder)
+        meta = _read_meta(folder)
         try:
-            meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
             tokens = load_file(str(folder / TOKENS_FILE))["tokens"]
-        except (OSError, ValueError, RecursionError, KeyError, SafetensorError) as e:
-            raise AudioInputError(f"The saved voice in {folder} cannot be read ({e}).") from e
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
-            raise AudioInputError(f"{folder / META_FILE} is not a VoiceDesk voice (version {VERSION}).")
+        except (OSError, ValueError, KeyError, SafetensorError) as e:
+            raise _unreadable(folder, e) from e
         return cls._checked(tokens, meta.get("transcript", ""), meta.get("rms"), folder)
+
+    @staticmethod
+    def saved_transcript(folder: str | Path) -> str:
+        """The transcript of the voice saved in `folder`, from its voice.json alone (its tokens are not read);
+        AudioInputError, as from `load`, when that file is not a VoiceDesk voice's."""
+        return str(_read_meta(Path(folder)).get("transcript", ""))
 
     @classmethod
     def from_upstream_prompt(cls, path: str | Path) -> Voice:
@@ -83,3 +87,18 @@ class Voice:
             raise AudioInputError(f"{source}: the voice's loudness (rms) is not a number.") from None
         return cls(tokens=codes, transcript=str(transcript), rms=loudness)
 
+
+def _read_meta(folder: Path) -> dict:
+    """The voice.json of the voice saved in `folder`; AudioInputError when it cannot be read or is not a VoiceDesk
+    voice's of this version."""
+    try:
+        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as e:
+        raise _unreadable(folder, e) from e
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        raise AudioInputError(f"{folder / META_FILE} is not a VoiceDesk voice (version {VERSION}).")
+    return meta
+
+
+def _unreadable(folder: Path, error: Exception) -> AudioInputError:
+    return AudioInputError(f"The saved voice in {folder} cannot be read ({error}).")

@@ -45,7 +45,7 @@ def saved_voice(ctx: AppContext) -> str:
 def build_clone_tab(ctx: AppContext, view: SettingsView, library_version: gr.State,
                     history_version: gr.State) -> CloneTab:
     start_voice = saved_voice(ctx)
-    start_entry = ctx.library.get(start_voice) if start_voice != NEW_CLIP else None
+    start_entry = ctx.library.entry(start_voice) if start_voice != NEW_CLIP else None
     with gr.Row(equal_height=False, elem_classes="vd-main"):
         with gr.Column(scale=4, elem_classes="vd-inputs"):
             gr.Markdown("### 1 · Voice", elem_classes="vd-step")
@@ -106,7 +106,7 @@ def _show_voice(ctx: AppContext):
         if not slug or slug == NEW_CLIP:
             return gr.Group(visible=False), gr.Group(visible=True), "", None
         ctx.save_settings(last_voice=slug)
-        entry = ctx.library.get(slug)
+        entry = ctx.library.entry(slug)
         return gr.Group(visible=True), gr.Group(visible=False), describe_entry(entry), reference_player(entry)
 
     return show

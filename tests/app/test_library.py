@@ -1,5 +1,6 @@
 import json
 import logging
+import re
 import zipfile
 from pathlib import Path
 
@@ -192,6 +193,43 @@ def test_tokens_of_a_type_torch_cannot_compare_leave_the_voice_listed_as_damaged
     save_file({"tokens": make_voice().tokens.to(torch.complex64)}, str(odd.folder / "voice.safetensors"))
     assert [e.slug for e in library.entries()] == [good.slug]
     assert [(d.slug, d.problem) for d in library.scan()[1]] == [("odd", "voice.safetensors or voice.json is corrupt")]
+
+
+def test_an_entry_is_read_from_the_small_files_alone(library, monkeypatch):
+    """What the Clone tab shows of a voice and the reference download use: the entry `get` gives (its transcript
+    from voice.json), with no voice loaded (get loads the tokens)."""
+    saved = library.save("Ann", make_voice(transcript="In the folder ann.", frames=75),
+                         reference=(np.zeros(2400, np.float32), 24000), language="en")
+    loaded = counting_loads(monkeypatch)
+    entry = library.entry("ann")
+    assert entry == saved and entry.transcript == "In the folder ann." and entry.reference == saved.reference
+    assert loaded == []
+
+
+def test_an_entry_of_no_saved_voice_is_refused(library):
+    library.save("Ann", make_voice())
+    for slug in ("bob", "..", "../voices", "/etc", ".tmp-x", ""):
+        with pytest.raises(LibraryError, match=rf"^There is no saved voice '{re.escape(slug)}'\.$"):
+            library.entry(slug)
+
+
+def test_an_entry_is_refused_where_its_small_files_show_the_voice_damaged(library):
+    """As `get` refuses those voices. Tokens cut short are not seen without reading them: the entry is given (its
+    info files are whole, as unused_name lists the voice by them) and the voice is refused where it is loaded."""
+    (library.root / "no-files").mkdir()
+    (library.save("Broken meta", make_voice(seed=1)).folder / "meta.json").write_text("{oops")
+    (library.save("Odd voice json", make_voice(seed=2)).folder / "voice.json").write_text("[1, 2]")
+    for slug, name, problem in (("no-files", "no-files", "voice.safetensors, voice.json, meta.json missing"),
+                                ("broken-meta", "broken-meta", "meta.json cannot be read"),
+                                ("odd-voice-json", "Odd voice json", "voice.safetensors or voice.json is corrupt")):
+        with pytest.raises(LibraryError, match=rf"^The saved voice '{name}' is damaged \({problem}\): delete it in "
+                                               r"the Voices tab\.$"):
+            library.entry(slug)
+    cut = library.save("Torn tokens", make_voice(seed=3))
+    torn(cut)
+    assert library.entry(cut.slug) == cut
+    with pytest.raises(LibraryError, match=r"^The saved voice 'Torn tokens' is damaged"):
+        library.get(cut.slug)
 
 
 def test_a_folder_this_user_may_not_open_is_listed_as_damaged(library, monkeypatch):

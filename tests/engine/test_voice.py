@@ -26,14 +26,22 @@ def test_a_saved_voice_reads_back(tmp_path):
     assert torch.equal(back.tokens, GOOD) and back.transcript == "Hello." and back.rms == 0.05
 
 
+def test_the_transcript_reads_back_from_voice_json_alone(tmp_path):
+    folder = saved(tmp_path)
+    (folder / TOKENS_FILE).unlink()
+    assert Voice.saved_transcript(folder) == "Hello."
+
+
 @pytest.mark.parametrize("changes, message", [
     ({"version": 2}, "not a VoiceDesk voice"),
     ({"version": "1"}, "not a VoiceDesk voice"),
     ({"format": "something-else"}, "not a VoiceDesk voice"),
 ])
 def test_another_format_or_version_is_refused(tmp_path, changes, message):
-    with pytest.raises(AudioInputError, match=message):
-        Voice.load(saved(tmp_path, **changes))
+    folder = saved(tmp_path, **changes)
+    for read in (Voice.load, Voice.saved_transcript):
+        with pytest.raises(AudioInputError, match=message):
+            read(folder)
 
 
 @pytest.mark.parametrize("meta", ["[1, 2]", "[" * 100_000, '{"format": "voicedesk-voice", "version": 1, "v": ' +
@@ -41,8 +49,9 @@ def test_another_format_or_version_is_refused(tmp_path, changes, message):
 def test_a_voice_json_that_is_not_an_object_is_refused(tmp_path, meta):
     folder = saved(tmp_path)
     (folder / META_FILE).write_text(meta, encoding="utf-8")
-    with pytest.raises(AudioInputError, match="cannot be read|not a VoiceDesk voice"):
-        Voice.load(folder)
+    for read in (Voice.load, Voice.saved_transcript):
+        with pytest.raises(AudioInputError, match="cannot be read|not a VoiceDesk voice"):
+            read(folder)
 
 
 @pytest.mark.parametrize("rms", ["loud", [0.1], 10**400], ids=["text", "a list", "400 digits"])

@@ -1,0 +1,43 @@
+"""What the app shows of a saved voice without the app running: the Clone tab's box for the voice chosen and its
+reference clip as app/downloads.py serves it. Both read the library's entry (its small files): no voice is loaded."""
+from types import SimpleNamespace
+
+import numpy as np
+from saved_voices import counting_loads, make_voice, torn
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
+
+from app.downloads import download_routes, voice_reference_url
+from app.library import VoiceLibrary
+from app.ui.clone import _show_voice
+
+CLIP = (np.zeros(2400, np.float32), 24000)
+
+
+def test_the_clone_tab_describes_the_voice_chosen_from_its_entry(tmp_path, monkeypatch):
+    library = VoiceLibrary(tmp_path / "voices")
+    library.save("Ann", make_voice(transcript="In the folder ann.", frames=75), reference=CLIP)
+    chosen = []
+    show = _show_voice(SimpleNamespace(library=library, save_settings=lambda last_voice: chosen.append(last_voice)))
+    loaded = counting_loads(monkeypatch)
+    _, _, info, player = show("ann")
+    assert info.startswith("**Ann** · 3.0 s · saved ") and info.endswith("\n\n> In the folder ann.")
+    assert voice_reference_url("ann") in player and chosen == ["ann"] and loaded == []
+
+
+def test_a_reference_clip_is_served_while_its_voice_is_listed_and_has_one(tmp_path, monkeypatch):
+    """404 where there is no voice, no clip, or info files that show the voice damaged; tokens cut short are not
+    read here, so that voice's clip is served."""
+    library = VoiceLibrary(tmp_path / "voices")
+    library.save("Ann", make_voice(), reference=CLIP)
+    library.save("No clip", make_voice(seed=1))
+    torn(library.save("Torn", make_voice(seed=2), reference=CLIP))
+    (library.save("Broken meta", make_voice(seed=3), reference=CLIP).folder / "meta.json").write_text("{oops")
+    client = TestClient(Starlette(routes=download_routes(SimpleNamespace(library=library))))
+    loaded = counting_loads(monkeypatch)
+    got = {slug: client.get("/" + voice_reference_url(slug)) for slug in ("ann", "no-clip", "torn", "broken-meta",
+                                                                            "gone")}
+    assert {slug: answer.status_code for slug, answer in got.items()} == \
+        {"ann": 200, "no-clip": 404, "torn": 200, "broken-meta": 404, "gone": 404}
+    assert got["ann"].content == (library.root / "ann" / "reference.wav").read_bytes()
+    assert loaded == []
