@@ -105,7 +105,7 @@ def _flat_keys(key, ok, t0, start, end, top, BOOKS: tl.constexpr, BLOCK_T: tl.co
     book = tl.arange(0, BOOKS)[:, None]
     t = t0 + tl.arange(0, BLOCK_T)[None, :]
     flat = book * (end - start) + (t - start)
-    return (flat ^ _FLAT_MASK).to(tl.uint32), ok & (key == top)
+    return (-flat + _FLAT_MASK).to(tl.uint32), ok & (key == top)
 
 
 @triton.jit
