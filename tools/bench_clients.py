@@ -1,9 +1,12 @@
 """Concurrent streaming API clients: what the worker's continuous batching gives several clients at once.
 
     python -m tools.bench_clients [--demo | --model PATH] [--mode hifi] [--clients 1,2,4,8] [--rounds 3]
+        [--stagger-ms 0]
 
 Starts `launcher.py serve` in a throwaway data folder; for each number of clients N, `rounds` times, N
-clients send the same paragraph at the same moment (different seeds) and read the streamed PCM. Per N:
+clients send the same paragraph at the same moment (different seeds) and read the streamed PCM; with --stagger-ms MS,
+client i sends MS * i after the others are ready instead (real clients arrive apart: the late ones join a batch that
+is already running). Per N:
 the total audio seconds delivered per wall second (from the round's start to its last byte) against one
 client's, and each client's first audio byte (p50, p90 over every client of every round) against a lone
 client's. The worker runs compatible requests side by side and the engine batches their pieces
@@ -48,8 +51,9 @@ def server_timing(header: str | None) -> dict[str, float]:
     return spans
 
 
-def stream(url: str, text: str, seed: int, steps: int | None, start: threading.Barrier) -> dict:
-    """One client's request, sent when every client of the round is ready: first byte, last byte, audio.
+def stream(url: str, text: str, seed: int, steps: int | None, start: threading.Barrier, delay_s: float = 0.0) -> dict:
+    """One client's request, sent delay_s after every client of the round is ready: first byte, last byte, audio
+    (its first byte counted from its own send, not the round's).
     Its httpx.Client is made before the round starts: making one builds an SSL context (~18 ms of CPU, held under
     the GIL, so 8 at once took ~80-150 ms), which httpx.stream() would do after t0 and before sending."""
     body = {"model": "tts-1", "voice": "alloy", "input": text, "response_format": "pcm", "seed": seed}
@@ -57,6 +61,8 @@ def stream(url: str, text: str, seed: int, steps: int | None, start: threading.B
         body["steps"] = steps
     with httpx.Client(timeout=600) as client:
         start.wait()
+        if delay_s:
+            time.sleep(delay_s)
         t0 = time.perf_counter()
         first, size = None, 0
         with client.stream("POST", f"{url}/v1/audio/speech", json=body) as response:
@@ -70,13 +76,14 @@ def stream(url: str, text: str, seed: int, steps: int | None, start: threading.B
             "server_ms": spans}
 
 
-def one_round(url: str, clients: int, steps: int | None, seed: int) -> list[dict]:
+def one_round(url: str, clients: int, steps: int | None, seed: int, stagger_ms: float = 0.0) -> list[dict]:
+    """`clients` requests at once, or client i stagger_ms * i after the common start."""
     start = threading.Barrier(clients)
     results: list[dict | BaseException] = [None] * clients
 
     def client(i: int) -> None:
         try:
-            results[i] = stream(url, PARAGRAPH, seed + i, steps, start)
+            results[i] = stream(url, PARAGRAPH, seed + i, steps, start, delay_s=i * stagger_ms / 1e3)
         except BaseException as err:  # reported below, in the main thread
             results[i] = err
 
@@ -95,16 +102,23 @@ def p90(values: list[float]) -> float:
     return statistics.quantiles(values, n=10, method="inclusive")[-1] if len(values) > 1 else values[0]
 
 
-def row(clients: int, rounds: list[list[dict]], server_gpu_gib: float | None = None) -> dict:
+def row(clients: int, rounds: list[list[dict]], server_gpu_gib: float | None = None, stagger_ms: float = 0.0) -> dict:
     audio = sum(r["audio_s"] for rs in rounds for r in rs)
     wall = sum(max(r["end"] for r in rs) - min(r["start"] for r in rs) for rs in rounds)
     firsts = [r["first_s"] for rs in rounds for r in rs]
     sent = [round(1e3 * (r["start"] - min(q["start"] for q in rs)), 2) for rs in rounds for r in rs]
-    return {"clients": clients, "rounds": len(rounds), "audio_s": audio, "wall_s": wall,
+    return {"clients": clients, "stagger_ms": stagger_ms, "rounds": len(rounds), "audio_s": audio, "wall_s": wall,
             "audio_per_s": audio / wall, "first_p50_s": statistics.median(firsts), "first_p90_s": p90(firsts),
             "first_s": firsts,  # each client's, round after round: a cold first round shows here
             "sent_ms": sent, "server_ms": [r["server_ms"] for rs in rounds for r in rs],
             "server_gpu_gib": server_gpu_gib}
+
+
+def header(mode: str, rounds: int, stagger_ms: float, loaded_gib: float | None) -> str:
+    """The line above the tables: what every row shares."""
+    arrival = "all at once" if not stagger_ms else f"client i sent {stagger_ms:g} ms * i after the first"
+    return (f"mode {mode}, response_format pcm, {len(PARAGRAPH)} characters per client, {rounds} rounds, {arrival}; "
+            f"server GPU GiB once loaded (one client served): {'-' if loaded_gib is None else f'{loaded_gib:.2f}'}")
 
 
 def table(rows: list[dict]) -> str:
@@ -142,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", default="1,2,4,8")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, help="diffusion steps (default: the app's setting, 32)")
+    parser.add_argument("--stagger-ms", type=float, default=0.0,
+                        help="client i of a round sends its request this many ms * i after the first (default 0: "
+                             "all at once)")
     parser.add_argument("--json", help="also write the rows here")
     args = parser.parse_args(argv)
     home = Path(tempfile.mkdtemp(prefix="bench-clients-"))
@@ -150,14 +167,13 @@ def main(argv: list[str] | None = None) -> int:
         url = server.url
         server.until(lambda: one_round(url, 1, args.steps, 0))  # listening and loaded
         loaded_gib = process_gpu_gib(server.proc.pid)
-        one_round(url, max(counts), args.steps, 0)  # warm: the batches of the most clients
+        one_round(url, max(counts), args.steps, 0, stagger_ms=args.stagger_ms)  # warm: the most clients' batches
         rows = []
         for n in counts:
-            rounds = [one_round(url, n, args.steps, 100 * k) for k in range(args.rounds)]
-            rows.append(row(n, rounds, server_gpu_gib=process_gpu_gib(server.proc.pid)))
+            rounds = [one_round(url, n, args.steps, 100 * k, stagger_ms=args.stagger_ms) for k in range(args.rounds)]
+            rows.append(row(n, rounds, server_gpu_gib=process_gpu_gib(server.proc.pid), stagger_ms=args.stagger_ms))
             print(json.dumps(rows[-1]), flush=True)
-    print(f"mode {args.mode}, response_format pcm, {len(PARAGRAPH)} characters per client, {args.rounds} rounds; "
-          f"server GPU GiB once loaded (one client served): {'-' if loaded_gib is None else f'{loaded_gib:.2f}'}")
+    print(header(args.mode, args.rounds, args.stagger_ms, loaded_gib))
     print(table(rows))
     print(spans_table(rows))
     if args.json:

@@ -1,7 +1,10 @@
 """tools/bench_clients's reading of the server's Server-Timing header and its per-client rows (no server)."""
+import json
+import threading
 from types import SimpleNamespace
 
 import httpx
+import pytest
 
 from app.api.speech import SpeechStream
 from tools import bench_clients
@@ -79,3 +82,76 @@ def test_the_spans_table_gives_each_spans_median_and_max_per_number_of_clients()
     assert lines[0] == "| clients | accept ms | queue ms | generate ms | decode ms | engine ms | handoff ms |"
     assert lines[2] == "| 1 | 1.0 (1.0) | - | - | - | 50.0 (50.0) | - |"
     assert lines[3] == "| 2 | 3.0 (8.0) | - | 95.0 (110.0) | - | 120.0 (140.0) | - |"
+
+
+def test_staggered_clients_each_wait_their_turn_after_the_common_start_and_before_their_clock(monkeypatch):
+    """--stagger-ms 15: client i (seed + i) sleeps 15 ms * i once every client is ready, then starts its clock and
+    sends; client 0 does not sleep."""
+    lock = threading.Lock()
+    events = []  # (thread, event, value)
+
+    def record(event, value=None):
+        with lock:
+            events.append((threading.get_ident(), event, value))
+
+    def answer(request):
+        record("send", json.loads(request.content)["seed"])
+        return httpx.Response(200, stream=httpx.ByteStream(b"\0\0"))
+
+    made = httpx.Client.__init__
+    monkeypatch.setattr(httpx.Client, "__init__",
+                        lambda self, *a, **kw: made(self, *a, **{**kw, "transport": httpx.MockTransport(answer)}))
+    monkeypatch.setattr(bench_clients, "time", SimpleNamespace(perf_counter=lambda: record("clock") or 0.0,
+                                                                sleep=lambda s: record("sleep", s)))
+    bench_clients.one_round("http://server.test", clients=3, steps=None, seed=40, stagger_ms=15)
+    by_thread = {}
+    for thread, event, value in events:
+        by_thread.setdefault(thread, []).append((event, value))
+    # each client's events up to its send (its seed), in the order of the seeds
+    until_sent = [evs[:[event for event, _ in evs].index("send") + 1] for evs in by_thread.values()]
+    seen = sorted(until_sent, key=lambda evs: evs[-1][1])
+    assert [evs[-1][1] for evs in seen] == [40, 41, 42]
+    assert [[event for event, _ in evs[:-1] if event != "clock"] for evs in seen] == [[], ["sleep"], ["sleep"]]
+    assert [evs[0][1] for evs in seen[1:]] == pytest.approx([0.015, 0.030])
+    assert all(evs[-2][0] == "clock" for evs in seen)  # the clock starts after the sleep, right before the send
+
+
+def test_the_stagger_is_kept_in_each_row_and_said_above_the_tables():
+    rounds = [[{"start": 0.0, "first_s": 0.1, "end": 1.0, "audio_s": 2.0, "server_ms": {}}]]
+    assert row(1, rounds)["stagger_ms"] == 0.0 and row(1, rounds, stagger_ms=15)["stagger_ms"] == 15
+    assert "all at once" in bench_clients.header("hifi", 3, 0.0, None)
+    assert "15 ms * i" in bench_clients.header("hifi", 3, 15.0, 2.5)
+
+
+def test_main_staggers_the_warm_up_and_every_measured_round_and_writes_it_to_the_json(monkeypatch, tmp_path, capsys):
+    class FakeServer:
+        url = "http://server.test"
+        proc = SimpleNamespace(pid=1)
+
+        def __init__(self, home, options):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+        def until(self, answers):
+            answers()
+
+    staggers = []
+
+    def fake_round(url, clients, steps, seed, stagger_ms=0.0):
+        staggers.append((clients, stagger_ms))
+        return [{"start": 0.0, "first_s": 0.1, "end": 1.0, "audio_s": 2.0, "server_ms": {}}] * clients
+
+    monkeypatch.setattr(bench_clients, "Server", FakeServer)
+    monkeypatch.setattr(bench_clients, "one_round", fake_round)
+    monkeypatch.setattr(bench_clients, "process_gpu_gib", lambda pid: None)
+    out = tmp_path / "rows.json"
+    assert bench_clients.main(["--demo", "--clients", "1,2", "--rounds", "2", "--stagger-ms", "15",
+                               "--json", str(out)]) == 0
+    assert staggers == [(1, 0.0), (2, 15.0), (1, 15.0), (1, 15.0), (2, 15.0), (2, 15.0)]
+    assert [r["stagger_ms"] for r in json.loads(out.read_text())] == [15.0, 15.0]
+    assert "15 ms * i" in capsys.readouterr().out
