@@ -141,8 +141,10 @@ class VoiceLibrary:
     def entry(self, slug: str) -> VoiceEntry:
         """What is listed of the voice saved as `slug` (name, length, date, transcript, reference clip), from its
         small files alone (meta.json, voice.json): its tokens are not read. LibraryError when there is none or
-        those files show it damaged. Tokens that are corrupt are told only where the voice is loaded (`get`,
-        `load_voice`), as `unused_name` tells a voice's name from its info file alone."""
+        those files show it damaged (a file missing, meta.json unreadable, nameless or of a length that is no
+        number, voice.json unreadable or of another format or version). Corrupt tokens, and a loudness ("rms") in
+        voice.json that is no number, are told only where the voice is loaded (`get`, `load_voice`), as
+        `unused_name` tells a voice's name from its info file alone."""
         found = self._read_listing(self._folder(slug))
         if isinstance(found, DamagedVoice):
             raise _refused(found)
@@ -201,7 +203,7 @@ class VoiceLibrary:
 
     def _folder(self, slug: str) -> Path:
         folder = self.root / str(slug)
-        if not (_is_plain_child(self.root, folder) and folder.is_dir()):
+        if not (_is_plain_child(self.root, folder) and _is_dir(folder)):
             raise LibraryError(f"There is no saved voice '{slug}'.")
         return folder
 
@@ -382,6 +384,15 @@ def _is_file(path: Path) -> bool:
     raises PermissionError (so such a folder is listed as damaged instead of breaking the list)."""
     try:
         return path.is_file()
+    except OSError:
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    """Whether `path` is a folder; False for a name the file system refuses (over 255 bytes: a slug from a URL),
+    where Python 3.11's Path.is_dir raises OSError (ENAMETOOLONG) instead of answering False."""
+    try:
+        return path.is_dir()
     except OSError:
         return False
 

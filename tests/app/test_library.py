@@ -2,6 +2,7 @@ import json
 import logging
 import re
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -207,15 +208,17 @@ def test_an_entry_is_read_from_the_small_files_alone(library, monkeypatch):
 
 
 def test_an_entry_of_no_saved_voice_is_refused(library):
+    """A name too long for the file system too (a slug from a URL): Path.is_dir raised OSError for it."""
     library.save("Ann", make_voice())
-    for slug in ("bob", "..", "../voices", "/etc", ".tmp-x", ""):
+    for slug in ("bob", "..", "../voices", "/etc", ".tmp-x", "", "x" * 300):
         with pytest.raises(LibraryError, match=rf"^There is no saved voice '{re.escape(slug)}'\.$"):
             library.entry(slug)
 
 
 def test_an_entry_is_refused_where_its_small_files_show_the_voice_damaged(library):
-    """As `get` refuses those voices. Tokens cut short are not seen without reading them: the entry is given (its
-    info files are whole, as unused_name lists the voice by them) and the voice is refused where it is loaded."""
+    """As `get` refuses those voices. Tokens cut short, and a loudness that is no number (checked with the tokens),
+    are not seen without loading the voice: the entry is given (its info files are whole, as unused_name lists the
+    voice by them) and the voice is refused where it is loaded."""
     (library.root / "no-files").mkdir()
     (library.save("Broken meta", make_voice(seed=1)).folder / "meta.json").write_text("{oops")
     (library.save("Odd voice json", make_voice(seed=2)).folder / "voice.json").write_text("[1, 2]")
@@ -227,9 +230,12 @@ def test_an_entry_is_refused_where_its_small_files_show_the_voice_damaged(librar
             library.entry(slug)
     cut = library.save("Torn tokens", make_voice(seed=3))
     torn(cut)
-    assert library.entry(cut.slug) == cut
-    with pytest.raises(LibraryError, match=r"^The saved voice 'Torn tokens' is damaged"):
-        library.get(cut.slug)
+    loud = library.save("Loud", make_voice(seed=4))
+    (loud.folder / "voice.json").write_text('{"format": "voicedesk-voice", "version": 1, "rms": "loud"}')
+    assert library.entry(cut.slug) == cut and library.entry(loud.slug) == replace(loud, transcript="")
+    for entry in (cut, loud):
+        with pytest.raises(LibraryError, match=rf"^The saved voice '{entry.name}' is damaged"):
+            library.get(entry.slug)
 
 
 def test_a_folder_this_user_may_not_open_is_listed_as_damaged(library, monkeypatch):
