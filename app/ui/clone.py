@@ -14,6 +14,7 @@ from engine.text.limits import MAX_TRANSCRIPT_CHARS, check_request
 from .. import generation
 from ..clip_check import check_file
 from ..context import AppContext, checked_upload
+from ..library import LibraryError
 from ..waiting import in_line
 from .advanced import make_config
 from .common import describe_entry, reference_player
@@ -105,8 +106,11 @@ def _show_voice(ctx: AppContext):
     def show(slug: str):
         if not slug or slug == NEW_CLIP:
             return gr.Group(visible=False), gr.Group(visible=True), "", None
+        try:
+            entry = ctx.library.entry(slug)
+        except LibraryError as err:  # deleted or renamed since this page listed it (in another tab), or damaged
+            return gr.Group(visible=True), gr.Group(visible=False), f"⚠ {err}", None
         ctx.save_settings(last_voice=slug)
-        entry = ctx.library.entry(slug)
         return gr.Group(visible=True), gr.Group(visible=False), describe_entry(entry), reference_player(entry)
 
     return show

@@ -25,9 +25,26 @@ def test_the_clone_tab_describes_the_voice_chosen_from_its_entry(tmp_path, monke
     assert voice_reference_url("ann") in player and chosen == ["ann"] and loaded == []
 
 
+def test_the_clone_tab_says_so_where_the_voice_chosen_is_gone(tmp_path):
+    """A voice deleted or renamed (its folder follows the name) in another tab after this page listed it: the box
+    says so in place of the voice it showed (no error pop-up) and the voice is not remembered as the last one."""
+    library = VoiceLibrary(tmp_path / "voices")
+    library.save("Ann", make_voice(), reference=CLIP)
+    library.save("Bob", make_voice(seed=1))
+    chosen = []
+    show = _show_voice(SimpleNamespace(library=library, save_settings=lambda last_voice: chosen.append(last_voice)))
+    library.rename("ann", "Anna")
+    library.delete("bob")
+    for slug in ("ann", "bob"):
+        box, clip_box, info, player = show(slug)
+        assert (box.visible, clip_box.visible, info, player) == \
+            (True, False, f"⚠ There is no saved voice '{slug}'.", None)
+    assert chosen == []
+
+
 def test_a_reference_clip_is_served_while_its_voice_is_listed_and_has_one(tmp_path, monkeypatch):
-    """404 where there is no voice, no clip, or info files that show the voice damaged; tokens cut short are not
-    read here, so that voice's clip is served."""
+    """404 where there is no voice (a slug too long for a folder name among them), no clip, or info files that
+    show the voice damaged; tokens cut short are not read here, so that voice's clip is served."""
     library = VoiceLibrary(tmp_path / "voices")
     library.save("Ann", make_voice(), reference=CLIP)
     library.save("No clip", make_voice(seed=1))
@@ -35,9 +52,10 @@ def test_a_reference_clip_is_served_while_its_voice_is_listed_and_has_one(tmp_pa
     (library.save("Broken meta", make_voice(seed=3), reference=CLIP).folder / "meta.json").write_text("{oops")
     client = TestClient(Starlette(routes=download_routes(SimpleNamespace(library=library))))
     loaded = counting_loads(monkeypatch)
+    long = "x" * 300  # too long a folder name for the file system: Path.is_dir raised OSError (a 500)
     got = {slug: client.get("/" + voice_reference_url(slug)) for slug in ("ann", "no-clip", "torn", "broken-meta",
-                                                                            "gone")}
+                                                                            "gone", long)}
     assert {slug: answer.status_code for slug, answer in got.items()} == \
-        {"ann": 200, "no-clip": 404, "torn": 200, "broken-meta": 404, "gone": 404}
+        {"ann": 200, "no-clip": 404, "torn": 200, "broken-meta": 404, "gone": 404, long: 404}
     assert got["ann"].content == (library.root / "ann" / "reference.wav").read_bytes()
     assert loaded == []
