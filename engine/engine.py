@@ -61,8 +61,11 @@ class Timings:
     result waited for it, not its own part of the work (summed over results, a step counts more than once).
     `prepare_s`: the call until its batch took it in (planning, waiting for the batch before, or for the next step
     boundary of the running one). `generate_s`: from then until its call's tokens were done; on a GPU the device's
-    time from its first step to its last (engine/device_span.py). `decode_s`: the rest (decoding its audio, and on a
-    GPU the device finishing the steps queued before its decode)."""
+    time from its first step to its last (engine/device_span.py). `decode_s`: the rest: decoding its audio, and on a
+    GPU the device finishing the work queued before its decode, and before its first step: a call that joins a running
+    batch starts behind every step the host queued for the members already (the host runs ahead of the device), a wait
+    that its generate_s does not hold (docs/bench/h100-issue23-clients-20261206-1710.json's third round: six calls
+    joined two that had started ~1 ms before them at the batch's step 28 or later, and waited ~40 ms there)."""
 
     prepare_s: float = 0.0
     generate_s: float = 0.0

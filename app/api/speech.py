@@ -114,7 +114,8 @@ class SpeechStream:
         """The Server-Timing header of a response started now (ms): `accept` the request's checks until it was
         queued, `queue` its wait for the GPU, `engine` the job's start until the first part was made, `handoff`
         that part until now; then, inside `engine`, the first part's `generate` (its batch's steps, Timings.generate_s)
-        and `decode` (its audio decoded after them, Timings.decode_s)."""
+        and `decode` (the rest: its audio decoded after them, and on a GPU a joining call's wait for the steps queued
+        before its first, Timings.decode_s)."""
         spans = {"accept": (received_at, self.submitted_at), "queue": (self.submitted_at, self.job.started_at),
                  "engine": (self.job.started_at, self.first_part_at), "handoff": (self.first_part_at, time.time())}
         durations = {name: end - start for name, (start, end) in spans.items() if start is not None and end is not None}
