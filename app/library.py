@@ -121,13 +121,19 @@ class VoiceLibrary:
     # -- reading --------------------------------------------------------------------------------
     def scan(self) -> tuple[list[VoiceEntry], list[DamagedVoice]]:
         """The usable voices and the voice folders that cannot be used (a file missing or corrupt), each
-        sorted by name, from one pass over the folder."""
+        sorted by name, from one pass over the folder, every voice loaded to check its tokens: what the Voices tab and
+        `voicedesk voices` show, where a person looks for what is damaged (`entries` lists without loading)."""
         found = sorted((self._read_entry(folder) for folder in self._voice_folders()), key=lambda e: name_key(e.name))
         return ([e for e in found if isinstance(e, VoiceEntry)], [e for e in found if isinstance(e, DamagedVoice)])
 
     def entries(self) -> list[VoiceEntry]:
-        """Every usable voice, sorted by name."""
-        return self.scan()[0]
+        """Every usable voice, sorted by name, as the voice lists show them (the Clone and Studio tabs' dropdowns, the
+        API's and Wyoming's voice lists): each judged by `entry`, from its small files and its tokens file's header,
+        no voice loaded, so a page load reads a few hundred bytes a voice. The voices of `scan` (which loads every
+        voice, for the Voices tab) but for tokens holding codes out of 0..1023, which only a file VoiceDesk did not
+        write holds: such a voice is listed here and refused where it is loaded, as `entry` gives it."""
+        listed = (self._read_listing(folder) for folder in self._voice_folders())
+        return sorted((e for e in listed if isinstance(e, VoiceEntry)), key=lambda e: name_key(e.name))
 
     def read(self, slug: str) -> VoiceEntry | DamagedVoice:
         """The voice saved as `slug`, or what is wrong with its folder; LibraryError when there is none."""
@@ -140,11 +146,11 @@ class VoiceLibrary:
 
     def entry(self, slug: str) -> VoiceEntry:
         """What is listed of the voice saved as `slug` (name, length, date, transcript, reference clip), from its
-        small files alone (meta.json, voice.json): its tokens are not read. LibraryError when there is none or
-        those files show it damaged (a file missing, meta.json unreadable, nameless or of a length that is no
-        number, voice.json unreadable or of another format or version). Corrupt tokens, and a loudness ("rms") in
-        voice.json that is no number, are told only where the voice is loaded (`get`, `load_voice`), as
-        `unused_name` tells a voice's name from its info file alone."""
+        small files (meta.json, voice.json) and its tokens file's header: its tokens are not read. LibraryError when
+        there is none or those show it damaged (a file missing, meta.json unreadable, nameless or of a length that is
+        no number, voice.json unreadable, of another format or version or of a loudness that is no number, the
+        tokens file cut short or not of [8, T] integer tokens: `Voice.saved_transcript`). Codes out of 0..1023 are
+        told only where the voice is loaded (`get`, `load_voice`)."""
         found = self._read_listing(self._folder(slug))
         if isinstance(found, DamagedVoice):
             raise _refused(found)
@@ -231,8 +237,8 @@ class VoiceLibrary:
         return entry, voice
 
     def _read_listing(self, folder: Path) -> VoiceEntry | DamagedVoice:
-        """The entry of the voice in `folder` from its small files (meta.json, voice.json), its tokens not read, or
-        what is wrong with the folder as far as those files and the files present tell."""
+        """The entry of the voice in `folder` from its small files (meta.json, voice.json) and its tokens file's
+        header, its tokens not read, or what is wrong with the folder as far as those tell."""
         info = _read_info(folder)
         saved_name = _info_name(info)
         name = _listed_name(folder, saved_name)

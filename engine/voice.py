@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from .errors import AudioInputError
@@ -58,9 +58,16 @@ class Voice:
 
     @staticmethod
     def saved_transcript(folder: str | Path) -> str:
-        """The transcript of the voice saved in `folder`, from its voice.json alone (its tokens are not read);
-        AudioInputError, as from `load`, when that file is not a VoiceDesk voice's."""
-        return str(_read_meta(Path(folder)).get("transcript", ""))
+        """The transcript of the voice saved in `folder`, from its voice.json, its tokens not read; AudioInputError,
+        as from `load`, where that file or the tokens file's header show that `load` would refuse the voice:
+        voice.json not a VoiceDesk voice's or its loudness no number, the tokens file missing, cut short (its
+        header says how long it is) or not safetensors, or the tensor it describes not of [8, T] integer codes.
+        Codes out of 0..1023 (which only a file that `save` did not write holds) are told only by `load`."""
+        folder = Path(folder)
+        meta = _read_meta(folder)
+        _loudness(meta.get("rms"), folder)
+        _check_saved_layout(folder)
+        return str(meta.get("transcript", ""))
 
     @classmethod
     def from_upstream_prompt(cls, path: str | Path) -> Voice:
@@ -75,17 +82,15 @@ class Voice:
 
     @classmethod
     def _checked(cls, tokens, transcript, rms, source) -> Voice:
-        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.shape[0] != 8 or tokens.shape[1] == 0:
-            raise AudioInputError(f"{source}: voice tokens must be a non-empty [8, T] tensor.")
+        if not isinstance(tokens, torch.Tensor):
+            raise _not_a_token_tensor(source)
+        _check_shape(tokens.shape, source)
+        _check_integer(tokens.dtype, source)
         # as int64 first: PyTorch has no min/max for uint16/32/64 (a uint64 past 2**63 turns negative, so refused)
-        codes = None if tokens.dtype.is_floating_point or tokens.dtype.is_complex else tokens.to(torch.int64)
-        if codes is None or codes.min() < 0 or codes.max() > 1023:
-            raise AudioInputError(f"{source}: voice tokens must be integer codes in 0..1023.")
-        try:
-            loudness = None if rms is None else float(rms)
-        except (TypeError, ValueError, OverflowError):
-            raise AudioInputError(f"{source}: the voice's loudness (rms) is not a number.") from None
-        return cls(tokens=codes, transcript=str(transcript), rms=loudness)
+        codes = tokens.to(torch.int64)
+        if codes.min() < 0 or codes.max() > 1023:
+            raise _not_codes(source)
+        return cls(tokens=codes, transcript=str(transcript), rms=_loudness(rms, source))
 
 
 def _read_meta(folder: Path) -> dict:
@@ -98,6 +103,46 @@ def _read_meta(folder: Path) -> dict:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
         raise AudioInputError(f"{folder / META_FILE} is not a VoiceDesk voice (version {VERSION}).")
     return meta
+
+
+def _check_saved_layout(folder: Path) -> None:
+    """The checks of `_checked` that need no codes, for the tokens saved in `folder`, from the tokens file's header:
+    safetensors checks that the file holds all the data the header describes (a file cut short is refused), but
+    the data is not read."""
+    try:
+        with safe_open(str(folder / TOKENS_FILE), framework="pt") as saved:
+            tokens = saved.get_slice("tokens")
+            _check_shape(tokens.get_shape(), folder)
+            _check_integer(tokens[:0].dtype, folder)  # no rows: no data read
+    except (OSError, ValueError, KeyError, SafetensorError) as e:
+        raise _unreadable(folder, e) from e
+
+
+def _check_shape(shape, source) -> None:
+    if len(shape) != 2 or shape[0] != 8 or shape[1] == 0:
+        raise _not_a_token_tensor(source)
+
+
+def _check_integer(dtype: torch.dtype, source) -> None:
+    if dtype.is_floating_point or dtype.is_complex:
+        raise _not_codes(source)
+
+
+def _not_a_token_tensor(source) -> AudioInputError:
+    return AudioInputError(f"{source}: voice tokens must be a non-empty [8, T] tensor.")
+
+
+def _not_codes(source) -> AudioInputError:
+    return AudioInputError(f"{source}: voice tokens must be integer codes in 0..1023.")
+
+
+def _loudness(rms, source) -> float | None:
+    """The loudness a voice file gives (`rms`) as a number, None where it gives none; AudioInputError when it is no
+    number."""
+    try:
+        return None if rms is None else float(rms)
+    except (TypeError, ValueError, OverflowError):
+        raise AudioInputError(f"{source}: the voice's loudness (rms) is not a number.") from None
 
 
 def _unreadable(folder: Path, error: Exception) -> AudioInputError:

@@ -38,9 +38,16 @@ def voice_choices(ctx: AppContext) -> list[tuple[str, str]]:
 
 
 def saved_voice(ctx: AppContext) -> str:
-    """The voice chosen last, while it still exists."""
+    """The voice chosen last, while `voice_choices` lists it: `entry` judges that one voice as `entries` judges each,
+    so the library is not listed a second time."""
     last = ctx.settings.last_voice
-    return last if last in {slug for _, slug in voice_choices(ctx)} else NEW_CLIP
+    if last is None:
+        return NEW_CLIP
+    try:
+        ctx.library.entry(last)
+    except LibraryError:  # deleted, renamed or damaged since it was chosen
+        return NEW_CLIP
+    return last
 
 
 def build_clone_tab(ctx: AppContext, view: SettingsView, library_version: gr.State,

@@ -2,7 +2,6 @@ import json
 import logging
 import re
 import zipfile
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -122,6 +121,63 @@ def test_rename_moves_the_folder(library):
     assert library.rename(renamed.slug, "BOB marley").slug == "bob-marley"  # same slug: name only
 
 
+def test_the_voice_list_is_the_scans_usable_voices_with_no_voice_loaded(library, monkeypatch):
+    """entries() (the dropdowns, the API's and Wyoming's voice lists) against scan() (every voice loaded, for the
+    Voices tab), on a healthy library of awkward names: the same voices, names, slugs and order (by Unicode case
+    folding, equal names by folder)."""
+    for i, name in enumerate(("bob", "Ann", "Émile", "zed", "STRASSE", "Ånn", "cy")):
+        library.save(name, make_voice(seed=i))
+    named_by_hand(library.get("zed"), "ann")
+    named_by_hand(library.get("cy"), "Straße")
+    scanned = library.scan()[0]
+    loaded = counting_loads(monkeypatch)
+    assert library.entries() == scanned and loaded == []
+    assert [(e.name, e.slug) for e in scanned] == [("Ann", "ann"), ("ann", "zed"), ("bob", "bob"), ("Straße", "cy"),
+                                                   ("STRASSE", "strasse"), ("Ånn", "ann-2"), ("Émile", "emile")]
+
+
+def _rewrite_voice_json(entry, **changes):
+    meta = json.loads((entry.folder / "voice.json").read_text())
+    (entry.folder / "voice.json").write_text(json.dumps({**meta, **changes}))
+
+
+DAMAGE = {
+    "tokens cut short": torn,
+    "tokens missing": lambda entry: (entry.folder / "voice.safetensors").unlink(),
+    "tokens complex": lambda entry: save_file({"tokens": make_voice().tokens.to(torch.complex64)},
+                                              str(entry.folder / "voice.safetensors")),
+    "seven codebooks": lambda entry: save_file({"tokens": make_voice().tokens[:7]},
+                                               str(entry.folder / "voice.safetensors")),
+    "loudness no number": lambda entry: _rewrite_voice_json(entry, rms="loud"),
+    "voice.json of another version": lambda entry: _rewrite_voice_json(entry, version=2),
+    "meta.json broken": lambda entry: (entry.folder / "meta.json").write_text("{oops"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_the_voice_list_leaves_out_what_the_voices_tab_shows_damaged(library, monkeypatch, damage):
+    """Told from the small files and the tokens file's header (safetensors checks the file is as long as its header
+    says), no voice loaded."""
+    good = library.save("Good", make_voice())
+    DAMAGE[damage](library.save("Odd", make_voice(seed=1)))
+    loaded = counting_loads(monkeypatch)
+    assert library.entries() == [good] and loaded == []
+    usable, damaged = library.scan()
+    assert usable == [good] and [d.slug for d in damaged] == ["odd"]
+
+
+def test_codes_out_of_range_are_listed_and_refused_where_the_voice_is_loaded(library):
+    """The trade of a list that does not load the voices: only the tokens' data tells such codes (a file VoiceDesk
+    did not write), so the voice is listed (as `entry` gives it) but not by scan(), and get refuses it."""
+    good = library.save("Good", make_voice())
+    masked = library.save("Mask ids", make_voice(seed=1))
+    save_file({"tokens": torch.full((8, 50), 1024)}, str(masked.folder / "voice.safetensors"))
+    assert library.entries() == [good, masked]
+    assert library.scan()[0] == [good] and [d.slug for d in library.scan()[1]] == ["mask-ids"]
+    with pytest.raises(LibraryError, match=r"^The saved voice 'Mask ids' is damaged"):
+        library.get(masked.slug)
+
+
 def test_delete_and_unknown_slugs(library):
     entry = library.save("Ann", make_voice())
     library.delete(entry.slug)
@@ -216,26 +272,28 @@ def test_an_entry_of_no_saved_voice_is_refused(library):
 
 
 def test_an_entry_is_refused_where_its_small_files_show_the_voice_damaged(library):
-    """As `get` refuses those voices. Tokens cut short, and a loudness that is no number (checked with the tokens),
-    are not seen without loading the voice: the entry is given (its info files are whole, as unused_name lists the
-    voice by them) and the voice is refused where it is loaded."""
+    """As `get` refuses those voices: tokens cut short and a loudness that is no number too (the tokens file's
+    header and voice.json tell them). Codes out of 0..1023 are not seen without loading the voice: the entry is
+    given and the voice is refused where it is loaded."""
     (library.root / "no-files").mkdir()
     (library.save("Broken meta", make_voice(seed=1)).folder / "meta.json").write_text("{oops")
     (library.save("Odd voice json", make_voice(seed=2)).folder / "voice.json").write_text("[1, 2]")
+    torn(library.save("Torn tokens", make_voice(seed=3)))
+    loud = library.save("Loud", make_voice(seed=4))
+    (loud.folder / "voice.json").write_text('{"format": "voicedesk-voice", "version": 1, "rms": "loud"}')
     for slug, name, problem in (("no-files", "no-files", "voice.safetensors, voice.json, meta.json missing"),
                                 ("broken-meta", "broken-meta", "meta.json cannot be read"),
-                                ("odd-voice-json", "Odd voice json", "voice.safetensors or voice.json is corrupt")):
+                                ("odd-voice-json", "Odd voice json", "voice.safetensors or voice.json is corrupt"),
+                                ("torn-tokens", "Torn tokens", "voice.safetensors or voice.json is corrupt"),
+                                ("loud", "Loud", "voice.safetensors or voice.json is corrupt")):
         with pytest.raises(LibraryError, match=rf"^The saved voice '{name}' is damaged \({problem}\): delete it in "
                                                r"the Voices tab\.$"):
             library.entry(slug)
-    cut = library.save("Torn tokens", make_voice(seed=3))
-    torn(cut)
-    loud = library.save("Loud", make_voice(seed=4))
-    (loud.folder / "voice.json").write_text('{"format": "voicedesk-voice", "version": 1, "rms": "loud"}')
-    assert library.entry(cut.slug) == cut and library.entry(loud.slug) == replace(loud, transcript="")
-    for entry in (cut, loud):
-        with pytest.raises(LibraryError, match=rf"^The saved voice '{entry.name}' is damaged"):
-            library.get(entry.slug)
+    masked = library.save("Mask ids", make_voice(seed=5))
+    save_file({"tokens": torch.full((8, 50), 1024)}, str(masked.folder / "voice.safetensors"))
+    assert library.entry(masked.slug) == masked
+    with pytest.raises(LibraryError, match=r"^The saved voice 'Mask ids' is damaged"):
+        library.get(masked.slug)
 
 
 def test_a_folder_this_user_may_not_open_is_listed_as_damaged(library, monkeypatch):

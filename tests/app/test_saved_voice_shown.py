@@ -43,8 +43,8 @@ def test_the_clone_tab_says_so_where_the_voice_chosen_is_gone(tmp_path):
 
 
 def test_a_reference_clip_is_served_while_its_voice_is_listed_and_has_one(tmp_path, monkeypatch):
-    """404 where there is no voice (a slug too long for a folder name among them), no clip, or info files that
-    show the voice damaged; tokens cut short are not read here, so that voice's clip is served."""
+    """404 where there is no voice (a slug too long for a folder name among them), no clip, or info files or a
+    tokens file's header that show the voice damaged (tokens cut short: the header says how long the file is)."""
     library = VoiceLibrary(tmp_path / "voices")
     library.save("Ann", make_voice(), reference=CLIP)
     library.save("No clip", make_voice(seed=1))
@@ -56,6 +56,6 @@ def test_a_reference_clip_is_served_while_its_voice_is_listed_and_has_one(tmp_pa
     got = {slug: client.get("/" + voice_reference_url(slug)) for slug in ("ann", "no-clip", "torn", "broken-meta",
                                                                             "gone", long)}
     assert {slug: answer.status_code for slug, answer in got.items()} == \
-        {"ann": 200, "no-clip": 404, "torn": 200, "broken-meta": 404, "gone": 404, long: 404}
+        {"ann": 200, "no-clip": 404, "torn": 404, "broken-meta": 404, "gone": 404, long: 404}
     assert got["ann"].content == (library.root / "ann" / "reference.wav").read_bytes()
     assert loaded == []

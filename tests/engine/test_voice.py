@@ -26,9 +26,14 @@ def test_a_saved_voice_reads_back(tmp_path):
     assert torch.equal(back.tokens, GOOD) and back.transcript == "Hello." and back.rms == 0.05
 
 
-def test_the_transcript_reads_back_from_voice_json_alone(tmp_path):
+def test_the_transcript_reads_back_without_the_tokens_being_loaded(tmp_path, monkeypatch):
+    """voice.json and the tokens file's header only: what the library's voice lists read of each voice."""
     folder = saved(tmp_path)
-    (folder / TOKENS_FILE).unlink()
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the tokens were loaded")
+
+    monkeypatch.setattr("engine.voice.load_file", no_load)
     assert Voice.saved_transcript(folder) == "Hello."
 
 
@@ -56,8 +61,10 @@ def test_a_voice_json_that_is_not_an_object_is_refused(tmp_path, meta):
 
 @pytest.mark.parametrize("rms", ["loud", [0.1], 10**400], ids=["text", "a list", "400 digits"])
 def test_a_loudness_that_is_not_a_number_is_refused(tmp_path, rms):
-    with pytest.raises(AudioInputError, match=r"the voice's loudness \(rms\) is not a number"):
-        Voice.load(saved(tmp_path, rms=rms))
+    folder = saved(tmp_path, rms=rms)
+    for read in (Voice.load, Voice.saved_transcript):
+        with pytest.raises(AudioInputError, match=r"the voice's loudness \(rms\) is not a number"):
+            read(folder)
 
 
 BAD_TOKENS = {
@@ -76,6 +83,46 @@ BAD_TOKENS = {
 def test_tokens_the_codec_does_not_have_are_refused(tmp_path, case):
     with pytest.raises(AudioInputError, match=r"voice tokens must be"):
         Voice.load(saved(tmp_path, tokens=BAD_TOKENS[case]))
+
+
+TORN = {"cut short": lambda b: b[:-1], "cut in its header": lambda b: b[:50], "empty": lambda b: b""}
+
+
+@pytest.mark.parametrize("case", TORN)
+def test_a_tokens_file_cut_short_is_refused_without_loading_it(tmp_path, case):
+    """safetensors' header says how long the file is: `saved_transcript` refuses, as `load` does, from it alone."""
+    folder = saved(tmp_path)
+    (folder / TOKENS_FILE).write_bytes(TORN[case]((folder / TOKENS_FILE).read_bytes()))
+    for read in (Voice.load, Voice.saved_transcript):
+        with pytest.raises(AudioInputError, match="cannot be read"):
+            read(folder)
+
+
+def test_a_tokens_file_missing_or_without_tokens_is_refused(tmp_path):
+    folder = saved(tmp_path)
+    save_file({"codes": GOOD}, str(folder / TOKENS_FILE))
+    for read in (Voice.load, Voice.saved_transcript):
+        with pytest.raises(AudioInputError, match="cannot be read"):
+            read(folder)
+    (folder / TOKENS_FILE).unlink()
+    for read in (Voice.load, Voice.saved_transcript):
+        with pytest.raises(AudioInputError, match="cannot be read"):
+            read(folder)
+
+
+CODES_OUT_OF_RANGE = ("mask id", "negative", "unsigned, past 1023")
+
+
+@pytest.mark.parametrize("case", BAD_TOKENS)
+def test_tokens_of_no_codec_layout_are_refused_from_the_header_and_codes_out_of_range_only_by_load(tmp_path, case):
+    """The shape and type are in the tokens file's header; the codes' values only in its data, which
+    `saved_transcript` does not read."""
+    folder = saved(tmp_path, tokens=BAD_TOKENS[case])
+    if case in CODES_OUT_OF_RANGE:
+        assert Voice.saved_transcript(folder) == "Hello."
+    else:
+        with pytest.raises(AudioInputError, match=r"voice tokens must be"):
+            Voice.saved_transcript(folder)
 
 
 @pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64, torch.int16, torch.uint8, torch.int8],
