@@ -36,7 +36,7 @@
 # At the end: one row per bench (8 clients: audio s/s x one, first audio p50/p90, p90 x lone, Server-Timing decode
 # and engine median (max), server GPU GiB); each step's whole log is $OUT/<step>.log.
 set -uo pipefail
-START=$(date +%s); LIMIT=${LIMIT:-540}
+START=$(date +%s); LIMIT=${LIMIT:-540}; OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 STEPS=${STEPS:-ckpt tests old15 new15 new15b old15b plant old0 new0 new0b old0b}
 SITE=/tmp/site; FULL=$PWD/results/full; mkdir -p results; ROOT=$PWD
 PATCH=$ROOT/docs/wip/decodeprio.patch

@@ -5,8 +5,8 @@
 # Steps (a step is skipped when too little of LIMIT is left: a bench takes ~1-1.5 min, so two calls, `tests s0` and
 # `s15`, fit where one does not):
 #   tests   the patch's tree (/tmp/new): tests/engine/test_continuous.py test_batch.py test_runner_capture.py
-#           test_run_ahead.py and the gather tests. Expected: all pass; test_run_ahead's GPU test runs (not skipped):
-#           catch_up leaves only the last steps unfinished.
+#           test_run_ahead.py, the gather tests and test_batch_engine.py. Expected: all pass; test_run_ahead's GPU
+#           test runs (not skipped): catch_up leaves only the last steps unfinished.
 #   s15     bench_clients --clients 1,8 --rounds 3 --stagger-ms 15, main / patch / patch / main. Expected with the
 #           patch: every first audio near a lone client's plus a step's share, p90 x lone <= 2.5 (main 12.8x, 703 ms,
 #           docs/bench/h100-issue23-clients-stagger15-20261206-1723.json); 8 clients' audio s/s about main's.
@@ -30,7 +30,8 @@ step() {  # step NAME SECONDS_NEEDED DIR COMMAND: run in DIR with PYTHONPATH=$SI
   echo "rc=$?" >> "$OUT/$name.log"; grep -v "^{" "$OUT/$name.log" | tail -${TAIL:-6}
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; git log --oneline -1
-[ -d $FULL ] || PYTHONPATH=$SITE:$PWD python3 -m tools.make_checkpoint --full $FULL > "$OUT/checkpoint.log" 2>&1
+[ -f $FULL/config.json ] || PYTHONPATH=$SITE:$PWD python3 -m tools.make_checkpoint --full $FULL \
+  > "$OUT/checkpoint.log" 2>&1
 rm -rf /tmp/new; mkdir /tmp/new; cp -r app engine kernels tests tools assets launcher.py pyproject.toml /tmp/new/
 (cd /tmp/new && patch -p1 -s < $ROOT/docs/wip/joinahead.patch) || { echo "joinahead.patch failed in /tmp/new"; exit 1; }
 bench() {  # bench NAME DIR STAGGER
@@ -43,7 +44,7 @@ for s in ${@:-tests s15 s0}; do
              tests/engine/test_batch.py tests/engine/test_runner_capture.py tests/engine/test_run_ahead.py \
              tests/engine/test_gather.py tests/engine/test_gather_joins.py tests/engine/test_gather_give_way.py \
              tests/engine/test_gather_engine.py tests/engine/test_gather_engine_joins.py \
-             tests/engine/test_gather_engine_give_way.py -rs ;;
+             tests/engine/test_gather_engine_give_way.py tests/engine/test_batch_engine.py -rs ;;
     s15) bench s15-1-main $ROOT 15; bench s15-2-new /tmp/new 15; bench s15-3-new /tmp/new 15
          bench s15-4-main $ROOT 15 ;;
     s0) bench s0-1-main $ROOT 0; bench s0-2-new /tmp/new 0 ;;
