@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import io
-import json
 import logging
 import re
 import shutil
@@ -29,7 +28,7 @@ import soundfile as sf
 
 from engine.errors import AudioInputError, VoiceDeskError
 from engine.fileio import saving_in
-from engine.voice import FORMAT, META_FILE, TOKENS_FILE, VERSION, Voice
+from engine.voice import META_FILE, TOKENS_FILE, Voice, VoiceMetaError
 
 from .storage import AppDirs, atomic_write_json, read_json, write_audio
 
@@ -317,9 +316,10 @@ class VoiceLibrary:
                     if members[member].file_size > MAX_MEMBER_BYTES:
                         raise LibraryError(f"{member} in {file} is too large.")
                     (tmp / member).write_bytes(_read_member(archive, member, file))
-            _check_voice_meta(tmp / META_FILE, file)
             try:
-                voice = Voice.load(tmp)  # validates the tokens
+                voice = Voice.load(tmp)  # reads voice.json (its format and version), then validates the tokens
+            except VoiceMetaError as err:
+                raise LibraryError(f"{META_FILE} in {file} {err.problem}.") from err
             except AudioInputError as err:
                 raise LibraryError(f"{TOKENS_FILE} in {file} holds no usable voice: the file is damaged or was "
                                    "not made by VoiceDesk.") from err
@@ -433,25 +433,6 @@ def _read_member(archive: zipfile.ZipFile, member: str, file: str) -> bytes:
     except (NotImplementedError, RuntimeError) as err:  # a compression method zipfile lacks, a password
         raise LibraryError(f"{member} in {file} cannot be unpacked ({err}): export the voice again from "
                            "VoiceDesk, without a password.") from err
-
-
-def _check_voice_meta(meta_file: Path, file: str) -> None:
-    """Say what is wrong with an imported voice.json, in terms of the user's file."""
-    try:
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as err:
-        raise LibraryError(f"{META_FILE} in {file} is not text (UTF-8).") from err
-    except json.JSONDecodeError as err:
-        raise LibraryError(f"{META_FILE} in {file} is not valid JSON ({err.msg} at line {err.lineno}, "
-                           f"column {err.colno}).") from err
-    except (ValueError, RecursionError) as err:  # nested too deep, an integer of thousands of digits
-        raise LibraryError(f"{META_FILE} in {file} cannot be read ({err}).") from err
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise LibraryError(f"{META_FILE} in {file} does not describe a VoiceDesk voice (no \"format\": "
-                           f"\"{FORMAT}\").")
-    if meta.get("version") != VERSION:
-        said = f"version {meta['version']!r}" if "version" in meta else "no version"
-        raise LibraryError(f"{META_FILE} in {file} has {said}; this VoiceDesk reads voices of version {VERSION}.")
 
 
 def _drop_unreadable_reference(path: Path) -> None:

@@ -93,15 +93,36 @@ class Voice:
         return cls(tokens=codes, transcript=str(transcript), rms=_loudness(rms, source))
 
 
+class VoiceMetaError(AudioInputError):
+    """A voice's voice.json that cannot be read or is not a VoiceDesk voice's of this version. `problem` says what is
+    wrong with it without naming the file, for a caller that names it in its user's terms (an import: the file the
+    person imported, not the folder it was unpacked into)."""
+
+    def __init__(self, meta_file: Path, problem: str):
+        super().__init__(f"{meta_file} {problem}.")
+        self.problem = problem
+
+
 def _read_meta(folder: Path) -> dict:
-    """The voice.json of the voice saved in `folder`; AudioInputError when it cannot be read or is not a VoiceDesk
-    voice's of this version."""
+    """The voice.json of the voice saved in `folder`; VoiceMetaError, saying what is wrong, when it cannot be read or
+    is not a VoiceDesk voice's of this version."""
+    meta_file = folder / META_FILE
     try:
-        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as e:
-        raise _unreadable(folder, e) from e
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
-        raise AudioInputError(f"{folder / META_FILE} is not a VoiceDesk voice (version {VERSION}).")
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise VoiceMetaError(meta_file, f"cannot be read ({err.strerror or err})") from err
+    except UnicodeDecodeError as err:
+        raise VoiceMetaError(meta_file, "is not text (UTF-8)") from err
+    except json.JSONDecodeError as err:
+        where = f"{err.msg} at line {err.lineno}, column {err.colno}"
+        raise VoiceMetaError(meta_file, f"is not valid JSON ({where})") from err
+    except (ValueError, RecursionError) as err:  # nested too deep, an integer of thousands of digits
+        raise VoiceMetaError(meta_file, f"cannot be read ({err})") from err
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise VoiceMetaError(meta_file, f'does not describe a VoiceDesk voice (no "format": "{FORMAT}")')
+    if meta.get("version") != VERSION:
+        said = f"version {meta['version']!r}" if "version" in meta else "no version"
+        raise VoiceMetaError(meta_file, f"has {said}; this VoiceDesk reads voices of version {VERSION}")
     return meta
 
 

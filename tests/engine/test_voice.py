@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import save_file
 
 from engine.errors import AudioInputError
-from engine.voice import META_FILE, TOKENS_FILE, Voice
+from engine.voice import META_FILE, TOKENS_FILE, Voice, VoiceMetaError
 
 GOOD = torch.randint(0, 1024, (8, 30))
 
@@ -37,25 +37,42 @@ def test_the_transcript_reads_back_without_the_tokens_being_loaded(tmp_path, mon
     assert Voice.saved_transcript(folder) == "Hello."
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"version": 2}, "not a VoiceDesk voice"),
-    ({"version": "1"}, "not a VoiceDesk voice"),
-    ({"format": "something-else"}, "not a VoiceDesk voice"),
-])
-def test_another_format_or_version_is_refused(tmp_path, changes, message):
-    folder = saved(tmp_path, **changes)
-    for read in (Voice.load, Voice.saved_transcript):
-        with pytest.raises(AudioInputError, match=message):
-            read(folder)
+VOICE_JSON = '{"format": "voicedesk-voice", "version": 1, "transcript": "Hello.", "rms": 0.05'
+BAD_VOICE_JSON = {  # voice.json's bytes -> the start of what is said of it, after its path
+    "version 2": (VOICE_JSON.replace('"version": 1', '"version": 2') + "}",
+                  "has version 2; this VoiceDesk reads voices of version 1"),
+    "version '1'": (VOICE_JSON.replace('"version": 1', '"version": "1"') + "}",
+                    "has version '1'; this VoiceDesk reads voices of version 1"),
+    "no version": (VOICE_JSON.replace('"version": 1, ', "") + "}",
+                   "has no version; this VoiceDesk reads voices of version 1"),
+    "another format": (VOICE_JSON.replace("voicedesk-voice", "something-else") + "}",
+                       'does not describe a VoiceDesk voice (no "format": "voicedesk-voice")'),
+    "a list": ("[1, 2]", 'does not describe a VoiceDesk voice (no "format": "voicedesk-voice")'),
+    "not JSON": ("{oops", "is not valid JSON (Expecting property name enclosed in double quotes at line 1, column 2)"),
+    "not UTF-8": (b"\xff\xfe", "is not text (UTF-8)"),
+    "nested too deep": ("[" * 100_000, "cannot be read (maximum recursion depth exceeded"),
+    "5000 digits": (VOICE_JSON + ', "v": ' + "1" * 5000 + "}", "cannot be read (Exceeds the limit"),
+}
 
 
-@pytest.mark.parametrize("meta", ["[1, 2]", "[" * 100_000, '{"format": "voicedesk-voice", "version": 1, "v": ' +
-                                  "1" * 5000 + "}"], ids=["a list", "nested too deep", "5000 digits"])
-def test_a_voice_json_that_is_not_an_object_is_refused(tmp_path, meta):
+@pytest.mark.parametrize("case", BAD_VOICE_JSON)
+def test_a_voice_json_of_another_format_or_version_or_unreadable_is_refused_saying_why(tmp_path, case):
+    """`problem` says it without the path, for the import to name the file the person imported."""
+    content, said = BAD_VOICE_JSON[case]
     folder = saved(tmp_path)
-    (folder / META_FILE).write_text(meta, encoding="utf-8")
+    meta_file = folder / META_FILE
+    meta_file.write_bytes(content.encode() if isinstance(content, str) else content)
     for read in (Voice.load, Voice.saved_transcript):
-        with pytest.raises(AudioInputError, match="cannot be read|not a VoiceDesk voice"):
+        with pytest.raises(VoiceMetaError) as caught:
+            read(folder)
+        assert str(caught.value).startswith(f"{meta_file} {said}") and caught.value.problem.startswith(said)
+
+
+def test_a_missing_voice_json_is_refused(tmp_path):
+    folder = saved(tmp_path)
+    (folder / META_FILE).unlink()
+    for read in (Voice.load, Voice.saved_transcript):
+        with pytest.raises(VoiceMetaError, match=r"voice.json cannot be read \(No such file or directory\)\.$"):
             read(folder)
 
 
