@@ -313,7 +313,10 @@ class Engine:
         """One batch: the tokens of every plan of every call, generated together; the callers decode them. With the
         graph runner, calls of the batch's key join it at step boundaries (`batch.joins`) and each call's tokens are
         handed out as soon as they are done (`batch.hand_out`), a cancelled call's sequences leaving at the next
-        boundary; once this thread's own call is done, another thread of the batch runs it on (`batch.hand_over`).
+        boundary; once this thread's own call is done, another thread of the batch runs it on (`batch.hand_over`). At
+        each boundary the host first waits until the device is at most RUN_AHEAD steps behind it
+        (engine/lm/run_ahead.py) and lets waiting starting streams run first (`batch.give_way`, this batch's tokens set
+        aside meanwhile).
         The eager path generates the calls it started with in one go."""
         if self.runner is None:
             began, span = time.perf_counter(), DeviceSpan(self.device)
@@ -327,7 +330,14 @@ class Engine:
                 for call in calls:
                     batch.state.add(call, self.device)
         state = batch.state
+
+        def set_aside() -> None:
+            with self._lock:
+                state.joining.set_aside()
+
         while True:
+            state.joining.catch_up()  # outside the lock: whoever joins or runs first starts RUN_AHEAD steps behind
+            batch.give_way(set_aside)  # starting streams' first calls run first, in a batch of their own
             joined = batch.joins()
             with self._lock:
                 for call in joined:

@@ -17,13 +17,19 @@ state, made once (and once per new shape). A call that finds nothing running and
 
 A runner that steps its batch (the engine's graph runner, engine/lm/continuous.py) takes calls in at step boundaries
 (`RunningBatch.joins`): the calls waiting with its key, in the order of asking, up to the first one waiting with another
-key (order kept: none overtakes an older call; a batch of starting streams takes only starting streams), while a call
-the batch started with is still running (so a batch ends at most one generation after its founders, and a call of
-another key waits for at most that). Each call gets its result as soon as its own steps are done (`hand_out`): a stream
-that starts while a batch runs has its first audio one generation after the next step boundary, not after the whole
-batch and its own. Once the runner's own call is done (or if it has none in the batch), it hands the batch over to a
-thread whose call is still in it (`hand_over`), which runs it on from the next boundary: no caller waits for others'
-steps after its own. A call cancelled inside such a batch leaves it at the next boundary, the others' tokens untouched.
+key (order kept: none overtakes an older call; a batch of starting streams takes only starting streams, and a batch that
+may give way to them, below, takes none of them), while a call the batch started with is still running (so a batch ends
+at most one generation after its founders, and a call of another key waits for at most that). Each call gets its result
+as soon as its own steps are done (`hand_out`): a stream that starts while a batch runs has its first audio one
+generation after the next step boundary, not after the whole batch and its own. A batch that is not of starting streams
+gives way to them (`RunningBatch.give_way`): when a stream's first call waits at a boundary, its runner sets its own
+state aside and runs the starting streams first, as a batch of their own on its thread to its end, then goes on; a first
+call does not join such a batch while it could give way to it (its steps are those of big groups, tens of ms each: the
+first audio would wait for 32 of them, while the streams already playing have seconds of audio ahead of their playback).
+It gives way again only once the calls it held then are done, so none of them waits for more than one such batch. Once
+the runner's own call is done (or if it has none in the batch), it hands the batch over to a thread whose call is still
+in it (`hand_over`), which runs it on from the next boundary: no caller waits for others' steps after its own. A call
+cancelled inside such a batch leaves it at the next boundary, the others' tokens untouched.
 
 A thread that asks for one generation after another (a stream's pieces) is a `member` while it does: the next batch
 starts once the next call of every member that could join it is there, so that the members share their batches
@@ -90,6 +96,13 @@ class RunningBatch:
     founders: int = 0  # calls it started with (the first of `calls`)
     handovers: int = 0  # times its runner handed it over (`hand_over`), counted by the runner of the moment
     state: Any = None  # the runner's, kept across hand-overs
+    nested: bool = False  # run inside another's `give_way`, on its runner's thread: never handed over
+    held: list[Call] = field(default_factory=list)  # its calls not done when it last gave way
+
+    @property
+    def starting(self) -> bool:
+        """A batch of starting streams: it started with first calls only."""
+        return all(call.first for call in self.calls[:self.founders])
 
     def __post_init__(self):
         self.founders = len(self.calls)
@@ -101,8 +114,9 @@ class RunningBatch:
         """The works of the calls that join the batch now, at a step boundary of its runner: those waiting with
         its key, in the order of asking, up to the first call waiting with another key (none overtakes it), while
         a call the batch started with has no result yet (so the batch ends at most one generation after its
-        founders: nobody waits more than one batch behind it). Their results are `run_batch`'s values after
-        those of the calls before (or handed out)."""
+        founders: nobody waits more than one batch behind it); no first call while the batch may give way to it (a
+        runner that takes joins calls `give_way` before them at every boundary). Their results are `run_batch`'s
+        values after those of the calls before (or handed out)."""
         with self.gathering._changed:
             return [call.work for call in self.gathering._join(self)]
 
@@ -116,12 +130,34 @@ class RunningBatch:
         runner returns at once (its value ignored), so that its caller goes on too."""
         thread = threading.get_ident()
         with self.gathering._changed:
-            if all(call.done for call in self.calls) or any(c.thread == thread and not c.done for c in self.calls):
+            if self.nested or all(call.done for call in self.calls) or any(
+                    c.thread == thread and not c.done for c in self.calls):
                 return False
             self.handovers += 1
             self.gathering._parked = self
             self.gathering._changed.notify_all()
             return True
+
+    def give_way(self, set_aside: Callable[[], None]) -> bool:
+        """At a step boundary: whether starting streams ran first. When the batch is not of starting streams, the calls
+        it held when it last gave way are done and first calls wait (the oldest's key, in the order of asking), they are
+        taken out of the line, `set_aside()` is called (the runner keeps its state out of what they may use) and they
+        run to their end as a batch of their own on this thread (it takes starting streams in at its boundaries, as any
+        such batch does, and is never handed over), each call getting its result as its steps are done; then the
+        runner goes on with this batch from where it was. Should `set_aside()` raise, they get its error too."""
+        with self.gathering._changed:
+            calls = self.gathering._give_way(self)
+        if not calls:
+            return False
+        try:
+            set_aside()
+        except BaseException as err:  # taken out of the line, they get it with the batch's own calls
+            with self.gathering._changed:
+                for call in calls:
+                    self.gathering._settle(call, None, err)
+            raise
+        self.gathering._run_nested(RunningBatch(calls, self.gathering, nested=True))
+        return True
 
     def hand_out(self, index: int, value: Any = None, error: BaseException | None = None) -> None:
         """Call `index`'s result before the batch ends: its caller goes on (a cancelled call gets Cancelled)."""
@@ -282,10 +318,12 @@ class Gathering:
         if all(call.done for call in batch.calls[:batch.founders]):
             return []
         key, joining = batch.calls[0].key, []
-        starting = all(call.first for call in batch.calls[:batch.founders])
+        gives_way = self._may_give_way(batch)
         for call in self._waiting:
-            if starting and not call.first:
+            if batch.starting and not call.first:
                 continue  # a batch of starting streams stays theirs (its steps as short as can be)
+            if gives_way and call.first:
+                continue  # it runs before the batch's next step, in a batch of its own (`give_way`)
             if call.key != key:
                 break
             if not call.cancelled:  # a cancelled one leaves the line by itself
@@ -294,6 +332,21 @@ class Gathering:
         batch.calls += joining
         self._in_batches += joining
         return joining
+
+    def _may_give_way(self, batch: RunningBatch) -> bool:
+        """Whether `batch` lets waiting first calls run first (RunningBatch.give_way) (lock held)."""
+        return not batch.starting and all(call.done for call in batch.held)
+
+    def _give_way(self, batch: RunningBatch) -> list[Call]:
+        """The first calls that run now before `batch`'s next step, out of the line (lock held)."""
+        starting = [call for call in self._waiting if call.first and not call.cancelled]
+        if not starting or not self._may_give_way(batch):
+            return []
+        first = [call for call in starting if call.key == starting[0].key]
+        self._waiting = [call for call in self._waiting if call not in first]
+        self._in_batches += first
+        batch.held = [call for call in batch.calls if not call.done]
+        return first
 
     def _settle(self, call: Call, value: Any, error: BaseException | None) -> None:
         """Give `call` its value or error, once (lock held)."""
@@ -314,14 +367,7 @@ class Gathering:
 
     def _run(self, batch: RunningBatch) -> None:
         """Run `batch` and hand every call its value or error; a call cancelled meanwhile gets Cancelled."""
-        handovers = batch.handovers  # only this thread, its runner now, changes it until it hands it over
-        try:
-            values = self.run_batch([call.work for call in batch.calls], batch)
-        except BaseException as err:  # every call of the batch gets it, the gathering lives on
-            values, error, handed_over = [None] * len(batch.calls), err, False
-        else:
-            handed_over = batch.handovers != handovers
-            error = None if handed_over or len(values) == len(batch.calls) else RuntimeError("a value per call")
+        values, error, handed_over = self._values(batch)
         with self._changed:
             # another thread runs it on (or has already taken it: `_parked` says nothing then)
             if error is None and handed_over:
@@ -336,3 +382,23 @@ class Gathering:
             self._release(batch)
             self._free_at = time.monotonic()
             self._changed.notify_all()
+
+    def _run_nested(self, batch: RunningBatch) -> None:
+        """Run `batch` inside another's `give_way`, on its runner's thread, and hand every call its value or error: the
+        other batch still runs, so the next batch may not start and this thread still finishes one."""
+        values, error, _ = self._values(batch)
+        with self._changed:
+            for call, value in zip(batch.calls, values):  # those not handed out yet
+                self._settle(call, value, error)
+
+    def _values(self, batch: RunningBatch) -> tuple[list[Any], BaseException | None, bool]:
+        """`run_batch`'s values for `batch`, the error every call not handed out yet gets, and whether its runner
+        handed it over."""
+        handovers = batch.handovers  # only this thread, its runner now, changes it until it hands it over
+        try:
+            values = self.run_batch([call.work for call in batch.calls], batch)
+        except BaseException as err:  # every call of the batch gets it, the gathering lives on
+            return [None] * len(batch.calls), err, False
+        handed_over = batch.handovers != handovers
+        error = None if handed_over or len(values) == len(batch.calls) else RuntimeError("a value per call")
+        return values, error, handed_over

@@ -140,6 +140,15 @@ class JoiningGeneration:
         for sequence in self.jobs.pop(caller).running:
             self.batch.stop(sequence)
 
+    def catch_up(self) -> None:
+        """Wait until the device is at most RUN_AHEAD steps behind the host (ContinuousBatch.catch_up)."""
+        self.batch.catch_up()
+
+    def set_aside(self) -> None:
+        """Keep the batch's tokens out of the runner's buffers, which another batch uses meanwhile
+        (ContinuousBatch.set_aside); the items beside it hold their own."""
+        self.batch.set_aside()
+
     def step(self) -> list[tuple[Hashable, list[list[torch.Tensor]]]]:
         """One step of the batch: the callers done at it (none waits for a step when all its items are done),
         each with the tokens of every item of every plan, per plan."""

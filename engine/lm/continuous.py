@@ -7,8 +7,12 @@ sequence's own step given by `starts`: its schedule from there on, its noise cou
 tokens a continuing sequence has revealed so far are carried from the old layout into the new one on the device
 (its target slots and their two columns in the model's input), and so is a reference kept there (a later chunk's:
 chunk 0's tokens, PromptItem.device_ref), written into every layout the sequence runs in. So a sequence gets exactly
-the tokens it gets alone, whoever runs beside it and whenever it joined; and the host never waits for the device
-between steps.
+the tokens it gets alone, whoever runs beside it and whenever it joined. The host waits for the device only to keep at
+most RUN_AHEAD steps queued ahead of it (`catch_up`, engine/lm/run_ahead.py), so that one who joins starts soon.
+
+A batch may be set aside at a step boundary (`set_aside`): its members' tokens are read out of the layout, whose
+buffers another batch on the same runner may then use (starting streams that run first, engine/gather.py's
+`give_way`), and its next step lays them out anew, as after a join: their tokens stay those of a solo run.
 
 A sequence waits to join while the members and it would not fit the largest bucket or MAX_SEQUENCES; the ones
 waiting join in the order they were added (none overtakes an older one). A finished sequence's tokens are handed
@@ -23,6 +27,7 @@ import torch
 from engine.config import GenerationConfig
 from engine.lm.decode import unmask_schedule
 from engine.lm.prompt import PromptItem
+from engine.lm.run_ahead import StepQueue
 from engine.lm.runner import (
     MAX_SEQUENCES,
     StaticRunner,
@@ -63,6 +68,11 @@ class ContinuousBatch:
     members: list[Sequence] = field(default_factory=list)  # in the layout, in the order they joined
     entry: StepGraph | None = None  # the layout's bucket (its static buffers) while members run
     changed: bool = False  # the members differ from the layout's: pack anew before the next step
+    carried: dict[Sequence, torch.Tensor] = field(default_factory=dict)  # tokens [C, T] read out of the last layout
+    queue: StepQueue | None = None  # its steps not yet seen done on the device
+
+    def __post_init__(self):
+        self.queue = StepQueue(self.runner.device)
 
     def add(self, prompt: PromptItem, seed: int) -> Sequence:
         """A sequence that joins at the next step boundary where it fits (after those added before it)."""
@@ -95,6 +105,7 @@ class ContinuousBatch:
             if not self.members:
                 return []
             self.runner.replay(self.entry, self.cfg)
+            self.queue.queued()
             finished = []
             for sequence in self.members:
                 sequence.done += 1
@@ -104,6 +115,24 @@ class ContinuousBatch:
                     finished.append(sequence)
             self.changed |= bool(finished)
             return finished
+
+    def catch_up(self) -> None:
+        """Wait until the device is at most RUN_AHEAD steps behind the host (engine/lm/run_ahead.py). Call it before
+        a boundary's joins and outside any lock a caller's decode needs."""
+        self.queue.catch_up()
+
+    def set_aside(self) -> None:
+        """Read the members' tokens so far out of the layout, which another batch on the runner may overwrite from
+        now on: the next step lays them out anew with those tokens (queued on the device, the host waits for none)."""
+        if self.entry is None:
+            return
+        carried = [s for s in self.members if s.slot >= 0 and self._stays(s)]
+        if carried:
+            tokens = read_slots(self.entry.buffers, self._slots(carried))
+            self.carried = dict(zip(carried, tokens.split([s.prompt.target_len for s in carried], dim=1)))
+        for s in self.members:
+            s.slot = -1
+        self.changed, self.entry = True, None
 
     def _admit(self) -> None:
         """Move the waiting sequences that fit beside the members into them, oldest first."""
@@ -122,14 +151,9 @@ class ContinuousBatch:
 
     def _repack(self) -> None:
         """Lay out the members that stay in their bucket, each at its own step, with the tokens it has so far."""
-        carried = [s for s in self.members if s.slot >= 0 and self._stays(s)]
-        tokens = None
-        if carried:  # read out of the old layout before the new one may overwrite its buffers
-            tokens = read_slots(self.entry.buffers, self._slots(carried))
-        for s in self.members:
-            s.slot = -1
+        self.set_aside()  # read out of the old layout before the new one may overwrite its buffers
         self.members = [s for s in self.members if self._stays(s)]
-        self.changed, self.entry = False, None
+        carried, self.carried, self.changed = self.carried, {}, False
         if not self.members:
             return
         prompts = [s.prompt for s in self.members]
@@ -141,8 +165,9 @@ class ContinuousBatch:
             s.slot, slot = slot, slot + s.prompt.target_len
         self.entry = self.runner.load(packed, self.cfg)
         write_device_refs(self.entry.buffers, prompts)  # a later chunk's reference: chunk 0's tokens, on the device
-        if tokens is not None:
-            write_slots(self.entry.buffers, self._slots(carried), tokens)
+        kept = [s for s in self.members if s in carried]
+        if kept:
+            write_slots(self.entry.buffers, self._slots(kept), torch.cat([carried[s] for s in kept], dim=1))
 
     @staticmethod
     def _slots(sequences: list[Sequence]) -> torch.Tensor:

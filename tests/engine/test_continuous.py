@@ -164,3 +164,32 @@ def test_steps_run_with_the_garbage_collector_paused(lm_and_tokenizer, prompts, 
         assert not gc.isenabled()  # a caller's choice is left as it was
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("stop", [False, True], ids=["both run on", "one stopped meanwhile"])
+def test_a_batch_set_aside_while_another_uses_its_buffers_runs_on_with_its_solo_tokens(lm_and_tokenizer, prompts, stop):
+    """ContinuousBatch.set_aside at a step boundary, another batch run in the same bucket's buffers meanwhile (as
+    engine/gather.py's give_way does): the batch runs on with every sequence's solo tokens, one whose caller left
+    meanwhile (`stop`) left out."""
+    runner = StaticRunner(lm_and_tokenizer[0], buckets=(256,))
+    (a, sa), (b, sb), (c, sc), _ = prompts
+    assert packed_rows(a) + packed_rows(b) < 256  # one bucket for all: the buffers are shared
+    aside = ContinuousBatch(runner, CFG)
+    kept, other = aside.add(a, sa), aside.add(b, sb)
+    for _ in range(2):
+        aside.step()
+    aside.set_aside()
+    if stop:
+        aside.stop(other)
+    first = ContinuousBatch(runner, CFG)
+    started = first.add(c, sc)
+    while not first.idle:
+        first.step()
+    while not aside.idle:
+        aside.step()
+    assert torch.equal(started.tokens, _alone(runner, c, sc, CFG))
+    assert torch.equal(kept.tokens, _alone(runner, a, sa, CFG))
+    if stop:
+        assert other.tokens is None
+    else:
+        assert torch.equal(other.tokens, _alone(runner, b, sb, CFG))
