@@ -1,12 +1,13 @@
 """Concurrent streaming API clients: what the worker's continuous batching gives several clients at once.
 
     python -m tools.bench_clients [--demo | --model PATH] [--mode hifi] [--clients 1,2,4,8] [--rounds 3]
-        [--stagger-ms 0]
+        [--stagger-ms 0] [--processes]
 
 Starts `launcher.py serve` in a throwaway data folder; for each number of clients N, `rounds` times, N
 clients send the same paragraph at the same moment (different seeds) and read the streamed PCM; with --stagger-ms MS,
 client i sends MS * i after the others are ready instead (real clients arrive apart: the late ones join a batch that
-is already running). Per N:
+is already running). The clients are threads of this one process (sharing its GIL), or with --processes each a
+process of its own, as real clients are (the line above the tables says which). Per N:
 the total audio seconds delivered per wall second (from the round's start to its last byte) against one
 client's, and each client's first audio byte (p50, p90 over every client of every round) against a lone
 client's. The worker runs compatible requests side by side and the engine batches their pieces
@@ -14,7 +15,9 @@ client's. The worker runs compatible requests side by side and the engine batche
 sent its request after the round's first client did (`sent_ms`) and the server's Server-Timing spans (`server_ms`:
 accept, queue, engine = the job's start until its first part, handoff; and within engine the first part's generate
 and decode; printed as a second table, median and max): whether a late first audio waited at the server's door,
-in the worker's line, for a batch or for its decode. GPU memory (tools/process_gpu_memory.py: all the server process
+in the worker's line, for a batch or for its decode; and the time outside the server (`outside ms`: the first audio
+minus accept, queue, engine and handoff, the spans that follow one another from the request's arrival to its first
+audio's send: the time in the client and on the socket). GPU memory (tools/process_gpu_memory.py: all the server process
 holds, which never shrinks, so each reading is its peak so far; "-" without nvidia-smi): once loaded, before the
 warm-up round of the most clients, and after each N's rounds (`server_gpu_gib`): what more clients added.
 """
@@ -22,10 +25,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import multiprocessing.dummy
+import queue
 import statistics
 import tempfile
 import threading
 import time
+import traceback
 from pathlib import Path
 
 import httpx
@@ -52,8 +59,11 @@ def server_timing(header: str | None) -> dict[str, float]:
 
 
 def stream(url: str, text: str, seed: int, steps: int | None, start: threading.Barrier, delay_s: float = 0.0) -> dict:
-    """One client's request, sent delay_s after every client of the round is ready: first byte, last byte, audio
-    (its first byte counted from its own send, not the round's).
+    """One client's request, sent delay_s after every client of the round is ready (`start`: of threads, or of
+    processes, multiprocessing's Barrier being a threading.Barrier): first byte, last byte, audio (its first byte
+    counted from its own send, not the round's).
+    Its clock is time.perf_counter: clock_gettime(CLOCK_MONOTONIC) on Linux (time.get_clock_info), one clock for
+    every process of the machine, so `row` may compare the starts and ends of clients in different processes.
     Its httpx.Client is made before the round starts: making one builds an SSL context (~18 ms of CPU, held under
     the GIL, so 8 at once took ~80-150 ms), which httpx.stream() would do after t0 and before sending."""
     body = {"model": "tts-1", "voice": "alloy", "input": text, "response_format": "pcm", "seed": seed}
@@ -76,33 +86,53 @@ def stream(url: str, text: str, seed: int, steps: int | None, start: threading.B
             "server_ms": spans}
 
 
-def one_round(url: str, clients: int, steps: int | None, seed: int, stagger_ms: float = 0.0) -> list[dict]:
-    """`clients` requests at once, or client i stagger_ms * i after the common start."""
-    start = threading.Barrier(clients)
-    results: list[dict | BaseException] = [None] * clients
+def run_client(i: int, request: dict, start: threading.Barrier, answers) -> None:
+    """Client i of a round, a thread or a process: (i, its stream's result) onto `answers`, or (i, what went wrong)
+    as text, since not every exception pickles."""
+    try:
+        answers.put((i, stream(**request, start=start)))
+    except BaseException:
+        start.abort()  # the others stop waiting for a client that will not come
+        answers.put((i, traceback.format_exc()))
 
-    def client(i: int) -> None:
+
+def one_round(url: str, clients: int, steps: int | None, seed: int, stagger_ms: float = 0.0,
+              processes: bool = False) -> list[dict]:
+    """`clients` requests at once, or client i stagger_ms * i after the common start: each client a thread of this
+    process, or with `processes` a process of its own, started and its httpx.Client made before the common start."""
+    # multiprocessing.dummy: the same Process, Barrier and Queue, made of threads
+    context = multiprocessing.get_context("spawn") if processes else multiprocessing.dummy
+    start, answers = context.Barrier(clients), context.Queue()
+    requests = [{"url": url, "text": PARAGRAPH, "seed": seed + i, "steps": steps, "delay_s": i * stagger_ms / 1e3}
+                for i in range(clients)]
+    workers = [context.Process(target=run_client, args=(i, request, start, answers))
+               for i, request in enumerate(requests)]
+    for worker in workers:
+        worker.start()
+    answered = {}
+    while len(answered) < clients:
         try:
-            results[i] = stream(url, PARAGRAPH, seed + i, steps, start, delay_s=i * stagger_ms / 1e3)
-        except BaseException as err:  # reported below, in the main thread
-            results[i] = err
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for r in results:
-        if isinstance(r, BaseException):
-            raise r
-    return results
+            i, answer = answers.get(timeout=1.0)
+            answered[i] = answer
+        except queue.Empty:  # a process killed (its exit code negative) answers nothing
+            for i, worker in enumerate(workers):
+                if i not in answered and worker.exitcode not in (None, 0):
+                    start.abort()
+                    answered[i] = f"its process exited with code {worker.exitcode}"
+    for worker in workers:
+        worker.join()
+    failed = [f"client {i}: {answer}" for i, answer in sorted(answered.items()) if isinstance(answer, str)]
+    if failed:
+        raise RuntimeError("\n".join(failed))
+    return [answered[i] for i in range(clients)]
 
 
 def p90(values: list[float]) -> float:
     return statistics.quantiles(values, n=10, method="inclusive")[-1] if len(values) > 1 else values[0]
 
 
-def row(clients: int, rounds: list[list[dict]], server_gpu_gib: float | None = None, stagger_ms: float = 0.0) -> dict:
+def row(clients: int, rounds: list[list[dict]], server_gpu_gib: float | None = None, stagger_ms: float = 0.0,
+        processes: bool = False) -> dict:
     audio = sum(r["audio_s"] for rs in rounds for r in rs)
     wall = sum(max(r["end"] for r in rs) - min(r["start"] for r in rs) for rs in rounds)
     firsts = [r["first_s"] for rs in rounds for r in rs]
@@ -111,13 +141,16 @@ def row(clients: int, rounds: list[list[dict]], server_gpu_gib: float | None = N
             "audio_per_s": audio / wall, "first_p50_s": statistics.median(firsts), "first_p90_s": p90(firsts),
             "first_s": firsts,  # each client's, round after round: a cold first round shows here
             "sent_ms": sent, "server_ms": [r["server_ms"] for rs in rounds for r in rs],
-            "server_gpu_gib": server_gpu_gib}
+            "server_gpu_gib": server_gpu_gib,
+            "clients_as": "processes" if processes else "threads"}  # a row without it (before --processes): threads
 
 
-def header(mode: str, rounds: int, stagger_ms: float, loaded_gib: float | None) -> str:
+def header(mode: str, rounds: int, stagger_ms: float, loaded_gib: float | None, processes: bool = False) -> str:
     """The line above the tables: what every row shares."""
     arrival = "all at once" if not stagger_ms else f"client i sent {stagger_ms:g} ms * i after the first"
-    return (f"mode {mode}, response_format pcm, {len(PARAGRAPH)} characters per client, {rounds} rounds, {arrival}; "
+    made = "a process each (spawn)" if processes else "threads of one process"
+    return (f"mode {mode}, response_format pcm, {len(PARAGRAPH)} characters per client, {rounds} rounds, {arrival}, "
+            f"clients {made}; "
             f"server GPU GiB once loaded (one client served): {'-' if loaded_gib is None else f'{loaded_gib:.2f}'}")
 
 
@@ -135,17 +168,31 @@ def table(rows: list[dict]) -> str:
 
 
 SPANS = ("accept", "queue", "generate", "decode", "engine", "handoff")  # the API's Server-Timing, in its order of time
+SUCCESSIVE = ("accept", "queue", "engine", "handoff")  # one after another (generate and decode lie inside engine)
+
+
+def outside_ms(first_s: float, spans: dict[str, float]) -> float | None:
+    """A client's first audio minus its successive server spans, ms: the time in the client and on the socket (its
+    send until the server received the request, the first audio's send until the client read it); None without one
+    of the spans."""
+    if any(name not in spans for name in SUCCESSIVE):
+        return None
+    return 1e3 * first_s - sum(spans[name] for name in SUCCESSIVE)
+
+
+def median_max(values: list[float]) -> str:
+    return f"{statistics.median(values):.1f} ({max(values):.1f})" if values else "-"
 
 
 def spans_table(rows: list[dict]) -> str:
-    """Where each N's first audio went on the server: every client's Server-Timing span, median (max) ms; "-" where no
-    client had that span (a server without it)."""
-    lines = ["| clients | " + " | ".join(f"{name} ms" for name in SPANS) + " |", "|---|" + "---|" * len(SPANS)]
+    """Where each N's first audio went: every client's Server-Timing span, then its time outside the server, median
+    (max) ms; "-" where no client had that span (a server without it)."""
+    names = [*SPANS, "outside"]
+    lines = ["| clients | " + " | ".join(f"{name} ms" for name in names) + " |", "|---|" + "---|" * len(names)]
     for r in rows:
-        cells = []
-        for name in SPANS:
-            values = [spans[name] for spans in r["server_ms"] if name in spans]
-            cells.append(f"{statistics.median(values):.1f} ({max(values):.1f})" if values else "-")
+        cells = [median_max([spans[name] for spans in r["server_ms"] if name in spans]) for name in SPANS]
+        outside = [outside_ms(first, spans) for first, spans in zip(r["first_s"], r["server_ms"])]
+        cells.append(median_max([ms for ms in outside if ms is not None]))
         lines.append(f"| {r['clients']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -159,21 +206,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stagger-ms", type=float, default=0.0,
                         help="client i of a round sends its request this many ms * i after the first (default 0: "
                              "all at once)")
+    parser.add_argument("--processes", action="store_true",
+                        help="each client in a process of its own (spawn), as separate programs are (default: threads "
+                             "of this one process, which share its GIL)")
     parser.add_argument("--json", help="also write the rows here")
     args = parser.parse_args(argv)
     home = Path(tempfile.mkdtemp(prefix="bench-clients-"))
     counts = [int(n) for n in args.clients.split(",")]
     with Server(home, model_options(args)) as server:
         url = server.url
-        server.until(lambda: one_round(url, 1, args.steps, 0))  # listening and loaded
+        # listening and loaded: one request, its HTTP errors as they are (until retries on them)
+        server.until(lambda: stream(url, PARAGRAPH, 0, args.steps, start=multiprocessing.dummy.Barrier(1)))
         loaded_gib = process_gpu_gib(server.proc.pid)
-        one_round(url, max(counts), args.steps, 0, stagger_ms=args.stagger_ms)  # warm: the most clients' batches
+        # warm: the most clients' batches
+        one_round(url, max(counts), args.steps, 0, stagger_ms=args.stagger_ms, processes=args.processes)
         rows = []
         for n in counts:
-            rounds = [one_round(url, n, args.steps, 100 * k, stagger_ms=args.stagger_ms) for k in range(args.rounds)]
-            rows.append(row(n, rounds, server_gpu_gib=process_gpu_gib(server.proc.pid), stagger_ms=args.stagger_ms))
+            rounds = [one_round(url, n, args.steps, 100 * k, stagger_ms=args.stagger_ms, processes=args.processes)
+                      for k in range(args.rounds)]
+            rows.append(row(n, rounds, server_gpu_gib=process_gpu_gib(server.proc.pid), stagger_ms=args.stagger_ms,
+                            processes=args.processes))
             print(json.dumps(rows[-1]), flush=True)
-    print(header(args.mode, args.rounds, args.stagger_ms, loaded_gib))
+    print(header(args.mode, args.rounds, args.stagger_ms, loaded_gib, processes=args.processes))
     print(table(rows))
     print(spans_table(rows))
     if args.json:
