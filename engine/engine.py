@@ -59,15 +59,22 @@ class Timings:
     """Wall-clock seconds of one result's way through the engine, from its call. Results made together (takes,
     a stream's group, other threads' calls in one batch) share their generation's `generate_s`: the time this
     result waited for it, not its own part of the work (summed over results, a step counts more than once).
-    `prepare_s`: the call until its batch took it in (planning, waiting for the batch before, or for the next step
-    boundary of the running one). `generate_s`: from then until its call's tokens were done; on a GPU the device's
+    `text_s`: a streamed piece's, before its call: its group's text read out of the stream's (Engine.stream: for the
+    first group, from the stream's call: the text checked, cleaned, normalised as far as the group reaches and cut into
+    pieces; the stream's text normalised in one process for all the app's streams, engine/text/normalize_process.py).
+    `prepare_s`: the call until its batch took it in: `plan_s`, the call until it asked for a batch (its settings
+    checked, its text planned: chunks, durations, tokens), then the wait for its batch (engine/gather.py: for the batch
+    before, for the next step boundary of the running one, or for the other starting streams' first calls, GRACE_S at
+    most). `generate_s`: from then until its call's tokens were done; on a GPU the device's
     time from its first step to its last (engine/device_span.py). `decode_s`: the rest: decoding its audio, and on a
     GPU the device finishing the work queued before its decode, and before its first step: a call that joins a running
     batch starts behind every step the host queued for the members already (the host runs ahead of the device), a wait
     that its generate_s does not hold (docs/bench/h100-issue23-clients-20261206-1710.json's third round: six calls
     joined two that had started ~1 ms before them at the batch's step 28 or later, and waited ~40 ms there)."""
 
+    text_s: float = 0.0
     prepare_s: float = 0.0
+    plan_s: float = 0.0  # of prepare_s
     generate_s: float = 0.0
     decode_s: float = 0.0
     total_s: float = 0.0
@@ -110,6 +117,7 @@ class _Planned:
     plans: list[Plan]
     cancel: threading.Event | None
     t0: float  # when the call came
+    asked_at: float = field(default_factory=time.perf_counter)  # planned: when it asked for a batch
 
 
 @dataclass
@@ -370,7 +378,8 @@ class Engine:
         results = []
         for request, cfg, seed, tokens in made:
             audio = self._finish([next(waves) for _ in tokens], request.voice, cfg)
-            timings = Timings(generated.began - call.t0, generate_s, decode_s=decode_s,
+            timings = Timings(prepare_s=generated.began - call.t0, plan_s=call.asked_at - call.t0,
+                              generate_s=generate_s, decode_s=decode_s,
                               total_s=time.perf_counter() - call.t0, audio_s=len(audio) / SAMPLE_RATE)
             results.append(SynthesisResult(audio, SAMPLE_RATE, timings, seed, tokens))
         return results
@@ -405,7 +414,9 @@ class Engine:
             reference = checks.checker.embed_reference(lambda: self.reference_audio(voice), SAMPLE_RATE) \
                 if checking and voice else None
             first_audio_s = None
+            read_from = t0  # the next group's text is read from here: at first the whole text checked and cleaned
             for group in ahead_groups(enumerate(stream_pieces(parts)), checking):
+                text_s = time.perf_counter() - read_from
                 requests = []
                 for index, (piece, _) in group:
                     share = len(piece) / len(text)  # a fixed duration is shared out by length
@@ -424,8 +435,9 @@ class Engine:
                         voice = Voice.of_generated(result.tokens[0], piece)
                         reference = checks.checker.embed(result.audio, SAMPLE_RATE) if checking else None
                     timings = result.timings
-                    timings.first_audio_s = first_audio_s
+                    timings.first_audio_s, timings.text_s = first_audio_s, text_s
                     yield AudioChunk(result.audio, SAMPLE_RATE, index, piece, is_last, timings, result.seed, verdict)
+                read_from = time.perf_counter()
 
     def reference_audio(self, voice: Voice) -> np.ndarray:
         """The voice's reference as the codec renders it: its tokens decoded (float32, SAMPLE_RATE)."""

@@ -13,9 +13,10 @@ client's, and each client's first audio byte (p50, p90 over every client of ever
 client's. The worker runs compatible requests side by side and the engine batches their pieces
 (engine/gather.py); before that, each waited for the one before it. The JSON rows also hold, per client, when it
 sent its request after the round's first client did (`sent_ms`) and the server's Server-Timing spans (`server_ms`:
-accept, queue, engine = the job's start until its first part, handoff; and within engine the first part's generate
-and decode; printed as a second table, median and max): whether a late first audio waited at the server's door,
-in the worker's line, for a batch or for its decode; and the time outside the server (`outside ms`: the first audio
+accept, queue, engine = the job's start until its first part, handoff; and within engine the first part's text
+(the stream's text prepared for it), prepare (its plan, then its batch_wait), generate and decode; printed as a
+second table, median and max): whether a late first audio waited at the server's door, in the worker's line, for its
+text, for a batch or for its decode; and the time outside the server (`outside ms`: the first audio
 minus accept, queue, engine and handoff, the spans that follow one another from the request's arrival to its first
 audio's send: the time in the client and on the socket). GPU memory (tools/process_gpu_memory.py: all the server process
 holds, which never shrinks, so each reading is its peak so far; "-" without nvidia-smi): once loaded, before the
@@ -167,8 +168,9 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-SPANS = ("accept", "queue", "generate", "decode", "engine", "handoff")  # the API's Server-Timing, in its order of time
-SUCCESSIVE = ("accept", "queue", "engine", "handoff")  # one after another (generate and decode lie inside engine)
+# the API's Server-Timing, in its order of time (a span after those inside it)
+SPANS = ("accept", "queue", "text", "plan", "batch_wait", "prepare", "generate", "decode", "engine", "handoff")
+SUCCESSIVE = ("accept", "queue", "engine", "handoff")  # one after another (text ... decode lie inside engine)
 
 
 def outside_ms(first_s: float, spans: dict[str, float]) -> float | None:

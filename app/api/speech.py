@@ -113,14 +113,19 @@ class SpeechStream:
     def server_timing(self, received_at: float) -> str:
         """The Server-Timing header of a response started now (ms): `accept` the request's checks until it was
         queued, `queue` its wait for the GPU, `engine` the job's start until the first part was made, `handoff`
-        that part until now; then, inside `engine`, the first part's `generate` (its batch's steps, Timings.generate_s)
-        and `decode` (the rest: its audio decoded after them, and on a GPU a joining call's wait for the steps queued
-        before its first, Timings.decode_s)."""
+        that part until now; then, inside `engine`, the first part's `text` (the stream's text prepared for it before
+        its engine call: cleaned, normalised as far as it reaches, cut into pieces, Timings.text_s), `prepare` (its
+        engine call until its batch took it in, Timings.prepare_s: `plan`, the call's planning until it asked for a
+        batch, Timings.plan_s, then `batch_wait`, its wait for the batch), `generate` (its batch's steps,
+        Timings.generate_s) and `decode` (the rest: its audio decoded after them, and on a GPU a joining call's wait
+        for the steps queued before its first, Timings.decode_s)."""
         spans = {"accept": (received_at, self.submitted_at), "queue": (self.submitted_at, self.job.started_at),
                  "engine": (self.job.started_at, self.first_part_at), "handoff": (self.first_part_at, time.time())}
         durations = {name: end - start for name, (start, end) in spans.items() if start is not None and end is not None}
         if self.first_timings is not None:
-            durations |= {"generate": self.first_timings.generate_s, "decode": self.first_timings.decode_s}
+            first = self.first_timings
+            durations |= {"text": first.text_s, "plan": first.plan_s, "batch_wait": first.prepare_s - first.plan_s,
+                          "prepare": first.prepare_s, "generate": first.generate_s, "decode": first.decode_s}
         return ", ".join(f"{name};dur={1e3 * seconds:.2f}" for name, seconds in durations.items())
 
     def checks(self) -> dict | None:

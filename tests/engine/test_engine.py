@@ -1,10 +1,12 @@
 """The engine facade on the tiny checkpoint (CPU): voices, synthesis, streaming, seeds, timings, errors."""
 import threading
+import time
 
 import numpy as np
 import pytest
 import torch
 
+import engine.engine as engine_module
 from engine.config import GenerationConfig, Mode
 from engine.constants import DEMO_MODEL
 from engine.engine import Engine
@@ -98,6 +100,59 @@ def test_takes_made_together_share_their_batchs_generate_and_decode_times(engine
     first, second = (take.timings for take in takes)
     assert (first.generate_s, first.decode_s) == (second.generate_s, second.decode_s)
     assert all(t.total_s >= t.prepare_s + t.generate_s + t.decode_s for t in (first, second))
+
+
+def busy(seconds: float) -> float:
+    """Keep this thread busy until perf_counter has moved on `seconds`; the time it took."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        pass
+    return time.perf_counter() - start
+
+
+def test_a_calls_planning_is_the_start_of_its_prepare_time(engine, voice, monkeypatch):
+    """plan_s: the call until it asked for a batch (its plans made), inside prepare_s (the call until its batch took
+    it in): a planning made slow shows in plan_s."""
+    planning = []
+
+    def slow_plan(*args, **kwargs):
+        plan = real_plan(*args, **kwargs)
+        planning.append(busy(0.05))
+        return plan
+
+    real_plan = engine_module.plan_request
+    monkeypatch.setattr(engine_module, "plan_request", slow_plan)
+    t = engine.synthesize(TEXT, voice, config=GenerationConfig(seed=1, num_step=2)).timings
+    assert planning and t.plan_s >= sum(planning)
+    assert t.plan_s <= t.prepare_s and t.prepare_s + t.generate_s + t.decode_s <= t.total_s
+
+
+def test_a_streamed_groups_text_time_is_its_text_read_before_its_call_not_its_listeners_time(engine, voice,
+                                                                                           monkeypatch):
+    """text_s: the stream's text read out for a group before its call: for the first from the stream's call (a slow
+    text shows there), for later ones from when the listener asked for more (its own time between parts is not
+    counted); the group's call follows it (text_s + total_s within the time the listener waited)."""
+    reading = []
+
+    def slow_pieces(parts):
+        for piece in real_pieces(parts):
+            reading.append(busy(0.05))
+            yield piece
+
+    real_pieces = engine_module.stream_pieces
+    monkeypatch.setattr(engine_module, "stream_pieces", slow_pieces)
+    text = "Well, this is the first clause. Then comes a second sentence, and a third one follows it."
+    asked = time.perf_counter()
+    chunks = engine.stream(text, voice=voice, config=GenerationConfig(seed=3, num_step=2))
+    first = next(chunks)
+    first_waited = time.perf_counter() - asked
+    assert first.timings.text_s >= reading[0]
+    assert first.timings.text_s + first.timings.total_s <= min(first.timings.first_audio_s, first_waited)
+    listening = busy(0.05)  # the listener's own time: not the next group's text
+    asked = time.perf_counter()
+    second = next(chunks)
+    waited = time.perf_counter() - asked
+    assert listening > 0 and second.timings.text_s + second.timings.total_s <= waited
 
 
 def test_fixed_duration_sets_the_length(engine, voice):

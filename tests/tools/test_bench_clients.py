@@ -33,15 +33,20 @@ def in_processes(request, monkeypatch):
 
 
 def test_server_timing_reads_the_header_the_api_sends():
-    first = SimpleNamespace(generate_s=0.0625, decode_s=0.025)  # the engine's Timings of the first part
+    # the engine's timings of the first part: its text 2 ms, its call planned in 0.5 ms + 1.5 waiting for a batch
+    first = SimpleNamespace(text_s=0.002, plan_s=0.0005, prepare_s=0.002, generate_s=0.0625, decode_s=0.025)
     stream = SimpleNamespace(submitted_at=10.002, job=SimpleNamespace(started_at=10.0045), first_part_at=10.1,
                              first_timings=first)
     header = SpeechStream.server_timing(stream, received_at=10.0)
     spans = server_timing(header)
-    assert list(spans) == ["accept", "queue", "engine", "handoff", "generate", "decode"]
+    assert list(spans) == ["accept", "queue", "engine", "handoff", "text", "plan", "batch_wait", "prepare", "generate",
+                           "decode"]
     assert spans["accept"] == 2.0 and spans["queue"] == 2.5 and spans["engine"] == 95.5
+    assert spans["text"] == 2.0 and spans["plan"] == 0.5 and spans["batch_wait"] == 1.5 and spans["prepare"] == 2.0
     assert spans["generate"] == 62.5 and spans["decode"] == 25.0
     assert spans["handoff"] >= 0
+    inside = ("text", "prepare", "generate", "decode")  # one after another inside engine
+    assert sum(spans[name] for name in inside) <= spans["engine"]
 
 
 def test_server_timing_before_the_first_part():
@@ -100,11 +105,11 @@ def test_the_spans_table_gives_each_spans_median_and_max_per_number_of_clients()
                                                                {"accept": 8.0, "generate": 110.0, "engine": 140.0},
                                                                {"accept": 3.0, "generate": 95.0, "engine": 120.0}]}]
     lines = spans_table(rows).splitlines()
-    assert lines[0] == ("| clients | accept ms | queue ms | generate ms | decode ms | engine ms | handoff ms "
-                        "| outside ms |")
-    assert lines[1].count("|") == 9
-    assert lines[2] == "| 1 | 1.0 (1.0) | - | - | - | 50.0 (50.0) | - | - |"
-    assert lines[3] == "| 2 | 3.0 (8.0) | - | 95.0 (110.0) | - | 120.0 (140.0) | - | - |"
+    assert lines[0] == ("| clients | accept ms | queue ms | text ms | plan ms | batch_wait ms | prepare ms "
+                        "| generate ms | decode ms | engine ms | handoff ms | outside ms |")
+    assert lines[1].count("|") == 13
+    assert lines[2] == "| 1 | 1.0 (1.0) | - | - | - | - | - | - | - | 50.0 (50.0) | - | - |"
+    assert lines[3] == "| 2 | 3.0 (8.0) | - | - | - | - | - | 95.0 (110.0) | - | 120.0 (140.0) | - | - |"
 
 
 def test_the_time_outside_the_server_is_the_first_audio_less_the_spans_that_follow_one_another():
