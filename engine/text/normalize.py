@@ -30,7 +30,9 @@ _BRACKETED = re.compile(r"\[[^\[\]]*\]")  # tags and CMU pronunciations
 _PINYIN_WITH_TONE = re.compile(r"[A-Z]+[1-5]")
 _DIGITS = re.compile(r"\d+")
 FIRST_RUN_CHARS = 100  # the first run reaches the first safe cut after this many characters: enough for a first piece
-RUN_GROWTH = 4  # each later run reaches this many times further: all runs cost at most 4/3 of one whole-text run
+RUN_GROWTH = 4  # each later run reaches this many times further, or the whole text once past 1/RUN_GROWTH of it
+FIRST_RUN_SHARE = 0.5  # the first run stops at its cut when that is within this share of the text, else reads it all:
+# all runs together cost at most 1 + FIRST_RUN_SHARE whole-text runs (a short text's first piece waited for it all)
 _WETEXT = {"en": "english", "zh": "chinese"}  # languages WeTextProcessing speaks: its grammar's name
 Grammar = Callable[[str], str] | str  # a str names a WeTextProcessing grammar, run in the child process
 
@@ -74,12 +76,13 @@ def normalized_parts(text: str, lang_id: str | None, cancel: threading.Event | N
 
     WeTextProcessing weighs a text's readings along the whole text, in float32: how a number is read can depend
     on how much text comes before it ("Apollo 11" is "eleven" alone, "one one" after twenty words). So no part is
-    normalised on its own: run k normalises the text from its start to a safe cut (normalize_cuts), each run
-    reaching RUN_GROWTH times further than the one before, the last the whole text, and gives out what its output
-    adds to the run before. Should a run's output not begin with what was given out (a cut that was not safe after
-    all), the rest is normalised from that cut on, as if a tag stood there, and a warning is logged. With
-    `cancel`, Cancelled is raised as soon as `cancel` is set, the run abandoned (a WeTextProcessing run: its process
-    killed, normalize_process).
+    normalised on its own: run k normalises the text from its start to a safe cut (normalize_cuts) and gives out
+    what its output adds to the run before. The first run reaches the first cut FIRST_RUN_CHARS in (the whole text
+    if that cut is past FIRST_RUN_SHARE of it), each later one RUN_GROWTH times further than the one before (the
+    whole text once past 1/RUN_GROWTH of it); the last reads the whole text. Should a run's output not begin with
+    what was given out (a cut that was not safe after all), the rest is normalised from that cut on, as if a tag
+    stood there, and a warning is logged. With `cancel`, Cancelled is raised as soon as `cancel` is set, the run
+    abandoned (a WeTextProcessing run: its process killed, normalize_process).
 
     Raises
     ------
@@ -98,8 +101,8 @@ def normalized_parts(text: str, lang_id: str | None, cancel: threading.Event | N
     while reached < len(text):
         previous = reached
         reached = next((cut for cut in cuts if cut >= max(FIRST_RUN_CHARS, RUN_GROWTH * previous)), len(text))
-        if reached > len(text) / RUN_GROWTH:  # the whole text then costs no more than RUN_GROWTH times this run
-            reached = len(text)
+        if reached > len(text) * (FIRST_RUN_SHARE if previous == 0 else 1 / RUN_GROWTH):
+            reached = len(text)  # the whole text now costs little more than the run to `reached`
         spoken = _normalized(text[start:reached], normalize, pinyin=pinyin, cancel=cancel)
         if not spoken.startswith(given):
             log.warning("text normalisation: the text before character %d read differently once more followed it: "

@@ -129,6 +129,30 @@ def test_the_first_part_comes_before_the_rest_is_read(monkeypatch):
     assert sum(read) <= 4 / 3 * len(text)  # runs growing fourfold, then the whole text: their total is bounded
 
 
+@pytest.mark.parametrize("sentences", [6, 8, 11])
+def test_a_short_texts_first_part_waits_only_for_its_first_run(monkeypatch, sentences):
+    # FILLER's sentence ends are cuts (49, 99, 149, ...): the first one past FIRST_RUN_CHARS, 149, lies within
+    # FIRST_RUN_SHARE of these 300-550 characters, so the first run stops there; a run to past a quarter of the text
+    # used to read it all first (~0.5 s for 400 characters on a 2-core CPU, docs/latency.md)
+    read = []
+    fake_grammar(monkeypatch, lambda s: read.append(len(s)) or s)
+    text = FILLER * sentences
+    parts = normalized_parts(text, "en")
+    first = next(parts)
+    assert read == [3 * len(FILLER) - 1] == [len(first)]  # to the third "read.", its space left for the next run
+    assert "".join([first, *parts]) == text and read[-1] == len(text.strip())
+    assert sum(read) <= (1 + normalize.FIRST_RUN_SHARE) * len(text)
+
+
+@pytest.mark.parametrize(("words", "runs"), [(48, 2), (46, 1)], ids=["cut-at-half", "cut-past-half"])
+def test_a_first_cut_past_the_share_reads_the_whole_text_at_once(monkeypatch, words, runs):
+    read = []
+    fake_grammar(monkeypatch, lambda s: read.append(len(s)) or s)
+    text = FILLER * 5 + "w" * words  # 298 characters: the first cut, 149, at exactly half; 296: past it
+    assert "".join(normalized_parts(text, "en")) == text
+    assert read == ([149] if runs == 2 else []) + [len(text)]
+
+
 def test_stop_is_heard_while_a_run_goes_on(monkeypatch):
     cancel, release, returned = threading.Event(), threading.Event(), threading.Event()
 
