@@ -3,6 +3,7 @@ file format (safetensors + JSON, never pickle)."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,18 +55,17 @@ class Voice:
             tokens = load_file(str(folder / TOKENS_FILE))["tokens"]
         except (OSError, ValueError, KeyError, SafetensorError) as e:
             raise _unreadable(folder, e) from e
-        return cls._checked(tokens, meta.get("transcript", ""), meta.get("rms"), folder)
+        return cls._checked(tokens, meta.get("transcript", ""), meta["rms"], folder)
 
     @staticmethod
     def saved_transcript(folder: str | Path) -> str:
         """The transcript of the voice saved in `folder`, from its voice.json, its tokens not read; AudioInputError,
         as from `load`, where that file or the tokens file's header show that `load` would refuse the voice:
-        voice.json not a VoiceDesk voice's or its loudness no number, the tokens file missing, cut short (its
-        header says how long it is) or not safetensors, or the tensor it describes not of [8, T] integer codes.
-        Codes out of 0..1023 (which only a file that `save` did not write holds) are told only by `load`."""
+        voice.json not a VoiceDesk voice's or its loudness no number of 0 or more, the tokens file missing, cut
+        short (its header says how long it is) or not safetensors, or the tensor it describes not of [8, T] integer
+        codes. Codes out of 0..1023 (which only a file that `save` did not write holds) are told only by `load`."""
         folder = Path(folder)
         meta = _read_meta(folder)
-        _loudness(meta.get("rms"), folder)
         _check_saved_layout(folder)
         return str(meta.get("transcript", ""))
 
@@ -78,10 +78,14 @@ class Voice:
             raise AudioInputError(f"{path} is not a readable OmniVoice voice prompt ({e}).") from e
         if not isinstance(data, dict) or data.get("format_version") != 1:
             raise AudioInputError(f"{path} is not an OmniVoice voice prompt (format_version 1).")
-        return cls._checked(data.get("ref_audio_tokens"), data.get("ref_text", ""), data.get("ref_rms", 0.0), path)
+        try:
+            rms = _loudness(data.get("ref_rms", 0.0))
+        except ValueError:
+            raise AudioInputError(f"{path}: the voice's loudness (rms) is {NOT_A_LOUDNESS}.") from None
+        return cls._checked(data.get("ref_audio_tokens"), data.get("ref_text", ""), rms, path)
 
     @classmethod
-    def _checked(cls, tokens, transcript, rms, source) -> Voice:
+    def _checked(cls, tokens, transcript, rms: float | None, source) -> Voice:
         if not isinstance(tokens, torch.Tensor):
             raise _not_a_token_tensor(source)
         _check_shape(tokens.shape, source)
@@ -90,7 +94,7 @@ class Voice:
         codes = tokens.to(torch.int64)
         if codes.min() < 0 or codes.max() > 1023:
             raise _not_codes(source)
-        return cls(tokens=codes, transcript=str(transcript), rms=_loudness(rms, source))
+        return cls(tokens=codes, transcript=str(transcript), rms=rms)
 
 
 class VoiceMetaError(AudioInputError):
@@ -104,8 +108,9 @@ class VoiceMetaError(AudioInputError):
 
 
 def _read_meta(folder: Path) -> dict:
-    """The voice.json of the voice saved in `folder`; VoiceMetaError, saying what is wrong, when it cannot be read or
-    is not a VoiceDesk voice's of this version."""
+    """The voice.json of the voice saved in `folder`, its loudness ("rms") as a number or None; VoiceMetaError, saying
+    what is wrong, when it cannot be read, is not a VoiceDesk voice's of this version or gives a loudness that is no
+    number of 0 or more."""
     meta_file = folder / META_FILE
     try:
         meta = json.loads(meta_file.read_text(encoding="utf-8"))
@@ -123,7 +128,10 @@ def _read_meta(folder: Path) -> dict:
     if meta.get("version") != VERSION:
         said = f"version {meta['version']!r}" if "version" in meta else "no version"
         raise VoiceMetaError(meta_file, f"has {said}; this VoiceDesk reads voices of version {VERSION}")
-    return meta
+    try:
+        return {**meta, "rms": _loudness(meta.get("rms"))}
+    except ValueError:
+        raise VoiceMetaError(meta_file, f'gives a loudness ("rms") that is {NOT_A_LOUDNESS}') from None
 
 
 def _check_saved_layout(folder: Path) -> None:
@@ -157,13 +165,20 @@ def _not_codes(source) -> AudioInputError:
     return AudioInputError(f"{source}: voice tokens must be integer codes in 0..1023.")
 
 
-def _loudness(rms, source) -> float | None:
-    """The loudness a voice file gives (`rms`) as a number, None where it gives none; AudioInputError when it is no
-    number."""
+NOT_A_LOUDNESS = "not a number of 0 or more"  # what `_loudness` refuses, as a voice file's errors say it
+
+
+def _loudness(rms) -> float | None:
+    """The loudness a voice file gives (`rms`, a clip's RMS) as a number, None where it gives none; ValueError when it
+    is no number of 0 or more: text that is no number, a list, an integer past float's range, NaN, infinite, or
+    negative (which `finish_output` would turn into the output's sign flipped, or NaN for minus infinity)."""
     try:
-        return None if rms is None else float(rms)
+        loudness = None if rms is None else float(rms)
     except (TypeError, ValueError, OverflowError):
-        raise AudioInputError(f"{source}: the voice's loudness (rms) is not a number.") from None
+        loudness = math.nan
+    if loudness is not None and not 0 <= loudness < math.inf:  # NaN too: every comparison with it is false
+        raise ValueError(NOT_A_LOUDNESS)
+    return loudness
 
 
 def _unreadable(folder: Path, error: Exception) -> AudioInputError:

@@ -166,6 +166,16 @@ def test_the_voice_list_leaves_out_what_the_voices_tab_shows_damaged(library, mo
     assert usable == [good] and [d.slug for d in damaged] == ["odd"]
 
 
+def test_a_saved_voice_of_no_loudness_number_is_damaged_and_the_log_says_why(library, caplog):
+    """The person is told the folder is corrupt, as for voice.json's other problems; the log names the field."""
+    loud = library.save("Loud", make_voice())
+    _rewrite_voice_json(loud, rms=-1)
+    with caplog.at_level(logging.WARNING, logger="app"), pytest.raises(
+            LibraryError, match=r"^The saved voice 'Loud' is damaged \(voice.safetensors or voice.json is corrupt\)"):
+        library.load_voice(loud.slug)
+    assert f'{loud.folder / "voice.json"} gives a loudness ("rms") that is not a number of 0 or more.' in caplog.text
+
+
 def test_codes_out_of_range_are_listed_and_refused_where_the_voice_is_loaded(library):
     """The trade of a list that does not load the voices: only the tokens' data tells such codes (a file VoiceDesk
     did not write), so the voice is listed (as `entry` gives it) but not by scan(), and get refuses it."""
@@ -425,9 +435,14 @@ def test_a_damaged_archive_says_so(library, tmp_path):
     (b"\xff\xfe", r"voice.json in friend's voice.zip is not text"),
     (b"[" * 100_000, r"voice.json in friend's voice.zip cannot be read \(maximum recursion depth exceeded"),
     (b'{"v": ' + b"1" * 5000 + b"}", r"voice.json in friend's voice.zip cannot be read \(Exceeds the limit"),
+    (b'{"format": "voicedesk-voice", "version": 1, "rms": "loud"}',
+     r"^voice.json in friend's voice.zip gives a loudness \(\"rms\"\) that is not a number of 0 or more\.$"),
+    (b'{"format": "voicedesk-voice", "version": 1, "rms": -0.05}',
+     r"^voice.json in friend's voice.zip gives a loudness \(\"rms\"\) that is not a number of 0 or more\.$"),
 ])
 def test_an_invalid_voice_json_is_named_in_the_users_terms(library, tmp_path, meta, said):
-    """It named the staging folder (.tmp-...) and a version the file did not have."""
+    """It named the staging folder (.tmp-...) and a version the file did not have; a loudness that is no number of 0
+    or more was told as voice.safetensors holding no usable voice."""
     archive = exported(library, tmp_path, **{"voice.json": meta})
     with pytest.raises(LibraryError, match=said) as caught:
         library.import_archive(archive)

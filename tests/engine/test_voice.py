@@ -76,12 +76,28 @@ def test_a_missing_voice_json_is_refused(tmp_path):
             read(folder)
 
 
-@pytest.mark.parametrize("rms", ["loud", [0.1], 10**400], ids=["text", "a list", "400 digits"])
-def test_a_loudness_that_is_not_a_number_is_refused(tmp_path, rms):
-    folder = saved(tmp_path, rms=rms)
+NO_LOUDNESS = {"text": "loud", "a list": [0.1], "400 digits": 10**400, "negative": -0.05, "NaN": float("nan"),
+               "infinite": float("inf"), "minus infinity as text": "-inf"}
+
+
+@pytest.mark.parametrize("case", NO_LOUDNESS)
+def test_a_loudness_that_is_no_number_of_0_or_more_is_refused_as_a_voice_json_problem(tmp_path, case):
+    """It was told as the tokens' problem (an import: "voice.safetensors ... holds no usable voice"). A negative one
+    flipped the output's sign (minus infinity made it NaN)."""
+    folder = saved(tmp_path, rms=NO_LOUDNESS[case])
+    said = 'gives a loudness ("rms") that is not a number of 0 or more'
     for read in (Voice.load, Voice.saved_transcript):
-        with pytest.raises(AudioInputError, match=r"the voice's loudness \(rms\) is not a number"):
+        with pytest.raises(VoiceMetaError) as caught:
             read(folder)
+        assert str(caught.value) == f"{folder / META_FILE} {said}." and caught.value.problem == said
+
+
+@pytest.mark.parametrize("rms, loudness", [(None, None), (0, 0.0), (0.05, 0.05), ("0.05", 0.05)],
+                         ids=["null", "zero", "a number", "a number as text"])
+def test_a_loudness_of_0_or_more_or_none_reads_back(tmp_path, rms, loudness):
+    """None: a voice made from generated audio, which has no loudness to match."""
+    folder = saved(tmp_path, rms=rms)
+    assert Voice.load(folder).rms == loudness and Voice.saved_transcript(folder) == "Hello."
 
 
 BAD_TOKENS = {
@@ -162,6 +178,16 @@ def test_upstream_prompt_files_are_checked_the_same_way(tmp_path, case):
     torch.save({"format_version": 2, "ref_audio_tokens": GOOD, "ref_text": "Hi.", "ref_rms": 0.1}, path)
     with pytest.raises(AudioInputError, match="format_version 1"):
         Voice.from_upstream_prompt(path)
+
+
+@pytest.mark.parametrize("rms", ["loud", -0.1, float("nan")], ids=["text", "negative", "NaN"])
+def test_an_upstream_prompt_of_no_loudness_number_is_refused(tmp_path, rms):
+    path = tmp_path / "prompt.pt"
+    torch.save({"format_version": 1, "ref_audio_tokens": GOOD, "ref_text": "Hi.", "ref_rms": rms}, path)
+    with pytest.raises(AudioInputError, match=r"prompt.pt: the voice's loudness \(rms\) is not a number of 0 or more"):
+        Voice.from_upstream_prompt(path)
+    torch.save({"format_version": 1, "ref_audio_tokens": GOOD, "ref_text": "Hi.", "ref_rms": 0.1}, path)
+    assert Voice.from_upstream_prompt(path).rms == pytest.approx(0.1)
 
 
 class Payload:
