@@ -7,20 +7,20 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from test_gather import TIMEOUT_S, waiting
-from test_gather_joins import Steps
+from test_gather_joins import Steps, Ticked
 
 from engine.errors import Cancelled
 from engine.gather import Gathering
 
 
-class GivesWay:
+class GivesWay(Ticked):
     """run_batch: work w runs w // 10 steps and is worth 10 w. A batch of its own waits for a tick from the test before
     each boundary; there it gives way (logging ("set aside", its works)), takes the joins in (("join", w)), hands a
     cancelled call Cancelled, steps every call left (("step", their works)), hands out the done ones (("done", w)) and,
     once one is done, offers the batch to be handed over. A batch run inside give_way steps without ticks."""
 
     def __init__(self, set_aside_error: BaseException | None = None, nested_error: BaseException | None = None):
-        self.ticks, self.at_boundary, self.stepped = (threading.Semaphore(0) for _ in range(3))
+        super().__init__()
         self.events = []
         self.set_aside_error = set_aside_error  # raised by the batch's set_aside
         self.nested_error = nested_error  # raised by a batch run inside give_way after its first step
@@ -31,20 +31,13 @@ class GivesWay:
         if self.set_aside_error is not None:
             raise self.set_aside_error
 
-    def tick(self) -> None:
-        """Let the batch of its own take one step (or end), after anything run first there, and wait for it."""
-        assert self.at_boundary.acquire(timeout=TIMEOUT_S)
-        self.ticks.release()
-        assert self.stepped.acquire(timeout=TIMEOUT_S)
-
     def __call__(self, works, batch):
         if batch.state is None:  # kept on the batch across hand-overs
             batch.state = list(works), {i: work // 10 for i, work in enumerate(works)}
         works, left = batch.state
         while True:
             if not batch.nested:
-                self.at_boundary.release()
-                assert self.ticks.acquire(timeout=TIMEOUT_S)
+                self.wait_for_tick()
             batch.give_way(lambda: self.set_aside(works, left))
             for work in batch.joins():
                 left[len(works)] = work // 10

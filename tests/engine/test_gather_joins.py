@@ -12,14 +12,12 @@ from engine.errors import Cancelled
 from engine.gather import Gathering
 
 
-class Steps:
-    """run_batch: work w runs w // 10 steps and is worth 10 w. Before each step it waits for a tick from the test,
-    then takes the joins in, hands a cancelled call Cancelled, and steps every call left."""
+class Ticked:
+    """A run_batch the test drives one step at a time: the batch waits at each step boundary for a tick
+    (`wait_for_tick`) and says when it has taken its step or ended (`stepped.release()`); `tick` is the test's side."""
 
-    def __init__(self, hands_over: bool = False):
+    def __init__(self):
         self.ticks, self.at_boundary, self.stepped = (threading.Semaphore(0) for _ in range(3))
-        self.seen, self.joined, self.finished, self.threads = [], [], [], []
-        self.hands_over = hands_over  # once its own call is done, the runner hands the batch over
 
     def tick(self) -> None:
         """Let the running batch take one step (or end) once it waits for it, and wait for it to have done so."""
@@ -27,14 +25,27 @@ class Steps:
         self.ticks.release()
         assert self.stepped.acquire(timeout=TIMEOUT_S)
 
+    def wait_for_tick(self) -> None:
+        self.at_boundary.release()
+        assert self.ticks.acquire(timeout=TIMEOUT_S)
+
+
+class Steps(Ticked):
+    """run_batch: work w runs w // 10 steps and is worth 10 w. Before each step it waits for a tick from the test,
+    then takes the joins in, hands a cancelled call Cancelled, and steps every call left."""
+
+    def __init__(self, hands_over: bool = False):
+        super().__init__()
+        self.seen, self.joined, self.finished, self.threads = [], [], [], []
+        self.hands_over = hands_over  # once its own call is done, the runner hands the batch over
+
     def __call__(self, works, batch):
         if batch.state is None:  # kept on the batch across hand-overs
             batch.state = {"works": list(works), "left": {i: work // 10 for i, work in enumerate(works)}, "step": 0}
         state = batch.state
         works, left = state["works"], state["left"]
         while True:
-            self.at_boundary.release()
-            assert self.ticks.acquire(timeout=TIMEOUT_S)
+            self.wait_for_tick()
             self.threads.append(threading.get_ident())
             for work in batch.joins():
                 left[len(works)] = work // 10
