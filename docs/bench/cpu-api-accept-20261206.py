@@ -7,8 +7,8 @@ at its next step), and the next round starts 2 s later. Per tree and N, over eve
 p90 max): `accept`; `outside`, what a client waited for the response's headers beyond the server's spans (accept,
 queue, engine, handoff): its connection, the wait for the handler to start, the headers' way back, which is where the
 time goes when the event loop is busy with the other requests, and which the accept span does not show; and
-`accept+outside` of each request, the wait that is not the GPU's line nor its work. Run from a tree's root (this
-script's imports), naming each tree to serve, e.g.
+`accept+outside` of each request, the wait that is not the GPU's line nor its work. Its client threads are
+api_bench.py's, beside it. Run from a tree's root (this script's imports), naming each tree to serve, e.g.
     git archive 9cbc4ec | tar -x -C /tmp/main
     PYTHONPATH=$PWD python docs/bench/cpu-api-accept-20261206.py --tree main=/tmp/main --tree inline=/tmp/inline \
         [--clients 1,8] [--rounds 20]"""
@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import httpx
+from api_bench import at_once
 
 from tools.bench_clients import PARAGRAPH, server_timing
 
@@ -46,24 +47,7 @@ def headers_of(url: str, seed: int, start: threading.Barrier) -> tuple[float, fl
 
 
 def one_round(url: str, clients: int, seed: int) -> list[tuple[float, float]]:
-    start = threading.Barrier(clients)
-    results: list = [None] * clients
-
-    def client(i: int) -> None:
-        try:
-            results[i] = headers_of(url, seed + i, start)
-        except BaseException as err:  # raised below, in the main thread
-            results[i] = err
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return results
+    return at_once(clients, lambda i, start: headers_of(url, seed + i, start))
 
 
 def summary(values: list[float]) -> str:

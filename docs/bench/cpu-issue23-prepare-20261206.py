@@ -9,6 +9,7 @@ round by round. Per setting and number of clients: the median (max) of each Serv
 the first batch (text, plan, batch_wait, prepare), of accept and queue before it, of generate, decode and engine, and
 `rest` = engine - text - prepare - generate - decode (the job's start until its engine call, the first part's finish
 and handing on). The load average of the machine is printed before and after (other programs share its cores).
+Its client threads are api_bench.py's, beside it.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import threading
 from pathlib import Path
 
 import httpx
+from api_bench import at_once
 
 from tools.bench_clients import PARAGRAPH, server_timing
 from tools.bench_server import Server
@@ -27,16 +29,8 @@ from tools.bench_server import Server
 SPANS = ("accept", "queue", "text", "plan", "batch_wait", "prepare", "generate", "decode", "engine", "rest")
 
 
-def request(url: str, seed: int, normalize: bool, steps: int, start: threading.Barrier, out: list, i: int) -> None:
-    """One client: out[i] its first part's spans, or the error it met (the round raises it)."""
-    try:
-        out[i] = spans_of(url, seed, normalize, steps, start)
-    except Exception as err:
-        start.abort()
-        out[i] = err
-
-
 def spans_of(url: str, seed: int, normalize: bool, steps: int, start: threading.Barrier) -> dict[str, float]:
+    """One client: its first part's spans."""
     body = {"model": "tts-1", "voice": "alloy", "input": PARAGRAPH, "response_format": "pcm", "seed": seed,
             "normalize": normalize, "steps": steps}
     with httpx.Client(timeout=600) as client:
@@ -51,17 +45,7 @@ def spans_of(url: str, seed: int, normalize: bool, steps: int, start: threading.
 
 
 def one_round(url: str, clients: int, seed: int, normalize: bool, steps: int) -> list[dict]:
-    start, out = threading.Barrier(clients), [None] * clients
-    threads = [threading.Thread(target=request, args=(url, seed + i, normalize, steps, start, out, i))
-               for i in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for answer in out:
-        if isinstance(answer, Exception):
-            raise answer
-    return out
+    return at_once(clients, lambda i, start: spans_of(url, seed + i, normalize, steps, start))
 
 
 def main() -> None:
