@@ -147,9 +147,9 @@ class VoiceLibrary:
         """What is listed of the voice saved as `slug` (name, length, date, transcript, reference clip), from its
         small files (meta.json, voice.json) and its tokens file's header: its tokens are not read. LibraryError when
         there is none or those show it damaged (a file missing, meta.json unreadable, nameless or of a length that is
-        no number, voice.json unreadable, of another format or version or of a loudness that is no number, the
-        tokens file cut short or not of [8, T] integer tokens: `Voice.saved_transcript`). Codes out of 0..1023 are
-        told only where the voice is loaded (`get`, `load_voice`)."""
+        no number, voice.json unreadable, of another format or version or of a loudness that is no number of 0 or
+        more, the tokens file cut short or not of [8, T] integer tokens: `Voice.saved_transcript`). Codes out of
+        0..1023 are told only where the voice is loaded (`get`, `load_voice`)."""
         found = self._read_listing(self._folder(slug))
         if isinstance(found, DamagedVoice):
             raise _refused(found)

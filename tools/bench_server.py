@@ -42,15 +42,20 @@ class Server:
         self.proc.wait(30)
 
     def until(self, answers: Callable[[], object]) -> None:
-        """Call `answers` each second until it returns without an HTTP error (the model loads after the server
-        listens); fails with the server's last output if the server exits first."""
+        """Call `answers` each second until it returns without an HTTP error: the model loads after the server
+        listens (the connection is refused, then 503 "model_not_ready"). A refusal of the request itself (4xx) is
+        raised at once, as the server's exit is (with its last output): waiting would not change either."""
         while True:
             assert self.proc.poll() is None, f"the server exited:\n{self.log.read_text()[-2000:]}"
             try:
                 answers()
                 return
-            except httpx.HTTPError:
-                time.sleep(1)
+            except httpx.HTTPStatusError as err:
+                if err.response.status_code < 500:
+                    raise
+            except httpx.TransportError:
+                pass
+            time.sleep(1)
 
     def says(self, line: str, timeout_s: float = 900) -> None:
         """Wait until the server's output has `line`."""
