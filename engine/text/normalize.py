@@ -60,7 +60,7 @@ def normalize_text(text: str, lang_id: str | None, cancel: threading.Event | Non
     if not text.strip():
         return text
     lang = _language(text, lang_id)
-    return _normalized(text, _grammar_for(lang), pinyin=lang == "zh", cancel=cancel)
+    return _normalized(text, _grammar_for(lang), pinyin=lang == "zh", first=False, cancel=cancel)
 
 
 def warm(lang_id: str | None) -> None:
@@ -81,8 +81,9 @@ def normalized_parts(text: str, lang_id: str | None, cancel: threading.Event | N
     if that cut is past FIRST_RUN_SHARE of it), each later one RUN_GROWTH times further than the one before (the
     whole text once past 1/RUN_GROWTH of it); the last reads the whole text. Should a run's output not begin with
     what was given out (a cut that was not safe after all), the rest is normalised from that cut on, as if a tag
-    stood there, and a warning is logged. With `cancel`, Cancelled is raised as soon as `cancel` is set, the run
-    abandoned (a WeTextProcessing run: its process killed, normalize_process).
+    stood there, and a warning is logged. The first run goes ahead of other streams' later runs waiting for the
+    grammar's processes (normalize_process). With `cancel`, Cancelled is raised as soon as `cancel` is set, the run
+    abandoned (a WeTextProcessing run: its process killed).
 
     Raises
     ------
@@ -103,21 +104,22 @@ def normalized_parts(text: str, lang_id: str | None, cancel: threading.Event | N
         reached = next((cut for cut in cuts if cut >= max(FIRST_RUN_CHARS, RUN_GROWTH * previous)), len(text))
         if reached > len(text) * (FIRST_RUN_SHARE if previous == 0 else 1 / RUN_GROWTH):
             reached = len(text)  # the whole text now costs little more than the run to `reached`
-        spoken = _normalized(text[start:reached], normalize, pinyin=pinyin, cancel=cancel)
+        spoken = _normalized(text[start:reached], normalize, pinyin=pinyin, first=previous == 0, cancel=cancel)
         if not spoken.startswith(given):
             log.warning("text normalisation: the text before character %d read differently once more followed it: "
                         "the rest is normalised on its own", previous)
             start, given = previous, ""
-            spoken = _normalized(text[start:reached], normalize, pinyin=pinyin, cancel=cancel)
+            spoken = _normalized(text[start:reached], normalize, pinyin=pinyin, first=False, cancel=cancel)
         yield spoken[len(given):]
         given = spoken
 
 
-def _normalized(text: str, grammar: Grammar, *, pinyin: bool, cancel: threading.Event | None) -> str:
-    """`outside_markup(text, grammar, pinyin)`: a WeTextProcessing grammar (named) in the child process, which
-    keeps the GIL from the app's threads no longer; num2words here (pure Python: it lets other threads run)."""
+def _normalized(text: str, grammar: Grammar, *, pinyin: bool, first: bool, cancel: threading.Event | None) -> str:
+    """`outside_markup(text, grammar, pinyin)`: a WeTextProcessing grammar (named) in a child process, which
+    keeps the GIL from the app's threads no longer, `first` (a stream's first run) served before later runs waiting
+    there; num2words here (pure Python: it lets other threads run)."""
     if isinstance(grammar, str):
-        return normalized_in_child(text, language=grammar, pinyin=pinyin, cancel=cancel)
+        return normalized_in_child(text, language=grammar, pinyin=pinyin, first=first, cancel=cancel)
     return _run(functools.partial(outside_markup, text, grammar, pinyin), cancel)
 
 

@@ -153,6 +153,23 @@ def test_a_first_cut_past_the_share_reads_the_whole_text_at_once(monkeypatch, wo
     assert read == ([149] if runs == 2 else []) + [len(text)]
 
 
+def test_only_a_streams_first_run_goes_first_in_the_grammars_processes(monkeypatch):
+    firsts = []
+
+    def in_child(text, *, language, pinyin, first, cancel):
+        firsts.append(first)
+        return text
+
+    monkeypatch.setattr(normalize, "_grammar_for", lambda lang: "english")  # a WeTextProcessing grammar's name
+    monkeypatch.setattr(normalize, "normalized_in_child", in_child)
+    text = FILLER * 200
+    assert "".join(normalized_parts(text, "en")) == text
+    assert firsts[0] and len(firsts) > 2 and not any(firsts[1:])
+    firsts.clear()
+    assert normalize_text(text, "en") == text  # a whole text at once (a render's plan): no short first run
+    assert firsts == [False]
+
+
 def test_stop_is_heard_while_a_run_goes_on(monkeypatch):
     cancel, release, returned = threading.Event(), threading.Event(), threading.Event()
 

@@ -1,8 +1,10 @@
-"""WeTextProcessing in a child process (normalize_process): the app's threads keep running during a run, Stop
-abandons the run at once and the next call gets a fresh child, a child that dies is replaced."""
+"""WeTextProcessing in child processes (normalize_process): the app's threads keep running during a run, Stop
+abandons the run at once and the next call gets a fresh child, a child that dies is replaced, two children answer
+two calls at once, a child gives back a long run's memory. Whose turn it is: test_normalize_turns.py."""
 import multiprocessing
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from extras import needs_tn
@@ -45,25 +47,34 @@ class Ticker:
 
 
 class ActsAfterSend:
-    """The child's pipe, doing `action()` once a request has been sent: while the child works on it."""
+    """A child's pipe, doing `action()` once the first request has been sent through it or another so watched:
+    while the child works on it."""
 
-    def __init__(self, conn, action):
-        self.conn, self.action = conn, action
+    def __init__(self, conn, action, done):
+        self.conn, self.action, self.done = conn, action, done
 
     def send(self, request):
         self.conn.send(request)
-        self.action()
+        if not self.done:
+            self.done.append(True)
+            self.action()
 
     def __getattr__(self, name):
         return getattr(self.conn, name)
 
 
 def after_send(monkeypatch, action):
-    started = normalize_process._started
-    def started_and_watched(language):
-        child = started(language)
-        return normalize_process._Child(child.process, ActsAfterSend(child.conn, action))
-    monkeypatch.setattr(normalize_process, "_started", started_and_watched)
+    pool, done = normalize_process._pool, []
+    started = pool.started
+    def started_and_watched(slot, language):
+        child = started(slot, language)
+        return normalize_process._Child(child.process, ActsAfterSend(child.conn, action, done))
+    monkeypatch.setattr(pool, "started", started_and_watched)
+
+
+def children() -> list:
+    """The children's processes, of the slots that have one."""
+    return [child.process for child in normalize_process._pool.children if child is not None]
 
 
 def test_other_threads_keep_running_during_a_long_normalisation():
@@ -81,21 +92,23 @@ def test_stop_abandons_the_run_and_the_next_call_gets_a_fresh_child(monkeypatch)
     cancel = threading.Event()
     parts = normalized_parts(quick_first_run(LONG), "en", cancel)
     next(parts)  # the first run's part: the child is up
-    first_child = normalize_process._child.process
+    (first_child,) = children()
     after_send(monkeypatch, cancel.set)  # Stop, pressed while the child reads the next run's text
     with pytest.raises(Cancelled):
         next(parts)
     monkeypatch.undo()
     assert not first_child.is_alive()  # killed, not left to finish
-    assert normalize_process._child.process.is_alive()  # its successor already started, loading its grammar
+    (successor,) = children()
+    assert successor.is_alive()  # already started, loading its grammar
     # the next call is not answered by (nor waits for) the stopped run: its own text, from a new child
     assert normalize_text(SHORT, "en") == "I have two cats."
-    assert normalize_process._child.process.pid != first_child.pid
+    assert children() == [successor] and successor.pid != first_child.pid
 
 
 def test_a_child_that_dies_during_a_call_fails_that_call_and_is_replaced(monkeypatch):
     normalize_text(SHORT, "en")
-    after_send(monkeypatch, normalize_process._child.process.kill)  # as if it crashed or ran out of memory
+    (child,) = children()
+    after_send(monkeypatch, child.kill)  # as if it crashed or ran out of memory
     with pytest.raises(TextInputError, match="ended unexpectedly"):
         normalize_text(LONG, "en")
     monkeypatch.undo()
@@ -104,26 +117,62 @@ def test_a_child_that_dies_during_a_call_fails_that_call_and_is_replaced(monkeyp
 
 def test_a_child_that_died_while_idle_is_replaced():
     normalize_text(SHORT, "en")
-    child = normalize_process._child.process
+    (child,) = children()
     child.kill()
     child.join()
     assert normalize_text(SHORT, "en") == "I have two cats."
-    assert normalize_process._child.process.pid != child.pid
+    (successor,) = children()
+    assert successor.pid != child.pid
 
 
-def test_warming_starts_the_child_that_the_first_call_then_uses():
+def test_warming_starts_the_children_that_the_first_call_then_uses():
     warm("en")
-    warmed = normalize_process._child.process  # started at once: its grammar loads while the app goes on
-    warm("en")  # a second warm-up keeps it
+    warmed = children()  # started at once: their grammars load while the app goes on
+    assert len(warmed) == normalize_process.CHILDREN
+    warm("en")  # a second warm-up keeps them
     assert normalize_text(SHORT, "en") == "I have two cats."
-    assert normalize_process._child.process is warmed
+    assert children() == warmed
 
 
 def test_warming_for_a_language_without_grammars_starts_nothing():
     warm("de")  # num2words: in-process, nothing to load
-    assert normalize_process._child is None
+    assert children() == []
+
+
+def test_two_children_answer_two_calls_at_once_and_a_stop_kills_only_its_own(monkeypatch):
+    warm("en")
+    warmed, cancel, answered = children(), threading.Event(), []
+
+    def meanwhile():  # while one child reads the long text, a call from another thread
+        other = threading.Thread(target=lambda: answered.append(normalize_text(SHORT, "en")))
+        other.start()
+        other.join(60)  # a guard: with one child it would wait for the long run
+        assert answered == ["I have two cats."]  # answered by the other child
+        cancel.set()
+
+    after_send(monkeypatch, meanwhile)
+    with pytest.raises(Cancelled):
+        normalize_text(LONG, "en", cancel)
+    monkeypatch.undo()
+    (kept,) = [process for process in warmed if process.is_alive()]  # the stopped run's child killed
+    assert kept in children() and len(children()) == 2  # and replaced, the other kept
 
 
 def quick_first_run(text: str) -> str:
     """A text whose first run (up to the first sentence end after 100 characters) is quick, the rest long."""
     return "This sentence has words and nothing else to read. " * 3 + text
+
+
+def resident_mb(pid: int) -> float:
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    return int(status["VmRSS"].split()[0]) / 1024
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads a process's memory in /proc (Linux)")
+def test_a_child_gives_back_a_long_runs_memory():
+    normalize_text(SHORT, "en")
+    (child,) = children()
+    loaded = resident_mb(child.pid)
+    normalize_text(LONG, "en")  # its working memory: ~250 MB more
+    normalize_text(SHORT, "en")  # answered once the long run's memory was given back
+    assert resident_mb(child.pid) < loaded + 50

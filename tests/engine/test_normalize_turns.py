@@ -1,0 +1,108 @@
+"""Whose turn it is in the text normalisation children (normalize_process._Pool), no child started: a stream's
+first run before the later runs waiting, equals in arrival order, a later run passed by at most
+FIRST_RUN_HEAD_START first runs that came after it, Stop heard while waiting, two calls at once with two children."""
+import threading
+import time
+
+import pytest
+
+from engine.errors import Cancelled
+from engine.text import normalize_process
+from engine.text.normalize_process import _Pool
+
+HANG_S = 60  # a guard against a test that would hang: no result here depends on time
+
+
+def until(condition) -> None:
+    deadline = time.monotonic() + HANG_S
+    while not condition():
+        assert time.monotonic() < deadline, "never happened"
+        time.sleep(0.001)
+
+
+class Caller(threading.Thread):
+    """A call that waits for a child's slot in `pool`, notes its name in `served` once it has one, and gives the slot
+    back; `error` holds what it raised."""
+
+    def __init__(self, pool, served, name, *, first, cancel=None):
+        super().__init__(daemon=True)
+        self.pool, self.served, self.label, self.first, self.cancel = pool, served, name, first, cancel
+        self.slot = self.error = None
+
+    def run(self):
+        try:
+            self.slot = self.pool.take(first=self.first, cancel=self.cancel)
+        except Cancelled as err:
+            self.error = err
+            return
+        self.served.append(self.label)
+        self.pool.give(self.slot)
+
+
+def queued(pool, served, calls, cancel=None) -> list[Caller]:
+    """`calls` ((name, first) pairs) waiting in `pool`, in that order of arrival."""
+    callers, waiting = [], len(pool._waiting)
+    for name, first in calls:
+        callers.append(Caller(pool, served, name, first=first, cancel=cancel))
+        callers[-1].start()
+        until(lambda: len(pool._waiting) == waiting + len(callers))
+    return callers
+
+
+def served_after(pool, held, calls) -> list[str]:
+    """The order in which `calls` ((name, first), arriving in that order while slot `held` is lent) are served."""
+    served = []
+    callers = queued(pool, served, calls)
+    pool.give(held)
+    for caller in callers:
+        caller.join(HANG_S)
+    return served
+
+
+def test_a_first_run_goes_before_the_later_runs_that_came_before_it_and_equals_keep_their_order():
+    pool = _Pool(1)
+    held = pool.take(first=False, cancel=None)
+    calls = [("later 1", False), ("later 2", False), ("first 1", True), ("first 2", True), ("later 3", False)]
+    assert served_after(pool, held, calls) == ["first 1", "first 2", "later 1", "later 2", "later 3"]
+
+
+def test_a_later_run_is_passed_by_at_most_the_head_start_of_first_runs(monkeypatch):
+    monkeypatch.setattr(normalize_process, "FIRST_RUN_HEAD_START", 2)
+    pool = _Pool(1)
+    held = pool.take(first=False, cancel=None)
+    calls = [("later", False), ("first 1", True), ("first 2", True), ("first 3", True)]
+    assert served_after(pool, held, calls) == ["first 1", "first 2", "later", "first 3"]
+
+
+def test_stop_is_heard_while_waiting_and_the_next_in_turn_goes_on():
+    pool = _Pool(1)
+    held = pool.take(first=False, cancel=None)
+    served, cancel = [], threading.Event()
+    (stopped,) = queued(pool, served, [("stopped", True)], cancel)
+    (after,) = queued(pool, served, [("after", False)])
+    cancel.set()
+    stopped.join(HANG_S)
+    assert isinstance(stopped.error, Cancelled)  # heard while the slot is still lent
+    assert len(pool._waiting) == 1  # its turn given up
+    pool.give(held)
+    after.join(HANG_S)
+    assert served == ["after"]
+
+
+def test_a_stop_already_pressed_takes_no_child():
+    pool, cancel = _Pool(1), threading.Event()
+    cancel.set()
+    with pytest.raises(Cancelled):
+        pool.take(first=True, cancel=cancel)
+    assert pool.take(first=False, cancel=None) == 0  # the slot was not kept
+
+
+def test_with_two_children_two_calls_go_at_once_and_a_third_waits_for_one():
+    pool = _Pool(2)
+    slots = {pool.take(first=False, cancel=None), pool.take(first=True, cancel=None)}
+    assert slots == {0, 1}
+    (third,) = queued(pool, [], [("third", False)])
+    assert third.slot is None  # waiting
+    pool.give(1)
+    third.join(HANG_S)
+    assert third.slot == 1
