@@ -61,7 +61,8 @@ class Timings:
     result waited for it, not its own part of the work (summed over results, a step counts more than once).
     `text_s`: a streamed piece's, before its call: its group's text read out of the stream's (Engine.stream: for the
     first group, from the stream's call: the text checked, cleaned, normalised as far as the group reaches and cut into
-    pieces; the stream's text normalised in one process for all the app's streams, engine/text/normalize_process.py).
+    pieces; the stream's text normalised in child processes shared by all the app's streams,
+    engine/text/normalize_process.py).
     `prepare_s`: the call until its batch took it in: `plan_s`, the call until it asked for a batch (its settings
     checked, its text planned: chunks, durations, tokens), then the wait for its batch (engine/gather.py: for the batch
     before, for the next step boundary of the running one, or for the other starting streams' first calls, GRACE_S at
