@@ -6,8 +6,8 @@ CHILDREN children per app process, started on first use or by `start_child` ("sp
 module and `engine.text.normalize`, no torch), reused for later calls, one call at a time each. Waiting calls are
 served by turn (`_Pool.take`): a stream's first run, which its first audio waits for, ahead of later runs that came
 just before it. On Stop during a run that child is killed and a new one started, its grammar loading: the next call
-never waits behind the stopped run. A child that dies gives a TextInputError for that call and is replaced at the
-next. The children are daemons: they end with the app.
+never waits behind the stopped run, nor for that loading where another child is free. A child that dies gives a
+TextInputError for that call and is replaced at the next. The children are daemons: they end with the app.
 """
 from __future__ import annotations
 
@@ -37,18 +37,21 @@ FIRST_RUN_HEAD_START = 32  # a first run is served as if it had come this many c
 class _Child:
     process: multiprocessing.process.BaseProcess
     conn: Connection
+    start_number: int  # its place in the order the pool started its children
 
 
 class _Pool:
     """The children, each lent to one call at a time: a free one goes to the waiting call with the earliest turn,
     its arrival (a count of calls) less FIRST_RUN_HEAD_START for a first run; at the same turn a first run, else
-    arrival order."""
+    arrival order. Of the free children, the one started first goes: a child started later in the place of a
+    stopped or dead one may still be loading its grammar (seconds), and a slot with none would start one."""
 
     def __init__(self, size: int):
         self.children: list[_Child | None] = [None] * size
         self._free = list(range(size))  # slots of children lent to no call
         self._waiting: list[tuple[int, bool, int]] = []  # a heap of (turn, not first, arrival)
         self._arrivals = itertools.count()
+        self._starts = itertools.count()
         self._changed = threading.Condition()
 
     def take(self, *, first: bool, cancel: threading.Event | None) -> int:
@@ -68,7 +71,17 @@ class _Pool:
                 raise Cancelled("Stopped.")
             heapq.heappop(self._waiting)
             self._changed.notify_all()  # the next in turn may find another child free
-            return self._free.pop()
+            slot = min(self._free, key=self._lending_order)
+            self._free.remove(slot)
+            return slot
+
+    def _lending_order(self, slot: int) -> tuple[int, int]:
+        """The order free slots are lent in: a running child, the earliest started first; a dead one (replaced in
+        its slot); none."""
+        child = self.children[slot]
+        if child is None:
+            return 2, 0
+        return (0 if child.process.is_alive() else 1), child.start_number
 
     def give(self, slot: int) -> None:
         with self._changed:
@@ -92,7 +105,7 @@ class _Pool:
                                       daemon=True)
             process.start()
             theirs.close()  # only the child holds its end: its death reads as EOF here
-            self.children[slot] = child = _Child(process, ours)
+            self.children[slot] = child = _Child(process, ours, next(self._starts))
         return child
 
     def stop(self, slot: int) -> None:

@@ -1,6 +1,7 @@
 """WeTextProcessing in child processes (normalize_process): the app's threads keep running during a run, Stop
 abandons the run at once and the next call gets a fresh child, a child that dies is replaced, two children answer
 two calls at once, a child gives back a long run's memory. Whose turn it is: test_normalize_turns.py."""
+import dataclasses
 import multiprocessing
 import threading
 import time
@@ -68,7 +69,7 @@ def after_send(monkeypatch, action):
     started = pool.started
     def started_and_watched(slot, language):
         child = started(slot, language)
-        return normalize_process._Child(child.process, ActsAfterSend(child.conn, action, done))
+        return dataclasses.replace(child, conn=ActsAfterSend(child.conn, action, done))
     monkeypatch.setattr(pool, "started", started_and_watched)
 
 
@@ -156,6 +157,37 @@ def test_two_children_answer_two_calls_at_once_and_a_stop_kills_only_its_own(mon
     monkeypatch.undo()
     (kept,) = [process for process in warmed if process.is_alive()]  # the stopped run's child killed
     assert kept in children() and len(children()) == 2  # and replaced, the other kept
+
+
+def lent_children(monkeypatch) -> list:
+    """The processes of the children lent to calls from now on, in turn."""
+    pool, lent = normalize_process._pool, []
+    started = pool.started
+    def started_and_noted(slot, language):
+        child = started(slot, language)
+        lent.append(child.process)
+        return child
+    monkeypatch.setattr(pool, "started", started_and_noted)
+    return lent
+
+
+@pytest.mark.parametrize("ended", ["stopped", "died"])
+def test_the_call_after_a_run_that_ended_its_child_goes_to_the_child_that_kept_running(monkeypatch, ended):
+    """Not to the one started in the ended child's place, which loads its grammar for seconds: the last child given
+    back was lent first, so the next call waited for that load while the other child sat ready."""
+    warm("en")
+    warmed, cancel = children(), threading.Event()
+    lent = lent_children(monkeypatch)
+    normalize_text(SHORT, "en")
+    (used,) = lent
+    after_send(monkeypatch, cancel.set if ended == "stopped" else used.kill)
+    with pytest.raises(Cancelled if ended == "stopped" else TextInputError):
+        normalize_text(LONG, "en", cancel)
+    monkeypatch.undo()
+    (kept,) = [process for process in warmed if process is not used]
+    lent = lent_children(monkeypatch)
+    assert normalize_text(SHORT, "en") == "I have two cats."
+    assert lent == [kept]
 
 
 def quick_first_run(text: str) -> str:

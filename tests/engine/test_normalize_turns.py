@@ -1,6 +1,7 @@
 """Whose turn it is in the text normalisation children (normalize_process._Pool), no child started: a stream's
 first run before the later runs waiting, equals in arrival order, a later run passed by at most
-FIRST_RUN_HEAD_START first runs that came after it, Stop heard while waiting, two calls at once with two children."""
+FIRST_RUN_HEAD_START first runs that came after it, Stop heard while waiting, two calls at once with two children;
+which free child goes (stand-in processes)."""
 import threading
 import time
 
@@ -8,7 +9,7 @@ import pytest
 
 from engine.errors import Cancelled
 from engine.text import normalize_process
-from engine.text.normalize_process import _Pool
+from engine.text.normalize_process import _Child, _Pool
 
 HANG_S = 60  # a guard against a test that would hang: no result here depends on time
 
@@ -106,3 +107,22 @@ def test_with_two_children_two_calls_go_at_once_and_a_third_waits_for_one():
     pool.give(1)
     third.join(HANG_S)
     assert third.slot == 1
+
+
+class Process:
+    """A child's process as the pool sees it: alive or not."""
+
+    def __init__(self, alive: bool):
+        self.alive = alive
+
+    def is_alive(self) -> bool:
+        return self.alive
+
+
+def test_the_free_child_started_first_goes_then_a_dead_ones_slot_then_one_with_none():
+    """A child started later (in a stopped or dead one's place) may still be loading its grammar; a dead one is
+    replaced in its own slot; a slot with none would start one."""
+    pool = _Pool(4)
+    pool.children = [_Child(Process(alive=True), None, 2), None, _Child(Process(alive=True), None, 1),
+                     _Child(Process(alive=False), None, 0)]
+    assert [pool.take(first=False, cancel=None) for _ in range(4)] == [2, 0, 3, 1]
