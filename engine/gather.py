@@ -6,8 +6,9 @@ has queued all its device work (its runner calls `RunningBatch.release`, or retu
 own tokens after), the next batch is every call waiting then whose key equals the oldest's, in the order they were asked
 for. Its generation queues beside the other's decode, so the device works on while that audio is read back. A call that
 comes while a batch is queued joins the next one (or this one, below), so none waits more than one batch behind another,
-however long that one is. Streams that are starting go first, by themselves (one such batch at a time): their first
-audio does not wait for the big groups of streams already playing.
+however long that one is. Streams that are starting go first, by themselves (one such batch at a time, and never two
+in a row ahead of other calls waiting: theirs is next): their first audio does not wait for the big groups of streams
+already playing.
 
 One of the waiting threads runs the batch: the one that ran the last batch when it waits too, since CUDA keeps state
 per thread (cuBLAS and cuDNN handles, cuDNN's convolution plans for each shape) that a thread's first batches would
@@ -23,10 +24,11 @@ at most one generation after its founders, and a call of another key waits for a
 as soon as its own steps are done (`hand_out`): a stream that starts while a batch runs has its first audio one
 generation after the next step boundary, not after the whole batch and its own. A batch that is not of starting streams
 gives way to them (`RunningBatch.give_way`): when a stream's first call waits at a boundary, its runner sets its own
-state aside and runs the starting streams first, as a batch of their own on its thread to its end, then goes on; a first
-call does not join such a batch while it could give way to it (its steps are those of big groups, tens of ms each: the
-first audio would wait for 32 of them, while the streams already playing have seconds of audio ahead of their playback).
-It gives way again only once the calls it held then are done, so none of them waits for more than one such batch. Once
+state aside and runs the starting streams first, as a batch of their own on its thread to its end (counted as one taken:
+the calls it leaves in line have the next batch), then goes on; a first call does not join such a batch while it could
+give way to it, nor start one with such a runner (its steps are those of big groups, tens of ms each: the first audio
+would wait for 32 of them, while the streams already playing have seconds of audio ahead of their playback). It gives
+way again only once the calls it held then are done, so none of them waits for more than one such batch. Once
 the runner's own call is done (or if it has none in the batch), it hands the batch over to a thread whose call is still
 in it (`hand_over`), which runs it on from the next boundary: no caller waits for others' steps after its own. A call
 cancelled inside such a batch leaves it at the next boundary, the others' tokens untouched.
@@ -183,7 +185,8 @@ class Gathering:
     _members: dict[int, Member] = field(default_factory=dict)  # by thread
     _asked: int = 0  # places in the order of asking given so far
     _free_at: float = 0.0  # when the last batch handed out its results (time.monotonic())
-    _started_last: bool = False  # the last batch was of starting streams only, ahead of others waiting
+    _started_last: bool = False  # the last batch (or one run in `give_way`) was of starting streams, ahead of others
+    _gives_way: bool = False  # its runner gives way to starting streams (it called RunningBatch.give_way)
     _runner: int | None = None  # the thread that ran the last batch
     _finishing: set[int] = field(default_factory=set)  # threads running a batch that has not handed out its results
     _completing: set[int] = field(default_factory=set)  # threads completing the value a batch gave them (`completing`)
@@ -303,18 +306,28 @@ class Gathering:
         return [] if self._started_last else [call for call in self._waiting if call.first]
 
     def _take(self) -> list[Call]:
-        """The next batch, out of the line: the oldest call of the starting ones, or else of all, and every other
-        one of its key, in the order of asking (lock held)."""
+        """The next batch, out of the line: the oldest call of the starting ones, or else of all (of all but first
+        calls, if any, when the runner gives way: it runs them at the batch's first boundary), and every other one of
+        its key in that group, in the order of asking (lock held)."""
         starting = self._starting()
-        group = starting or self._waiting
+        others = [call for call in self._waiting if not call.first] if self._gives_way else []
+        group = starting or others or self._waiting
         batch = [call for call in group if call.key == group[0].key]
-        # never two starting batches in a row: the others wait for one of them at most
+        # never two starting batches in a row: the others waiting have the next batch (it may give way once, `give_way`)
         self._started_last = bool(starting) and len(starting) < len(self._waiting)
         self._waiting = [call for call in self._waiting if call not in batch]
         return batch
 
     def _join(self, batch: RunningBatch) -> list[Call]:
         """Take into `batch` the waiting calls that may join it now (RunningBatch.joins) (lock held)."""
+        joining = self._joining(batch)
+        self._waiting = [call for call in self._waiting if call not in joining]
+        batch.calls += joining
+        self._in_batches += joining
+        return joining
+
+    def _joining(self, batch: RunningBatch) -> list[Call]:
+        """The waiting calls that may join `batch` now, left in the line (lock held)."""
         if all(call.done for call in batch.calls[:batch.founders]):
             return []
         key, joining = batch.calls[0].key, []
@@ -328,9 +341,6 @@ class Gathering:
                 break
             if not call.cancelled:  # a cancelled one leaves the line by itself
                 joining.append(call)
-        self._waiting = [call for call in self._waiting if call not in joining]
-        batch.calls += joining
-        self._in_batches += joining
         return joining
 
     def _may_give_way(self, batch: RunningBatch) -> bool:
@@ -339,6 +349,7 @@ class Gathering:
 
     def _give_way(self, batch: RunningBatch) -> list[Call]:
         """The first calls that run now before `batch`'s next step, out of the line (lock held)."""
+        self._gives_way = True
         starting = [call for call in self._waiting if call.first and not call.cancelled]
         if not starting or not self._may_give_way(batch):
             return []
@@ -346,6 +357,10 @@ class Gathering:
         self._waiting = [call for call in self._waiting if call not in first]
         self._in_batches += first
         batch.held = [call for call in batch.calls if not call.done]
+        # as a starting batch taken (`_take`): the calls left in line, which the batch does not take in, come next
+        joining = self._joining(batch)
+        self._started_last = any(not call.first and not call.cancelled and call not in joining
+                                 for call in self._waiting)
         return first
 
     def _settle(self, call: Call, value: Any, error: BaseException | None) -> None:

@@ -75,10 +75,10 @@ def pool():
         yield executor
 
 
-def _stream(gathering: Gathering, work: int, cancel: threading.Event | None = None):
+def _stream(gathering: Gathering, work: int, cancel: threading.Event | None = None, key: str = "a"):
     """A stream's first call (a member's first): its first audio waits for it."""
     with gathering.member():
-        return gathering.run(work, "a", cancel)
+        return gathering.run(work, key, cancel)
 
 
 def test_a_stream_starting_while_a_batch_runs_gets_its_result_before_that_batchs_next_step(pool):
@@ -234,3 +234,74 @@ def test_a_starting_call_cancelled_inside_the_batch_run_first_leaves_it_the_othe
     assert ahead.result(TIMEOUT_S) == 300
     assert log.events == [("step", [30]), ("set aside", [30]), ("step", [30, 20]), ("step", [20]), ("done", 20),
                           ("step", [30]), ("step", [30]), ("done", 30)]
+
+
+def _ran_first_at_the_last_boundary(pool, log: GivesWay, gathering: Gathering, plain_key: str, later: list):
+    """A batch (a plain call: one step) has taken its step; a plain call of `plain_key` waits for its end and a stream
+    starts; at the batch's last boundary the stream runs first and, during its step, the streams `later` (work, key)
+    start: they wait for the next batch. The plain call's future."""
+    ahead = pool.submit(gathering.run, 10, "a")
+    log.tick()
+    plain = pool.submit(gathering.run, 11, plain_key)
+    waiting(gathering, 1)
+    pool.submit(_stream, gathering, 12)
+    waiting(gathering, 2)
+
+    def start_later():
+        log.after_step = lambda: None
+        for count, (work, key) in enumerate(later, 2):
+            pool.submit(_stream, gathering, work, None, key)
+            waiting(gathering, count)
+
+    log.after_step = start_later
+    log.tick()
+    assert ahead.result(TIMEOUT_S) == 100
+    assert log.events == [("step", [10]), ("done", 10), ("set aside", []), ("step", [12]), ("done", 12)]
+    return plain
+
+
+def test_a_call_left_waiting_when_a_batch_gives_way_has_the_next_batch_not_another_starting_one(pool):
+    """Never two starting batches in a row: the plain call (key b) waited for the stream run first, so its batch comes
+    next; it gives way at its first boundary to the older of the two streams started meanwhile (keys c, d) and takes
+    its step before the younger one runs: it waits for two starting batches, not three."""
+    log = GivesWay()
+    gathering = Gathering(log)
+    plain = _ran_first_at_the_last_boundary(pool, log, gathering, "b", [(13, "c"), (14, "d")])
+    log.tick()  # the plain call's batch: the stream of key c first, then its step
+    assert log.events[5:] == [("set aside", [11]), ("step", [13]), ("done", 13), ("step", [11]), ("done", 11)]
+    log.tick()  # its last boundary: the stream of key d runs first, then it ends
+    assert plain.result(TIMEOUT_S) == 110
+    assert log.events[10:] == [("set aside", []), ("step", [14]), ("done", 14)]
+
+
+def test_a_stream_starting_behind_a_call_of_its_key_runs_first_in_its_batch_not_in_it(pool):
+    """The plain call's batch comes next, as above; the stream of the same key that started meanwhile does not ride
+    that batch (its steps those of big groups): the batch gives way to it at its first boundary."""
+    log = GivesWay()
+    gathering = Gathering(log)
+    plain = _ran_first_at_the_last_boundary(pool, log, gathering, "b", [(23, "b")])
+    for _ in range(1 + 1):  # the stream first, then its step; the end
+        log.tick()
+    assert plain.result(TIMEOUT_S) == 110
+    assert log.events[5:] == [("set aside", [11]), ("step", [23]), ("step", [23]), ("done", 23), ("step", [11]),
+                              ("done", 11)]
+
+
+def test_calls_that_join_the_batch_after_it_gives_way_are_not_left_waiting(pool):
+    """A plain call of the batch's key waiting at the boundary joins it right after the starting stream ran: no call
+    is left in line, so the next batch may again be one of starting streams."""
+    log = GivesWay()
+    gathering = Gathering(log)
+    ahead = pool.submit(gathering.run, 20, "a")
+    log.tick()
+    joining = pool.submit(gathering.run, 11, "a")
+    waiting(gathering, 1)
+    starting = pool.submit(_stream, gathering, 12)
+    waiting(gathering, 2)
+    log.tick()  # the stream runs first, the plain call joins, the batch's step 1
+    assert starting.result(TIMEOUT_S) == 120
+    assert not gathering._started_last
+    log.tick()  # the end
+    assert ahead.result(TIMEOUT_S) == 200 and joining.result(TIMEOUT_S) == 110
+    assert log.events == [("step", [20]), ("set aside", [20]), ("step", [12]), ("done", 12), ("join", 11),
+                          ("step", [20, 11]), ("done", 20), ("done", 11)]
