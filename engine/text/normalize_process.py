@@ -60,15 +60,18 @@ class _Pool:
             arrival = next(self._arrivals)
             ticket = (arrival - FIRST_RUN_HEAD_START if first else arrival, not first, arrival)
             heapq.heappush(self._waiting, ticket)
-            while not (cancel is not None and cancel.is_set()):
-                if self._free and self._waiting[0] == ticket:
-                    break
-                self._changed.wait(POLL_S)
-            else:
+            try:
+                while True:
+                    if cancel is not None and cancel.is_set():
+                        raise Cancelled("Stopped.")
+                    if self._free and self._waiting[0] == ticket:
+                        break
+                    self._changed.wait(POLL_S)
+            except BaseException:  # Stop, or an interrupt while waiting: the turn is given up, not left in line
                 self._waiting.remove(ticket)
                 heapq.heapify(self._waiting)
                 self._changed.notify_all()  # the next in turn may be free to go now
-                raise Cancelled("Stopped.")
+                raise
             heapq.heappop(self._waiting)
             self._changed.notify_all()  # the next in turn may find another child free
             slot = min(self._free, key=self._lending_order)

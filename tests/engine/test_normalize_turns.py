@@ -130,3 +130,17 @@ def test_the_free_child_started_first_goes_then_a_dead_ones_slot_then_one_with_n
     pool.children = [_Child(Process(alive=True), None, 2), None, _Child(Process(alive=True), None, 1),
                      _Child(Process(alive=False), None, 0)]
     assert [pool.take(first=False, cancel=None) for _ in range(4)] == [2, 0, 3, 1]
+
+
+def test_an_interrupt_while_waiting_gives_up_the_turn(monkeypatch):
+    """An exception other than Stop while waiting (Ctrl+C in the main thread) leaves no turn behind that every later
+    call would wait for."""
+    pool = _Pool(1)
+    held = pool.take(first=False, cancel=None)
+    monkeypatch.setattr(pool._changed, "wait", lambda _timeout: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        pool.take(first=True, cancel=None)
+    assert pool._waiting == []
+    monkeypatch.undo()
+    pool.give(held)
+    assert served_after(pool, pool.take(first=False, cancel=None), [("next", False)]) == ["next"]
