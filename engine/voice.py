@@ -175,7 +175,7 @@ def _loudness(rms) -> float | None:
     try:
         loudness = None if rms is None else float(rms)
     except (TypeError, ValueError, OverflowError):
-        loudness = math.nan
+        raise ValueError(NOT_A_LOUDNESS) from None
     if loudness is not None and not 0 <= loudness < math.inf:  # NaN too: every comparison with it is false
         raise ValueError(NOT_A_LOUDNESS)
     return loudness

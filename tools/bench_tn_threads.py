@@ -103,10 +103,10 @@ def resident_mb(pid: int) -> tuple[float, float]:
 
 
 def children_pids() -> list[int]:
-    children = getattr(normalize_process, "_pool", None)
-    if children is None:  # before the pool: one child
+    pool = getattr(normalize_process, "_pool", None)
+    if pool is None:  # an engine before the pool (8e42d90, the recorded comparison's old side): one child
         return [normalize_process._child.process.pid] if normalize_process._child else []
-    return [child.process.pid for child in children.children if child is not None]
+    return [child.process.pid for child in pool.children if child is not None]
 
 
 def spread(values: list[float]) -> str:
