@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 22's closing run on an H200 (no H200 could be started since 2026-12-05): the GPU tests (target 4: BENCHMARKS.md
-# records the H200 run's summary line), the realtime kernel checks (target 7) and the W4A4 CUDA kernel with its SASS, both modes beside upstream on the 3 s
-# line and the baseline (targets 1-3, 5), then both modes' profiles if time is left. From the repo root of main on the
+# records the H200 run's summary line), the realtime kernel checks (target 7) and the W4A4 CUDA kernel with its SASS,
+# both modes beside upstream on the 3 s line and the baseline (targets 1-3, 5), then both modes' profiles if time is
+# left. From the repo root of main on the
 # H200, with the app's wheels carried (`bash ../shared/gpu/app_wheels.sh .carry/wheels --no-av --upstream`, carry
 # [".carry/wheels"]); results into $OUT:  T=570 bash docs/wip/h200-closing-gpu.sh
 # ~2 min of tests (-n 8), ~0.5 min of checks, ~3 min of bench; profiles ~1 min each. RANDOM WEIGHTS (true sizes).
