@@ -31,6 +31,8 @@ CHILDREN = 2  # two runs at once halve the first piece's wait of 8 streams start
 FIRST_RUN_HEAD_START = 32  # a first run is served as if it had come this many calls earlier: ahead of the later
 # runs of the streams that came before it (a stream waits with one call at a time, the app serves ~8 streams at
 # once), yet a later run lets at most this many first runs that came after it go first: it is never starved
+TRIM_WHEN_IDLE_S = 0.05  # a child gives a run's memory back once no call has come for this long after its answer:
+# the trim takes 72 ms after 8,000 characters, which a call sent meanwhile waited for (docs/latency.md)
 
 
 @dataclass
@@ -191,7 +193,8 @@ def _serve(conn: Connection, language: str) -> None:
             conn.send((False, err))
         except Exception as err:  # any other failure, as a message the app can show (it may not pickle)
             conn.send((False, TextInputError(f"Speaking numbers and dates failed ({type(err).__name__}: {err}).")))
-        give_back_memory()  # after the answer: the caller does not wait for it
+        if not conn.poll(TRIM_WHEN_IDLE_S):  # idle: the runs' memory given back; a call waiting is served first
+            give_back_memory()
 
 
 def _memory_giver() -> Callable[[], object]:
