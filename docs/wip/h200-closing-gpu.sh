@@ -10,7 +10,7 @@ set -uo pipefail
 START=$(date +%s); T=${T:-570}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || echo "NOT an H200: say so with every figure"
-FULL=/tmp/full MODES=upstream,hifi,realtime WORKLOADS=en-ref3-out3,baseline BENCH_ARGS="--runs 10 --warmup 2" \
+FULL=/tmp/full MODES=upstream,hifi,realtime WORKLOADS=en-ref3-out3,baseline BENCH_ARGS="${BENCH_ARGS:---runs 10 --warmup 2}" \
   timeout $(( T - 30 )) bash tests/gpu/run_gpu.sh --wheels .carry/wheels setup ckpt gputests realtime w4a4 bench 2>&1 \
     | tail -120
 LEFT=$(( T - ($(date +%s) - START) ))
