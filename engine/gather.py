@@ -28,7 +28,8 @@ state aside and runs the starting streams first, as a batch of their own on its 
 the calls it leaves in line have the next batch), then goes on; a first call does not join such a batch while it could
 give way to it, nor start one with such a runner (its steps are those of big groups, tens of ms each: the first audio
 would wait for 32 of them, while the streams already playing have seconds of audio ahead of their playback). It gives
-way again only once the calls it held then are done, so none of them waits for more than one such batch. Once
+way again only once the calls it held then are done, so none of them waits for more than one such batch, and only if it
+left no call in line then (that call's batch is next, and it may give way once in turn). Once
 the runner's own call is done (or if it has none in the batch), it hands the batch over to a thread whose call is still
 in it (`hand_over`), which runs it on from the next boundary: no caller waits for others' steps after its own. A call
 cancelled inside such a batch leaves it at the next boundary, the others' tokens untouched.
@@ -142,7 +143,8 @@ class RunningBatch:
 
     def give_way(self, set_aside: Callable[[], None]) -> bool:
         """At a step boundary: whether starting streams ran first. When the batch is not of starting streams, the calls
-        it held when it last gave way are done and first calls wait (the oldest's key, in the order of asking), they are
+        it held when it last gave way are done, it left no call in line then (never two starting batches in a row ahead
+        of a call waiting) and first calls wait (the oldest's key, in the order of asking), they are
         taken out of the line, `set_aside()` is called (the runner keeps its state out of what they may use) and they
         run to their end as a batch of their own on this thread (it takes starting streams in at its boundaries, as any
         such batch does, and is never handed over), each call getting its result as its steps are done; then the
@@ -351,7 +353,8 @@ class Gathering:
         """The first calls that run now before `batch`'s next step, out of the line (lock held)."""
         self._gives_way = True
         starting = [call for call in self._waiting if call.first and not call.cancelled]
-        if not starting or not self._may_give_way(batch):
+        # never two starting batches in a row: the calls it left in line when it gave way last have the next batch
+        if not starting or not self._may_give_way(batch) or self._started_last:
             return []
         first = [call for call in starting if call.key == starting[0].key]
         self._waiting = [call for call in self._waiting if call not in first]

@@ -305,3 +305,34 @@ def test_calls_that_join_the_batch_after_it_gives_way_are_not_left_waiting(pool)
     assert ahead.result(TIMEOUT_S) == 200 and joining.result(TIMEOUT_S) == 110
     assert log.events == [("step", [20]), ("set aside", [20]), ("step", [12]), ("done", 12), ("join", 11),
                           ("step", [20, 11]), ("done", 20), ("done", 11)]
+
+
+def test_a_batch_that_left_calls_waiting_when_it_gave_way_gives_way_no_more(pool):
+    """Never two starting batches in a row ahead of a call waiting: the batch gave way to a stream while a plain call of
+    another key waited for its end, so once the calls it held then are done it does not give way again (to the streams
+    of keys c and d started meanwhile); the plain call's batch comes next and gives way once, to the older of them, and
+    the plain call is done before the younger runs: it waits for two starting batches, not three."""
+    log = GivesWay()
+    gathering = Gathering(log)
+    ahead = pool.submit(gathering.run, 30, "a")
+    log.tick()  # its step 0
+    joined = pool.submit(gathering.run, 40, "a")
+    waiting(gathering, 1)
+    pool.submit(_stream, gathering, 10)
+    waiting(gathering, 2)
+    plain = pool.submit(gathering.run, 11, "b")
+    waiting(gathering, 3)
+    for _ in range(2):  # the stream first, the plain call of key a joins; steps 1 and 2: the held call is done
+        log.tick()
+    assert ahead.result(TIMEOUT_S) == 300
+    for count, (work, key) in enumerate([(13, "c"), (14, "d")], 2):
+        pool.submit(_stream, gathering, work, None, key)
+        waiting(gathering, count)
+    for _ in range(2 + 1 + 1):  # the joined call's last steps, the end; the plain call's batch: key c's stream first
+        log.tick()
+    assert log.events == [("step", [30]), ("set aside", [30]), ("step", [10]), ("done", 10), ("join", 40),
+                          ("step", [30, 40]), ("step", [30, 40]), ("done", 30), ("step", [40]), ("step", [40]),
+                          ("done", 40), ("set aside", [11]), ("step", [13]), ("done", 13), ("step", [11]), ("done", 11)]
+    log.tick()  # the plain call's batch's last boundary: the stream of key d runs first, then it ends
+    assert log.events[16:] == [("set aside", []), ("step", [14]), ("done", 14)]
+    assert joined.result(TIMEOUT_S) == 400 and plain.result(TIMEOUT_S) == 110
