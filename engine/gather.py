@@ -414,9 +414,10 @@ class Gathering:
         handed it over."""
         handovers = batch.handovers  # only this thread, its runner now, changes it until it hands it over
         try:
-            values = self.run_batch([call.work for call in batch.calls], batch)
+            values = list(self.run_batch([call.work for call in batch.calls], batch))
         except BaseException as err:  # every call of the batch gets it, the gathering lives on
             return [None] * len(batch.calls), err, False
         handed_over = batch.handovers != handovers
-        error = None if handed_over or len(values) == len(batch.calls) else RuntimeError("a value per call")
-        return values, error, handed_over
+        if handed_over or len(values) == len(batch.calls):
+            return values, None, handed_over
+        return [None] * len(batch.calls), RuntimeError("a value per call"), False  # every call gets it, none waits on

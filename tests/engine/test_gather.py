@@ -409,3 +409,52 @@ def test_a_runner_finishing_a_batch_without_its_own_call_lets_another_thread_run
         batches.read(3).set()
     assert ran.result(TIMEOUT_S) == (0, 10) and older.result(TIMEOUT_S) == 30
     assert batches.seen == [[0], [3], [1, 2]]
+
+
+
+def _in_thread(call, *args) -> dict:
+    """`call(*args)` on a daemon thread (a call that waits for ever does not hold the tests' end): its answer under
+    "value" or "error" once it has one."""
+    answer = {}
+
+    def run():
+        try:
+            answer["value"] = call(*args)
+        except Exception as error:
+            answer["error"] = error
+
+    threading.Thread(target=run, daemon=True).start()
+    return answer
+
+
+def _answered(answer: dict) -> dict:
+    deadline = time.monotonic() + TIMEOUT_S
+    while not answer:
+        assert time.monotonic() < deadline, "no answer"
+        time.sleep(0.005)
+    return answer
+
+
+@pytest.mark.parametrize("answer", [lambda works: [10 * works[0]], lambda works: None], ids=["one value short", "none"])
+def test_a_runner_that_answers_no_value_per_call_fails_every_call_of_its_batch_and_the_gathering_runs_on(answer):
+    """A runner's wrong answer (a value short, or no list at all) is its batch's error: every call of it gets one, none
+    waits for ever, and the next batch runs."""
+    gate = threading.Event()
+
+    def run_batch(works, batch):
+        if works == [0]:
+            assert gate.wait(TIMEOUT_S)
+            return [0]
+        return answer(works) if works == [1, 2] else [10 * work for work in works]
+
+    gathering = Gathering(run_batch)
+    running = _in_thread(gathering.run, 0, "a")
+    answers = []
+    for count, work in enumerate((1, 2), 1):
+        answers.append(_in_thread(gathering.run, work, "a"))
+        waiting(gathering, count)
+    gate.set()
+    assert _answered(running) == {"value": 0}
+    for answer in answers:
+        assert isinstance(_answered(answer).get("error"), (RuntimeError, TypeError))
+    assert _answered(_in_thread(gathering.run, 3, "a")) == {"value": 30}
