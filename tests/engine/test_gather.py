@@ -181,6 +181,27 @@ class CountedWaits(threading.Condition):
         return super().wait(timeout)
 
 
+class Sleepers(threading.Condition):
+    """The gathering's condition, recording which threads have waited on it."""
+
+    def __init__(self):
+        super().__init__(threading.Lock())
+        self.threads = set()
+
+    def wait(self, timeout=None):
+        self.threads.add(threading.get_ident())  # the lock held: its call was looked at, and not let go
+        return super().wait(timeout)
+
+
+def asleep(gathering: Gathering, work) -> None:
+    """Until the thread of the waiting call of `work` waits on the gathering's condition (a `Sleepers`): a change that
+    does not notify it (its cancel set) is not seen before the gathering next notifies."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while not any(call.work == work and call.thread in gathering._changed.threads for call in gathering._waiting):
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+
+
 def test_a_lone_stream_never_waits(pool):
     """A stream alone (a member asking one call after another, and a plain call between) starts each batch at
     once: no gather window, no poll."""

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from test_gather import TIMEOUT_S, waiting
+from test_gather import TIMEOUT_S, Sleepers, asleep, waiting
 from test_gather_joins import Steps, Ticked
 
 from engine.errors import Cancelled
@@ -336,3 +336,44 @@ def test_a_batch_that_left_calls_waiting_when_it_gave_way_gives_way_no_more(pool
     log.tick()  # the plain call's batch's last boundary: the stream of key d runs first, then it ends
     assert log.events[16:] == [("set aside", []), ("step", [14]), ("done", 14)]
     assert joined.result(TIMEOUT_S) == 400 and plain.result(TIMEOUT_S) == 110
+
+
+def test_a_starting_call_cancelled_while_it_waits_is_not_run_first(pool, monkeypatch):
+    """A stream stopped before its first call ran leaves the line; still in line at a boundary (its thread not yet awake
+    to leave it), it is not run first: the batch is not set aside for it."""
+    monkeypatch.setattr("engine.gather.POLL_S", TIMEOUT_S)  # the cancelled call's thread wakes only when told
+    log = GivesWay()
+    gathering = Gathering(log)
+    gathering._changed = Sleepers()
+    ahead = pool.submit(gathering.run, 20, "a")
+    log.tick()
+    stop = threading.Event()
+    left = pool.submit(_stream, gathering, 10, stop)
+    asleep(gathering, 10)
+    stop.set()
+    for _ in range(1 + 1):  # step 1, and the end
+        log.tick()
+    assert isinstance(left.exception(TIMEOUT_S), Cancelled) and ahead.result(TIMEOUT_S) == 200
+    assert log.events == [("step", [20]), ("step", [20]), ("done", 20)]
+
+
+def test_a_call_cancelled_in_line_does_not_make_the_next_batch_its_own(pool, monkeypatch):
+    """When the batch gives way, a plain call of another key that is cancelled (its thread not yet awake to leave the
+    line) is not a call left waiting: the next batch may again be one of starting streams."""
+    monkeypatch.setattr("engine.gather.POLL_S", TIMEOUT_S)  # the cancelled call's thread wakes only when told
+    log = GivesWay()
+    gathering = Gathering(log)
+    gathering._changed = Sleepers()
+    ahead = pool.submit(gathering.run, 20, "a")
+    log.tick()
+    starting = pool.submit(_stream, gathering, 10)
+    waiting(gathering, 1)
+    stop = threading.Event()
+    left = pool.submit(gathering.run, 11, "b", stop)
+    asleep(gathering, 11)
+    stop.set()
+    log.tick()  # the stream runs first, the batch's step 1
+    assert starting.result(TIMEOUT_S) == 100 and isinstance(left.exception(TIMEOUT_S), Cancelled)
+    assert not gathering._started_last
+    log.tick()  # the end
+    assert ahead.result(TIMEOUT_S) == 200

@@ -6,7 +6,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from test_gather import TIMEOUT_S, waiting
+from test_gather import TIMEOUT_S, Sleepers, asleep, waiting
 
 from engine.errors import Cancelled
 from engine.gather import Gathering
@@ -204,3 +204,22 @@ def test_a_runner_returning_after_its_batch_was_taken_over_leaves_the_other_call
     for _ in range(3 + 1):  # the joined call's steps 3 to 5, and the end
         steps.tick()
     assert joined.result(TIMEOUT_S) == 500
+
+
+def test_a_call_cancelled_while_it_waits_is_not_taken_in(pool, monkeypatch):
+    """A call whose caller left while it waits is left out of the joins even while it is still in line (its thread not
+    yet awake to leave it): it gets Cancelled without joining."""
+    monkeypatch.setattr("engine.gather.POLL_S", TIMEOUT_S)  # the cancelled call's thread wakes only when told
+    steps = Steps()
+    gathering = Gathering(steps)
+    gathering._changed = Sleepers()
+    first = pool.submit(gathering.run, 20, "a")
+    steps.tick()
+    stop = threading.Event()
+    left = pool.submit(gathering.run, 10, "a", stop)
+    asleep(gathering, 10)
+    stop.set()
+    for _ in range(1 + 1):  # step 1, and the end
+        steps.tick()
+    assert isinstance(left.exception(TIMEOUT_S), Cancelled) and first.result(TIMEOUT_S) == 200
+    assert steps.joined == [] and steps.seen == [[20]]
