@@ -223,3 +223,21 @@ def test_a_call_cancelled_while_it_waits_is_not_taken_in(pool, monkeypatch):
         steps.tick()
     assert isinstance(left.exception(TIMEOUT_S), Cancelled) and first.result(TIMEOUT_S) == 200
     assert steps.joined == [] and steps.seen == [[20]]
+
+
+def test_a_runner_whose_own_call_is_not_done_keeps_the_batch_when_a_joined_call_is(pool):
+    """A call that joined and is done first does not make the runner hand the batch over: its own call still runs, so
+    it runs the batch on (CUDA's state is per thread)."""
+    steps = Steps(hands_over=True)
+    batches = []
+    gathering = Gathering(lambda works, batch: batches.append(batch) or steps(works, batch))
+    first = pool.submit(gathering.run, 30, "a")
+    steps.tick()
+    joined = pool.submit(gathering.run, 10, "a")
+    waiting(gathering, 1)
+    steps.tick()  # step 1: it joins and is done
+    assert joined.result(TIMEOUT_S) == 100
+    for _ in range(1 + 1):  # step 2, and the end
+        steps.tick()
+    assert first.result(TIMEOUT_S) == 300
+    assert [batch.handovers for batch in batches] == [0] and len(set(steps.threads)) == 1
