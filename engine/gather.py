@@ -388,7 +388,7 @@ class Gathering:
         values, error, handed_over = self._values(batch)
         with self._changed:
             # another thread runs it on (or has already taken it: `_parked` says nothing then)
-            if error is None and handed_over:
+            if handed_over:  # `_values` says so only without an error
                 self._finishing.discard(threading.get_ident())
                 self._changed.notify_all()
                 return
