@@ -193,6 +193,15 @@ class Sleepers(threading.Condition):
         return super().wait(timeout)
 
 
+def woken_only_when_told(run_batch, monkeypatch) -> Gathering:
+    """A gathering of `run_batch` whose waiting calls' threads wake only when it notifies them (no poll) and whose
+    condition records who waits (`asleep`): a call cancelled meanwhile stays in line until the next notification."""
+    monkeypatch.setattr("engine.gather.POLL_S", TIMEOUT_S)
+    gathering = Gathering(run_batch)
+    gathering._changed = Sleepers()
+    return gathering
+
+
 def asleep(gathering: Gathering, work) -> None:
     """Until the thread of the waiting call of `work` waits on the gathering's condition (a `Sleepers`): a change that
     does not notify it (its cancel set) is not seen before the gathering next notifies."""

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from test_gather import TIMEOUT_S, Sleepers, asleep, waiting
+from test_gather import TIMEOUT_S, asleep, waiting, woken_only_when_told
 from test_gather_joins import Steps, Ticked
 
 from engine.errors import Cancelled
@@ -341,10 +341,8 @@ def test_a_batch_that_left_calls_waiting_when_it_gave_way_gives_way_no_more(pool
 def test_a_starting_call_cancelled_while_it_waits_is_not_run_first(pool, monkeypatch):
     """A stream stopped before its first call ran leaves the line; still in line at a boundary (its thread not yet awake
     to leave it), it is not run first: the batch is not set aside for it."""
-    monkeypatch.setattr("engine.gather.POLL_S", TIMEOUT_S)  # the cancelled call's thread wakes only when told
     log = GivesWay()
-    gathering = Gathering(log)
-    gathering._changed = Sleepers()
+    gathering = woken_only_when_told(log, monkeypatch)  # the cancelled call's thread wakes only when told
     ahead = pool.submit(gathering.run, 20, "a")
     log.tick()
     stop = threading.Event()
@@ -360,10 +358,8 @@ def test_a_starting_call_cancelled_while_it_waits_is_not_run_first(pool, monkeyp
 def test_a_call_cancelled_in_line_does_not_make_the_next_batch_its_own(pool, monkeypatch):
     """When the batch gives way, a plain call of another key that is cancelled (its thread not yet awake to leave the
     line) is not a call left waiting: the next batch may again be one of starting streams."""
-    monkeypatch.setattr("engine.gather.POLL_S", TIMEOUT_S)  # the cancelled call's thread wakes only when told
     log = GivesWay()
-    gathering = Gathering(log)
-    gathering._changed = Sleepers()
+    gathering = woken_only_when_told(log, monkeypatch)  # the cancelled call's thread wakes only when told
     ahead = pool.submit(gathering.run, 20, "a")
     log.tick()
     starting = pool.submit(_stream, gathering, 10)

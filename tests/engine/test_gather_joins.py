@@ -6,7 +6,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from test_gather import TIMEOUT_S, Sleepers, asleep, waiting
+from test_gather import TIMEOUT_S, asleep, waiting, woken_only_when_told
 
 from engine.errors import Cancelled
 from engine.gather import Gathering
@@ -209,10 +209,8 @@ def test_a_runner_returning_after_its_batch_was_taken_over_leaves_the_other_call
 def test_a_call_cancelled_while_it_waits_is_not_taken_in(pool, monkeypatch):
     """A call whose caller left while it waits is left out of the joins even while it is still in line (its thread not
     yet awake to leave it): it gets Cancelled without joining."""
-    monkeypatch.setattr("engine.gather.POLL_S", TIMEOUT_S)  # the cancelled call's thread wakes only when told
     steps = Steps()
-    gathering = Gathering(steps)
-    gathering._changed = Sleepers()
+    gathering = woken_only_when_told(steps, monkeypatch)  # the cancelled call's thread wakes only when told
     first = pool.submit(gathering.run, 20, "a")
     steps.tick()
     stop = threading.Event()
