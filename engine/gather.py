@@ -29,7 +29,7 @@ the calls it leaves in line have the next batch), then goes on; a first call doe
 give way to it, nor start one with such a runner (its steps are those of big groups, tens of ms each: the first audio
 would wait for 32 of them, while the streams already playing have seconds of audio ahead of their playback). It gives
 way again only once the calls it held then are done, so none of them waits for more than one such batch, and only if it
-left no call in line then (that call's batch is next, and it may give way once in turn). Once
+left no call in line then that still waits (that call's batch is next, and it may give way once in turn). Once
 the runner's own call is done (or if it has none in the batch), it hands the batch over to a thread whose call is still
 in it (`hand_over`), which runs it on from the next boundary: no caller waits for others' steps after its own. A call
 cancelled inside such a batch leaves it at the next boundary, the others' tokens untouched.
@@ -143,8 +143,8 @@ class RunningBatch:
 
     def give_way(self, set_aside: Callable[[], None]) -> bool:
         """At a step boundary: whether starting streams ran first. When the batch is not of starting streams, the calls
-        it held when it last gave way are done, it left no call in line then (never two starting batches in a row ahead
-        of a call waiting) and first calls wait (the oldest's key, in the order of asking), they are
+        it held when it last gave way are done, no call it left in line then still waits (never two starting batches in
+        a row ahead of a call waiting) and first calls wait (the oldest's key, in the order of asking), they are
         taken out of the line, `set_aside()` is called (the runner keeps its state out of what they may use) and they
         run to their end as a batch of their own on this thread (it takes starting streams in at its boundaries, as any
         such batch does, and is never handed over), each call getting its result as its steps are done; then the
@@ -187,13 +187,19 @@ class Gathering:
     _members: dict[int, Member] = field(default_factory=dict)  # by thread
     _asked: int = 0  # places in the order of asking given so far
     _free_at: float = 0.0  # when the last batch handed out its results (time.monotonic())
-    _started_last: bool = False  # the last batch (or one run in `give_way`) was of starting streams, ahead of others
+    _owed: list[Call] = field(default_factory=list)  # the calls left in line when a starting batch was taken last
     _gives_way: bool = False  # its runner gives way to starting streams (it called RunningBatch.give_way)
     _runner: int | None = None  # the thread that ran the last batch
     _finishing: set[int] = field(default_factory=set)  # threads running a batch that has not handed out its results
     _completing: set[int] = field(default_factory=set)  # threads completing the value a batch gave them (`completing`)
     _parked: RunningBatch | None = None  # a batch its runner handed over, for a thread of its calls to run on
     _changed: threading.Condition = field(default_factory=lambda: threading.Condition(threading.Lock()))
+
+    @property
+    def _started_last(self) -> bool:
+        """Whether the last batch (or one run in `give_way`) was of starting streams, taken ahead of calls that still
+        wait for their batch (not cancelled) (lock held)."""
+        return any(call in self._waiting and not call.cancelled for call in self._owed)
 
     @contextlib.contextmanager
     def member(self) -> Iterator[None]:
@@ -316,8 +322,8 @@ class Gathering:
         group = starting or others or self._waiting
         batch = [call for call in group if call.key == group[0].key]
         # never two starting batches in a row: the others waiting have the next batch (it may give way once, `give_way`)
-        self._started_last = bool(starting) and len(starting) < len(self._waiting)
         self._waiting = [call for call in self._waiting if call not in batch]
+        self._owed = [call for call in self._waiting if not call.first] if starting else []
         return batch
 
     def _join(self, batch: RunningBatch) -> list[Call]:
@@ -362,8 +368,7 @@ class Gathering:
         batch.held = [call for call in batch.calls if not call.done]
         # as a starting batch taken (`_take`): the calls left in line, which the batch does not take in, come next
         joining = self._joining(batch)
-        self._started_last = any(not call.first and not call.cancelled and call not in joining
-                                 for call in self._waiting)
+        self._owed = [call for call in self._waiting if not call.first and call not in joining]
         return first
 
     def _settle(self, call: Call, value: Any, error: BaseException | None) -> None:

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from engine.errors import Cancelled
-from engine.gather import Gathering
+from engine.gather import Call, Gathering
 
 TIMEOUT_S = 60
 
@@ -86,18 +86,23 @@ def test_a_cancelled_call_stops_only_itself(pool):
     assert batches.seen == [[0], [2, 3]] and batches.stopped == [False, False]
 
 
+def _streams_that_stay(gathering: Gathering, leave: threading.Event):
+    """A stream: a member that makes one call (its first, of key a) and stays a member, not asking again, until
+    `leave` is set; its value."""
+    def stream(work):
+        with gathering.member():
+            value = gathering.run(work, "a")
+            assert leave.wait(TIMEOUT_S)
+        return value
+    return stream
+
+
 def test_a_starting_stream_goes_first_by_itself_but_not_twice_in_a_row(pool):
     """A member's first call (a stream that starts: its first audio waits for it) runs ahead, alone, of calls
     asked before it; the next starting stream then waits its turn and shares the batch of those calls."""
     batches, leave = Batches(), threading.Event()
     gathering = Gathering(batches)
-
-    def stream(work):
-        with gathering.member():
-            value = gathering.run(work, "a")
-            assert leave.wait(TIMEOUT_S)  # still a member, not asking again yet
-        return value
-
+    stream = _streams_that_stay(gathering, leave)
     running = pool.submit(gathering.run, 0, "a")
     while not batches.seen:
         time.sleep(0.005)
@@ -116,6 +121,22 @@ def test_a_starting_stream_goes_first_by_itself_but_not_twice_in_a_row(pool):
     leave.set()
     assert first.result(TIMEOUT_S) == 110 and second.result(TIMEOUT_S) == 120
     assert batches.seen == [[0], [11], [1, 12]]
+
+
+def test_a_starting_stream_goes_first_again_once_the_call_left_waiting_is_cancelled():
+    """Not twice in a row ahead of a call that still waits: the plain call a starting batch was taken ahead of is
+    stopped while still in line (its thread not yet awake to leave it: which thread runs a batch is not fixed, so the
+    line is set up directly), and the next stream to start goes first again."""
+    gathering = Gathering(Batches())
+    stop = threading.Event()
+    plain, first = Call(1, "a", stop, since=1, first=False), Call(11, "a", None, since=2, first=True)
+    gathering._waiting = [plain, first]
+    with gathering._changed:
+        assert gathering._take() == [first] and gathering._started_last  # the plain call has the next batch
+        stop.set()
+        later = Call(12, "b", None, since=3, first=True)
+        gathering._waiting.append(later)
+        assert gathering._take() == [later] and not gathering._started_last
 
 
 def test_streams_starting_together_on_an_idle_device_share_their_first_batch(pool, monkeypatch):

@@ -373,3 +373,34 @@ def test_a_call_cancelled_in_line_does_not_make_the_next_batch_its_own(pool, mon
     assert not gathering._started_last
     log.tick()  # the end
     assert ahead.result(TIMEOUT_S) == 200
+
+
+
+def test_a_batch_gives_way_again_once_the_call_it_left_waiting_is_cancelled(pool):
+    """Never two starting batches in a row ahead of a call that still waits: the plain call of key b left in line
+    when the batch gave way is stopped while the stream runs first, so once the held call is done the batch gives way
+    again, to a stream started meanwhile, instead of making it wait for the batch's end."""
+    log = GivesWay()
+    gathering = Gathering(log)
+    ahead = pool.submit(gathering.run, 20, "a")
+    log.tick()  # its step 0
+    joined = pool.submit(gathering.run, 40, "a")
+    waiting(gathering, 1)
+    pool.submit(_stream, gathering, 10)
+    waiting(gathering, 2)
+    stop = threading.Event()
+    left = pool.submit(gathering.run, 11, "b", stop)
+    waiting(gathering, 3)
+    log.after_step = stop.set  # during the stream's step
+    log.tick()  # the stream first, the plain call of key a joins; step 1: the held call is done
+    assert ahead.result(TIMEOUT_S) == 200 and isinstance(left.exception(TIMEOUT_S), Cancelled)
+    later = pool.submit(_stream, gathering, 30)
+    waiting(gathering, 1)
+    log.tick()
+    assert later.result(TIMEOUT_S) == 300 and not joined.done()
+    for _ in range(2 + 1):  # the joined call's last two steps, and the end
+        log.tick()
+    assert joined.result(TIMEOUT_S) == 400
+    assert log.events == [("step", [20]), ("set aside", [20]), ("step", [10]), ("done", 10), ("join", 40),
+                          ("step", [20, 40]), ("done", 20), ("set aside", [40]), ("step", [30]), ("step", [30]),
+                          ("step", [30]), ("done", 30), ("step", [40]), ("step", [40]), ("step", [40]), ("done", 40)]
