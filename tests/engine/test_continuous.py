@@ -32,15 +32,16 @@ def prompts(lm_and_tokenizer):
 def _run(batch: ContinuousBatch, joins: dict[int, list], stops: dict[int, list] | None = None) -> dict:
     """Step `batch` until it is idle, adding joins[g] (prompt, seed pairs) and stopping stops[g] (their indices
     among the joins, in order) before step g: {join index: (tokens, the step at which they came)}."""
-    added, got, g = [], {}, 0
-    while g <= max(joins) or not batch.idle:
+    added, got = [], {}
+    for g in range(100):  # bounded: a sequence that never joins fails instead of hanging
+        if g > max(joins) and batch.idle:
+            return got
         added += [batch.add(prompt, seed) for prompt, seed in joins.get(g, [])]
         for i in (stops or {}).get(g, []):
             batch.stop(added[i])
         for sequence in batch.step():
             got[added.index(sequence)] = (sequence.tokens, g)
-        g += 1
-    return got
+    raise AssertionError(f"still running: {batch.members}, waiting: {batch.waiting}")
 
 
 def _alone(runner, prompt, seed, cfg):
@@ -89,6 +90,31 @@ def test_a_join_that_does_not_fit_waits_for_room_in_the_order_added(lm_and_token
     got = _run(ContinuousBatch(runner, CFG), {0: [(d, sd), (b, sb)]})
     assert [got[i][1] for i in range(2)] == [5, 11]  # one at a time
     assert torch.equal(got[1][0], _alone(runner, b, sb, CFG))
+
+
+@pytest.mark.parametrize("pad", [1, 0], ids=["fills the bucket to its pad row", "one row too many"])
+def test_a_join_at_the_largest_buckets_exact_limit(lm_and_tokenizer, prompts, pad):
+    """The largest bucket holds a and d with `pad` rows to spare: with its one row of pad (the members take exactly
+    `max_rows`) d joins at the next boundary; without, it waits for a to leave. Both get their solo tokens."""
+    (a, sa), (d, sd) = prompts[0], prompts[3]
+    runner = StaticRunner(lm_and_tokenizer[0], buckets=(128, packed_rows(a) + packed_rows(d) + pad))
+    assert packed_rows(a) + packed_rows(d) == runner.max_rows + 1 - pad
+    got = _run(ContinuousBatch(runner, CFG), {0: [(a, sa)], 1: [(d, sd)]})
+    joined = 1 if pad else CFG.num_step  # at once, or once a has left
+    assert (got[0][1], got[1][1]) == (CFG.num_step - 1, joined + CFG.num_step - 1)
+    assert torch.equal(got[0][0], _alone(runner, a, sa, CFG))
+    assert torch.equal(got[1][0], _alone(runner, d, sd, CFG))
+
+
+def test_a_sequence_stopped_while_it_waits_gives_its_place_to_the_one_behind(lm_and_tokenizer, prompts):
+    """c waits (no room beside a and b) and d behind it; c stopped, d joins at that boundary, beside a and b."""
+    runner = StaticRunner(lm_and_tokenizer[0], buckets=(128, 256, 288))
+    (a, sa), (b, sb), (c, sc), (d, sd) = prompts
+    rows = [packed_rows(p) for p, _ in prompts]
+    assert rows[0] + rows[1] + rows[3] <= runner.max_rows < rows[0] + rows[1] + rows[2]
+    got = _run(ContinuousBatch(runner, CFG), {0: [(a, sa), (b, sb)], 1: [(c, sc), (d, sd)]}, stops={2: [2]})
+    assert sorted(got) == [0, 1, 3] and got[3][1] == 2 + CFG.num_step - 1
+    assert torch.equal(got[3][0], _alone(runner, d, sd, CFG))
 
 
 def test_a_reference_kept_on_the_device_is_in_every_layout_it_runs_in(lm_and_tokenizer, prompts):
