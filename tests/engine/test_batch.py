@@ -12,9 +12,12 @@ from runner_reference import runner_tokens
 
 from engine.config import GenerationConfig
 from engine.constants import DEMO_MODEL
+from engine.lm.batch import BatchedGeneration
+from engine.lm.budget import MemoryBudget
 from engine.lm.checkpoint import load_lm, load_text_tokenizer
 from engine.lm.decode import generate_tokens
 from engine.lm.model import KeyRanges
+from engine.lm.plan import Plan, PlanItem
 from engine.lm.prompt import build_prompt
 from engine.lm.runner import StaticRunner, pack, packed_rows
 
@@ -103,6 +106,28 @@ def test_eager_reference_batch_equals_each_alone(lm_and_tokenizer):
         together = generate_tokens(lm, prompts, CFG, [torch.Generator().manual_seed(s) for s in seeds])
         for got, p, s in zip(together, prompts, seeds):
             assert torch.equal(got, generate_tokens(lm, [p], CFG, torch.Generator().manual_seed(s))[0])
+
+
+def test_eager_waves_draw_each_plans_items_from_its_own_generator(lm_and_tokenizer):
+    """The eager path's waves (item i of every plan that has one): a plan of one item beside a plan of two, the second
+    plan alone in wave 1, still draws from its own generator there: each plan gets its lone tokens."""
+    lm, tok = lm_and_tokenizer
+    ref = _ref(24)
+    short = Plan([PlanItem("One item only.", 9, "Some words here.", ref)], "en", None, False, False)
+    long = Plan([PlanItem(text, T, "Some words here.", ref) for text, T in [("The first item.", 11), ("Then.", 6)]],
+                "en", None, False, False)
+
+    def prompt_of(plan, i, chunk0):
+        item = plan.items[i]
+        return build_prompt(tok, lm.cfg, item.text, item.target_len, ref_text=item.ref_text, ref_tokens=item.ref_tokens,
+                            language=plan.language)
+
+    cpu = torch.device("cpu")
+    batched = BatchedGeneration(lm, MemoryBudget.for_device(cpu, lm.cfg, torch.float32), cpu)
+    together = batched.plans([short, long], CFG, [5, 6], prompt_of, lambda step: None)
+    for got, plan, seed in zip(together, [short, long], [5, 6]):
+        alone = batched.plans([plan], CFG, [seed], prompt_of, lambda step: None)[0]
+        assert len(got) == len(plan.items) and all(torch.equal(a, b) for a, b in zip(got, alone))
 
 
 def test_packed_sequences_see_only_themselves(lm_and_tokenizer):
