@@ -148,3 +148,21 @@ def test_a_long_decode_keeps_at_most_two_runs_in_flight_and_hands_out_its_own_ar
     for wave, decode in zip(out, held):
         assert wave.shape == decode.host_waves[0].shape
         assert not np.shares_memory(wave, decode.host_waves[0].numpy())
+
+
+def test_a_piece_longer_than_a_decode_batch_is_decoded_by_itself(engine, monkeypatch):
+    """With `decode_together`, a piece of more than DECODE_TOGETHER_FRAMES frames (up to 60 s can be made in one piece:
+    more than the cap's 40 s) is a run of its own, and so is each one of its length after it; their waves are their
+    one-by-one decodes."""
+    queued, queue = [], engine.codec.queue_decode
+    monkeypatch.setattr(engine.codec, "queue_decode", lambda pieces: queued.append(len(pieces)) or queue(pieces))
+    g = torch.Generator().manual_seed(5)
+    pieces = [torch.randint(0, engine.codec.codebook_size, (8, 9), generator=g) for _ in range(2)]
+    alone = engine._decode_pieces(pieces)  # one by one: the CPU's way
+    monkeypatch.setattr(engine_module, "DECODE_TOGETHER_FRAMES", 8)
+    monkeypatch.setattr(engine, "decode_together", True)
+    queued.clear()
+    together = engine._decode_pieces(pieces)
+    assert queued == [1, 1]
+    for got, want in zip(together, alone, strict=True):
+        np.testing.assert_array_equal(got, want)
