@@ -51,6 +51,15 @@ class ModelConfig:
         )
 
 
+MAX_SEED = 2**63 - 1  # the largest seed (a signed 64-bit integer)
+
+
+def offset_seed(seed: int, offset: int) -> int:
+    """The seed `offset` places after `seed` (take j of a line, piece i of a stream): seed + offset, from 0 again past
+    MAX_SEED, so that every seed in range has its takes and pieces."""
+    return (seed + offset) % (MAX_SEED + 1)
+
+
 # The accepted range of each setting a person chooses: (label, low, high, whole number). The bounds
 # keep every request finite: a speed or a fixed duration sets how much audio one piece holds, and
 # memory grows with its square; 0.25-4 is also the OpenAI speech API's speed range.
@@ -67,7 +76,7 @@ SETTING_RANGES = {
     "fade_duration": ("fade", 0.0, 10.0, False),
     "speed": ("speed", 0.25, 4.0, False),
     "duration": ("duration", 0.0, 600.0, False),  # seconds; a streamed piece gets its share, however small
-    "seed": ("seed", 0, 2**63 - 1, True),
+    "seed": ("seed", 0, MAX_SEED, True),
 }
 ABOVE_LOW = {"duration", "t_shift"}
 OPTIONAL_SETTINGS = {"speed", "duration", "seed"}  # None: natural pace, automatic length, random seed

@@ -23,7 +23,7 @@ from engine.checks.policy import CheckMode
 from engine.checks.takes import Checks, checked_take
 from engine.checks.verdict import Verdict
 from engine.codec import AudioCodec, QueuedDecode
-from engine.config import GenerationConfig, Mode
+from engine.config import GenerationConfig, Mode, offset_seed
 from engine.constants import SAMPLE_RATE
 from engine.decode_graphs import decoder_for
 from engine.device_span import DeviceSpan
@@ -277,17 +277,19 @@ class Engine:
     def takes(self, text: str, voice: Voice | None = None, *, instruct: str | None = None,
               language: str | None = None, config: GenerationConfig | None = None, n: int = 1,
               cancel: threading.Event | None = None) -> list[SynthesisResult]:
-        """`n` takes of `text`; take j is seeded config.seed + j and equals `synthesize` with that seed."""
+        """`n` takes of `text`; take j is seeded config.seed + j (`offset_seed`) and equals `synthesize` with that
+        seed."""
         return self.render(self._request(text, voice, instruct=instruct, language=language, config=config), n=n,
                            cancel=cancel)
 
     def render(self, request: SpeechRequest, n: int = 1,
                cancel: threading.Event | None = None) -> list[SynthesisResult]:
         """`n` takes of a request, generated together (one batched forward per step); take j is seeded
-        config.seed + j and equals a lone render with that seed (their timings share the generation
-        time). Raises SettingError for a setting out of range and TextInputError for text over its limits."""
+        config.seed + j (`offset_seed`: from 0 again past the largest seed) and equals a lone render with that seed
+        (their timings share the generation time). Raises SettingError for a setting out of range and TextInputError
+        for text over its limits."""
         seed = self._seed(request.config.check())
-        return self.render_many([request.with_seed(seed + j) for j in range(n)], cancel)
+        return self.render_many([request.with_seed(offset_seed(seed, j)) for j in range(n)], cancel)
 
     def render_many(self, requests: list[SpeechRequest], cancel: threading.Event | None = None
                     ) -> list[SynthesisResult]:
@@ -421,7 +423,7 @@ class Engine:
                 requests = []
                 for index, (piece, _) in group:
                     share = len(piece) / len(text)  # a fixed duration is shared out by length
-                    piece_cfg = cfg.replace(seed=seed + index,
+                    piece_cfg = cfg.replace(seed=offset_seed(seed, index),
                                             duration=None if cfg.duration is None else cfg.duration * share)
                     requests.append(SpeechRequest(text=piece, voice=voice, instruct=instruct, language=language,
                                                   config=piece_cfg))

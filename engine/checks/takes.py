@@ -10,6 +10,7 @@ from engine.checks.budget import CheckBudget
 from engine.checks.checker import Checker
 from engine.checks.policy import CheckPolicy, choose
 from engine.checks.verdict import Verdict
+from engine.config import offset_seed
 from engine.request import SpeechRequest
 
 
@@ -27,7 +28,7 @@ def checked_take(engine, request: SpeechRequest, *, cancel: threading.Event | No
     line's seed; takes use it, then the next seeds. `budget`: how long checks and retakes may delay the line."""
 
     def render(offset: int, n: int):
-        return engine.render(request.with_seed(request.config.seed + offset), n=n, cancel=cancel)
+        return engine.render(request.with_seed(offset_seed(request.config.seed, offset)), n=n, cancel=cancel)
 
     def check(results) -> list[Verdict]:
         return [checks.checker.check(r.audio, r.sample_rate, request.text, checks.policy.thresholds,

@@ -7,7 +7,7 @@ import torch
 
 import engine.engine as engine_module
 import engine.lm.batch as batch_module
-from engine.config import GenerationConfig
+from engine.config import MAX_SEED, GenerationConfig
 from engine.engine import ahead_groups
 from engine.lm.runner import StaticRunner
 from engine.voice import Voice
@@ -166,3 +166,14 @@ def test_a_piece_longer_than_a_decode_batch_is_decoded_by_itself(engine, monkeyp
     assert queued == [1, 1]
     for got, want in zip(together, alone, strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def test_takes_and_pieces_past_the_largest_seed_start_again_from_0(engine, voice):
+    """Take j and piece i are seeded seed + j and seed + i (`offset_seed`): from the largest seed, the next is 0, whose
+    lone render the take is (a seed in range has its takes and its stream's pieces)."""
+    last = CFG.replace(seed=MAX_SEED)
+    takes = engine.takes("One line, two takes.", voice, config=last, n=2)
+    assert [take.seed for take in takes] == [MAX_SEED, 0]
+    alone = engine.synthesize("One line, two takes.", voice, config=CFG.replace(seed=0))
+    assert all(a.equal(b) for a, b in zip(takes[1].tokens, alone.tokens, strict=True))
+    assert [chunk.seed for chunk in engine.stream(TEXT, voice, config=last)] == [MAX_SEED, 0, 1, 2, 3]

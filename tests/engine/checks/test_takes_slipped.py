@@ -1,12 +1,17 @@
-"""Take checks a stranger's planted bugs got past: a retake uses new seeds, best of N breaks ties by the voice,
-a word error rate exactly at the threshold passes, a text is scored by its own language's rules, and short
-natural pauses are not dropouts."""
+"""Take checks a stranger's planted bugs got past: a retake uses new seeds (from 0 again past the largest), best of N
+breaks ties by the voice, a word error rate exactly at the threshold passes, a text is scored by its own language's
+rules, and short natural pauses are not dropouts."""
+from types import SimpleNamespace
+
 import numpy as np
 
 from engine.checks.policy import CheckMode, CheckPolicy, choose
 from engine.checks.signal import check_gaps
+from engine.checks.takes import Checks, checked_take
 from engine.checks.verdict import Check, Thresholds, Verdict
 from engine.checks.words import check_words, tokens
+from engine.config import MAX_SEED, GenerationConfig
+from engine.request import SpeechRequest
 
 RATE = 24000
 
@@ -68,3 +73,22 @@ def test_a_short_natural_pause_is_not_a_dropout():
     assert natural["dropouts"].passed and natural["dropouts"].score == 0 and natural["pauses"].passed
     cut = {c.name: c for c in check_gaps(speech_with_gap(0.15, fade_s=0.0), RATE, Thresholds())}
     assert not cut["dropouts"].passed and cut["dropouts"].score == 1  # the control: a hard cut is one
+
+
+def test_a_retake_past_the_largest_seed_starts_again_from_0():
+    """checked_take's retake of a line seeded MAX_SEED renders seed 0 (engine/config.py offset_seed)."""
+    seeds = []
+
+    class Rendering:
+        def render(self, request, n=1, cancel=None):
+            seeds.append(request.config.seed)
+            return [SimpleNamespace(audio=np.zeros(RATE, np.float32), sample_rate=RATE)] * n
+
+    class Failing:
+        def check(self, *args, **kwargs):
+            return verdict(Check("words", 0.5, 0.2, False))
+
+    request = SpeechRequest(text="A line.", config=GenerationConfig(seed=MAX_SEED))
+    checks = Checks(CheckPolicy(CheckMode.RETAKE, retries=1), Failing())
+    checked_take(Rendering(), request, cancel=None, checks=checks, reference=None)
+    assert seeds == [MAX_SEED, 0]
