@@ -68,7 +68,8 @@ def _alone(lm, runner, prompt, seed):
     return generate_tokens(lm, [prompt], CFG, [torch.Generator().manual_seed(seed)])[0]
 
 
-@pytest.mark.parametrize("buckets", [(128, 256, 512), (16,)], ids=["in the batch", "too large: eagerly"])
+@pytest.mark.parametrize("buckets", [(128, 256, 512), (16,), (48,)],
+                         ids=["in the batch", "too large: eagerly", "chunk 0 in the batch, the later ones beside it"])
 def test_later_chunks_follow_chunk_0_and_each_item_gets_its_lone_tokens(engine, buckets, monkeypatch):
     done = JoiningGeneration._done  # where every item's tokens land, and chunk 0's go on to the later chunks
     monkeypatch.setattr(JoiningGeneration, "_done", lambda self, job, j, i, tokens:
