@@ -238,3 +238,21 @@ def test_cancel_stops_between_steps(engine, voice):
     with pytest.raises(Cancelled):
         engine.synthesize(TEXT, voice=voice, config=GenerationConfig(num_step=4), cancel=stop)
     assert engine.synthesize("Still works.", voice=voice, config=GenerationConfig(num_step=2)).audio.size
+
+
+def test_a_cancel_set_while_the_eager_path_generates_stops_it_at_the_next_step(engine, voice, monkeypatch):
+    """The eager path's batch asks its own cancel (set once every call in it is) before each step: set during step 0,
+    no further step runs."""
+    from engine.lm.decode import EagerGeneration
+
+    stop, steps, step = threading.Event(), [], EagerGeneration.step
+
+    def stepping(self):
+        steps.append(self.done)
+        step(self)
+        stop.set()
+
+    monkeypatch.setattr(EagerGeneration, "step", stepping)
+    with pytest.raises(Cancelled):
+        engine.synthesize(TEXT, voice=voice, config=GenerationConfig(num_step=4), cancel=stop)
+    assert steps == [0]
