@@ -1,6 +1,6 @@
 """A batch never takes more than the memory budget: the eager loop cuts its batches by the budget's
 estimate, and the graph runner only has the buckets whose step fits it (a batch is cut to its largest).
-The estimate itself is checked against the allocator's peak on a GPU (tests/gpu/)."""
+On a GPU, tools/bench_batch.py reports the estimate beside the allocator's peak (no test compares them)."""
 import dataclasses
 
 import torch
@@ -64,3 +64,17 @@ def test_the_budget_is_a_share_of_the_free_gpu_memory(monkeypatch):
     gpu = MemoryBudget.for_device(torch.device("cuda"), lm.cfg, torch.float16)
     assert gpu.bytes == 5 * 2**30 and gpu.dtype_bytes == 2
     assert MemoryBudget.for_device(torch.device("cpu"), lm.cfg, torch.float32, cpu_bytes=123).bytes == 123
+
+
+def test_an_eager_batch_is_estimated_padded_to_its_longest_prompt():
+    """upstream's CFG batch pads every row to the longest prompt: a short prompt beside a long one is estimated above
+    the long one alone (`cut` grows a run while its estimate fits: it must never fall as a prompt joins)."""
+    from engine.config import ModelConfig
+    from engine.lm.prompt import PromptItem
+
+    def prompt(length: int, target: int) -> PromptItem:
+        return PromptItem(torch.zeros(8, length, dtype=torch.long), torch.zeros(length, dtype=torch.bool), target)
+
+    budget = MemoryBudget(2**40, ModelConfig(), 2)  # the released model's shapes, fp16
+    short, long = prompt(20, 5), prompt(400, 100)
+    assert budget.eager_bytes([short, long]) > budget.eager_bytes([long]) > budget.eager_bytes([short, short])
