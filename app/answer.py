@@ -5,7 +5,7 @@ through it; a whole text given at once goes through `speak_whole`, the engine's 
 
 One voice for the whole answer: a saved voice is the reference of every clause; an automatic voice (no saved
 voice, no attributes) is the first clause's own, carried on as reference, as Engine.stream does for long text.
-Clause i is seeded seed + i, as Engine.stream seeds its pieces.
+Clause i is seeded offset_seed(seed, i) (engine/config.py), as Engine.stream seeds its pieces.
 
 With the app's take checks on, each clause is checked by their policy within a latency budget (engine/checks/
 budget.py: what checks and retakes may add to a clause after its first take(s)); a budget of 0 turns them off for
@@ -32,7 +32,7 @@ from engine.audio.pcm import to_int16
 from engine.checks.budget import DEFAULT_BUDGET_MS, CheckBudget
 from engine.checks.policy import CheckMode, CheckPolicy
 from engine.checks.takes import Checks, checked_take
-from engine.config import GenerationConfig
+from engine.config import GenerationConfig, offset_seed
 from engine.constants import SAMPLE_RATE
 from engine.errors import TextInputError
 from engine.request import SpeechRequest
@@ -41,11 +41,11 @@ from engine.text.limits import MAX_TEXT_CHARS
 from engine.voice import Voice
 
 from . import generation
-from .api.schemas import MAX_SEED
 from .api.voices import ChosenVoice
 from .checks import policy_from
 from .context import AppContext
 from .metrics import LiveMetrics
+from .settings import MAX_SEED
 from .worker import Job, outcome
 
 log = logging.getLogger(__name__)
@@ -200,7 +200,8 @@ class StreamedAnswer:
         engine = self.ctx.host.engine  # the model of now: a mode switch mid-answer (a job before this) replaced it
         self._made_by = (engine.mode.value, engine.backend, engine.is_demo)
         request = SpeechRequest(text=text, voice=self._voice, instruct=self._chosen.instruct,
-                                language=self._language, config=self._config.replace(seed=self._config.seed + index))
+                                language=self._language, config=self._config.replace(
+                                    seed=offset_seed(self._config.seed, index)))
         checks = Checks(self._policy, self.ctx.checks.checker()) if self._policy.mode != CheckMode.OFF else None
         if checks is None:
             result, verdict = engine.render(request, cancel=cancel)[0], None

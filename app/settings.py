@@ -101,6 +101,7 @@ class Settings:
 DEFAULTS = MappingProxyType({f.name: f.default for f in fields(Settings)})
 # What a value may be beyond its type, the one home of these bounds: the widgets that show a setting
 # (app/ui/advanced.py, app/ui/checks.py) and the API's fields (app/api/schemas.py) read them from here.
+MAX_SEED = 2**31 - 2  # the largest seed a person picks on the page or sends to the API (the engine takes more)
 CHOICES = {"mode": MODE_NAMES, "check_mode": tuple(m.value for m in CheckMode)}
 RANGES = {"steps": (4, 64), "guidance": (0.0, 4.0), "pad": (0.0, 1.0), "fade": (0.0, 0.5),
           "history_max_entries": (1, 100_000),

@@ -7,12 +7,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.config import SETTING_RANGES
 
-from ..settings import RANGES
+from ..settings import MAX_SEED, RANGES
 from .errors import ApiError
 
 # Every name is served by the one loaded engine; OpenAI's are accepted so that existing clients work.
 MODELS = ("omnivoice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
-MAX_SEED = 2**31 - 2
 
 
 class VoiceRef(BaseModel):

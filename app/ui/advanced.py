@@ -10,10 +10,8 @@ from engine.config import SETTING_RANGES, GenerationConfig
 from engine.text.normalize import INSTALL_HINT, normalize_available
 
 from ..context import AppContext
-from ..settings import RANGES
+from ..settings import MAX_SEED, RANGES
 from .state import SettingsView, shown
-
-MAX_SEED = 2**31 - 2
 
 
 @dataclass

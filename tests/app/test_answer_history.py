@@ -14,7 +14,7 @@ from app.history import History
 from app.settings import Settings
 from app.ui.history import history_rows
 from app.worker import GpuWorker
-from engine.config import GenerationConfig
+from engine.config import MAX_SEED, GenerationConfig
 from engine.constants import SAMPLE_RATE
 
 
@@ -24,23 +24,24 @@ class StandInEngine:
     mode, backend, is_demo = SimpleNamespace(value="hifi"), "stand-in", False
 
     def __init__(self):
-        self.rendered = 0
+        self.rendered, self.seeds = 0, []
 
     def render(self, request, cancel=None):
         self.rendered += 1
+        self.seeds.append(request.config.seed)
         return [SimpleNamespace(audio=np.full(SAMPLE_RATE // 10, self.rendered / 10, np.float32), tokens=None)]
 
 
-def answer_in(tmp_path, pieces, finish=True):
+def answer_in(tmp_path, pieces, finish=True, *, seed=7, engine=None):
     """(History, the answer's spoken clauses) after `pieces` are sent, then `finish` (or the answer cancelled
-    after its first clause)."""
+    after its first clause), rendered by `engine` (a StandInEngine if None)."""
     worker, history = GpuWorker(name="test-answer-history"), History(tmp_path)
-    ctx = SimpleNamespace(host=SimpleNamespace(engine=StandInEngine()), worker=worker, settings=Settings(),
+    ctx = SimpleNamespace(host=SimpleNamespace(engine=engine or StandInEngine()), worker=worker, settings=Settings(),
                           history=history)
 
     async def speak():
         answer = StreamedAnswer(ctx, ChosenVoice(voice=None, instruct="female", label="designed: female"),
-                                language="en", config=GenerationConfig(seed=7), lane="wyoming")
+                                language="en", config=GenerationConfig(seed=seed), lane="wyoming")
         for piece in pieces:
             answer.add(piece)
         spoken = []
@@ -90,3 +91,10 @@ def test_the_history_table_says_an_answer_came_from_wyoming(tmp_path):
     history, _ = answer_in(tmp_path, ["Hello there."])
     rows, _ = history_rows(SimpleNamespace(history=history))
     assert rows[0][2] == "designed: female · via Wyoming"
+
+
+@pytest.mark.parametrize("seed, seeds", [(7, [7, 8, 9]), (MAX_SEED - 1, [MAX_SEED - 1, MAX_SEED, 0])])
+def test_clause_i_is_seeded_i_places_after_the_answers_seed_from_0_again_past_the_largest(tmp_path, seed, seeds):
+    engine = StandInEngine()
+    _, spoken = answer_in(tmp_path, ["One. Two. Three."], seed=seed, engine=engine)
+    assert len(spoken) == 3 and engine.seeds == seeds
