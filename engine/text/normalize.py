@@ -168,13 +168,22 @@ def wetext_grammar(language: str) -> Callable[[str], str]:
     try:
         if language == "chinese":
             from tn.chinese.normalizer import Normalizer
+            _quiet_wetext()
             # only numbers and symbols change: no rewriting of characters, punctuation or interjections
             return Normalizer(remove_interjections=False, remove_erhua=False, traditional_to_simple=False,
                               remove_puncts=False, full_to_half=False).normalize
         from tn.english.normalizer import Normalizer
+        _quiet_wetext()
         return Normalizer().normalize
     except ImportError:
         raise _missing_package(language) from None
+
+
+def _quiet_wetext() -> None:
+    """WeTextProcessing's logger says which grammar files it loads (INFO, on the app's terminal, through a handler of
+    its own that its import sets up): only its warnings and errors are said, so a person's terminal keeps one line per
+    event of the app's."""
+    logging.getLogger("wetext").setLevel(logging.WARNING)
 
 
 def _missing_package(language: str) -> TextInputError:

@@ -46,3 +46,16 @@ def test_without_the_package_english_and_chinese_say_how_to_install_it(monkeypat
         assert normalize_text("   ", "en") == "   "
     finally:
         normalize.wetext_grammar.cache_clear()
+
+
+
+@needs_tn
+@pytest.mark.parametrize("language", ["english", "chinese"])
+def test_loading_a_grammar_says_nothing_on_the_terminal(language, capfd):
+    """WeTextProcessing's own handler said "found existing fst: ..." at INFO for every grammar file it loaded."""
+    normalize.wetext_grammar.cache_clear()
+    try:
+        normalize.wetext_grammar(language)
+    finally:
+        normalize.wetext_grammar.cache_clear()
+    assert capfd.readouterr().err == ""
