@@ -307,6 +307,22 @@ def test_calls_that_join_the_batch_after_it_gives_way_are_not_left_waiting(pool)
                           ("step", [20, 11]), ("done", 20), ("done", 11)]
 
 
+def _to_join_to_run_first_and_left_waiting(pool, log: GivesWay, gathering: Gathering, *, ahead: int,
+                                           stop: threading.Event | None = None):
+    """A batch (a plain call of work `ahead`, key a) has taken its step 0; then a plain call of key a (40: it may join),
+    a stream (10: it runs first at the next boundary) and a plain call of key b (11, left by `stop`: it waits for the
+    batch's end) wait, in that order. The futures of the batch's call, of the one of key a and of the one of key b."""
+    first = pool.submit(gathering.run, ahead, "a")
+    log.tick()  # its step 0
+    joined = pool.submit(gathering.run, 40, "a")
+    waiting(gathering, 1)
+    pool.submit(_stream, gathering, 10)
+    waiting(gathering, 2)
+    other_key = pool.submit(gathering.run, 11, "b", stop)
+    waiting(gathering, 3)
+    return first, joined, other_key
+
+
 def test_a_batch_that_left_calls_waiting_when_it_gave_way_gives_way_no_more(pool):
     """Never two starting batches in a row ahead of a call waiting: the batch gave way to a stream while a plain call of
     another key waited for its end, so once the calls it held then are done it does not give way again (to the streams
@@ -314,14 +330,7 @@ def test_a_batch_that_left_calls_waiting_when_it_gave_way_gives_way_no_more(pool
     the plain call is done before the younger runs: it waits for two starting batches, not three."""
     log = GivesWay()
     gathering = Gathering(log)
-    ahead = pool.submit(gathering.run, 30, "a")
-    log.tick()  # its step 0
-    joined = pool.submit(gathering.run, 40, "a")
-    waiting(gathering, 1)
-    pool.submit(_stream, gathering, 10)
-    waiting(gathering, 2)
-    plain = pool.submit(gathering.run, 11, "b")
-    waiting(gathering, 3)
+    ahead, joined, plain = _to_join_to_run_first_and_left_waiting(pool, log, gathering, ahead=30)
     for _ in range(2):  # the stream first, the plain call of key a joins; steps 1 and 2: the held call is done
         log.tick()
     assert ahead.result(TIMEOUT_S) == 300
@@ -382,15 +391,8 @@ def test_a_batch_gives_way_again_once_the_call_it_left_waiting_is_cancelled(pool
     again, to a stream started meanwhile, instead of making it wait for the batch's end."""
     log = GivesWay()
     gathering = Gathering(log)
-    ahead = pool.submit(gathering.run, 20, "a")
-    log.tick()  # its step 0
-    joined = pool.submit(gathering.run, 40, "a")
-    waiting(gathering, 1)
-    pool.submit(_stream, gathering, 10)
-    waiting(gathering, 2)
     stop = threading.Event()
-    left = pool.submit(gathering.run, 11, "b", stop)
-    waiting(gathering, 3)
+    ahead, joined, left = _to_join_to_run_first_and_left_waiting(pool, log, gathering, ahead=20, stop=stop)
     log.after_step = stop.set  # during the stream's step
     log.tick()  # the stream first, the plain call of key a joins; step 1: the held call is done
     assert ahead.result(TIMEOUT_S) == 200 and isinstance(left.exception(TIMEOUT_S), Cancelled)
