@@ -183,7 +183,8 @@ def _quiet_wetext() -> None:
     """WeTextProcessing's logger says which grammar files it loads (INFO, on the app's terminal, through a handler of
     its own that its import sets up): only its warnings and errors are said, so a person's terminal keeps one line per
     event of the app's."""
-    logging.getLogger("wetext").setLevel(logging.WARNING)
+    from tn.processor import logger as wetext_log
+    wetext_log.setLevel(logging.WARNING)
 
 
 def _missing_package(language: str) -> TextInputError:
