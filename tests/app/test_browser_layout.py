@@ -49,7 +49,7 @@ def test_the_result_stays_in_view_while_generating(running_app, browser, tmp_pat
         steps = tab.get_by_label("number input for Steps")
         steps.fill("4")
         steps.press("Enter")
-        page.locator("#design-text textarea").fill(" ".join(f"Sentence {i} keeps the model busy." for i in range(30)))
+        page.locator("#design-text textarea").fill(" ".join(f"Sentence {i} keeps the model busy." for i in range(90)))
         page.locator("#design-generate").click()
         page.wait_for_selector("#design-stop.vd-active", timeout=60_000)  # shown while it runs
         page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
