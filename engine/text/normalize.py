@@ -166,14 +166,13 @@ def wetext_grammar(language: str) -> Callable[[str], str]:
     """WeTextProcessing's normalizer for "english" or "chinese", built once (loading takes seconds); called in
     the child process (normalize_process)."""
     try:
+        _quiet_wetext()
         if language == "chinese":
             from tn.chinese.normalizer import Normalizer
-            _quiet_wetext()
             # only numbers and symbols change: no rewriting of characters, punctuation or interjections
             return Normalizer(remove_interjections=False, remove_erhua=False, traditional_to_simple=False,
                               remove_puncts=False, full_to_half=False).normalize
         from tn.english.normalizer import Normalizer
-        _quiet_wetext()
         return Normalizer().normalize
     except ImportError:
         raise _missing_package(language) from None
