@@ -45,7 +45,7 @@ from .api.voices import ChosenVoice
 from .checks import policy_from
 from .context import AppContext
 from .metrics import LiveMetrics
-from .settings import MAX_SEED
+from .settings import random_seed
 from .worker import Job, outcome
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class StreamedAnswer:
         self.ctx = ctx
         self.owner = f"answer-{secrets.token_hex(4)}"
         self._chosen, self._language, self._lane = chosen, language, lane
-        self._config = config if config.seed is not None else config.replace(seed=secrets.randbelow(MAX_SEED))
+        self._config = config if config.seed is not None else config.replace(seed=random_seed())
         self._voice = chosen.voice  # after the first clause: the voice carried on
         # the app's take checks apply to answers too, within the budget (0: off for this answer)
         self._policy = policy_from(ctx.settings) if check_budget_ms > 0 else CheckPolicy()

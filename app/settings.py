@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import secrets
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
@@ -101,7 +102,7 @@ class Settings:
 DEFAULTS = MappingProxyType({f.name: f.default for f in fields(Settings)})
 # What a value may be beyond its type, the one home of these bounds: the widgets that show a setting
 # (app/ui/advanced.py, app/ui/checks.py) and the API's fields (app/api/schemas.py) read them from here.
-MAX_SEED = 2**31 - 2  # the largest seed a person picks on the page or sends to the API (the engine takes more)
+MAX_PICKED_SEED = 2**31 - 2  # the largest seed a person picks on the page or sends to the API (the engine takes more)
 CHOICES = {"mode": MODE_NAMES, "check_mode": tuple(m.value for m in CheckMode)}
 RANGES = {"steps": (4, 64), "guidance": (0.0, 4.0), "pad": (0.0, 1.0), "fade": (0.0, 0.5),
           "history_max_entries": (1, 100_000),
@@ -146,3 +147,9 @@ def _same_kind(value, default) -> bool:
     if isinstance(default, int):
         return isinstance(value, int) and not isinstance(value, bool)
     return isinstance(value, type(default))
+
+
+def random_seed() -> int:
+    """A seed the app picks for a person who gave none: any of 0..MAX_PICKED_SEED, so that it can be typed back into
+    the page or sent to the API to hear the same take again."""
+    return secrets.randbelow(MAX_PICKED_SEED + 1)

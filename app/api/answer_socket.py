@@ -28,10 +28,10 @@ from engine.text.languages import resolve_language
 
 from ..answer import AnswerTooLong, StreamedAnswer
 from ..context import AppContext
-from ..settings import RANGES
+from ..settings import MAX_PICKED_SEED, RANGES
 from .access import ApiAccess
 from .errors import ApiError
-from .schemas import MAX_SEED, validated
+from .schemas import validated
 from .speech import LANE, generation_config
 from .voices import choose_voice
 
@@ -52,7 +52,7 @@ class AnswerStart(BaseModel):
     voice: str
     instructions: str | None = None
     language: str | None = None
-    seed: int | None = Field(None, ge=0, le=MAX_SEED)
+    seed: int | None = Field(None, ge=0, le=MAX_PICKED_SEED)
     speed: float = Field(1.0, ge=SETTING_RANGES["speed"][1], le=SETTING_RANGES["speed"][2])
     steps: int | None = Field(None, ge=RANGES["steps"][0], le=RANGES["steps"][1])
     guidance: float | None = Field(None, ge=RANGES["guidance"][0], le=RANGES["guidance"][1])

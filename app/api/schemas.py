@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.config import SETTING_RANGES
 
-from ..settings import MAX_SEED, RANGES
+from ..settings import MAX_PICKED_SEED, RANGES
 from .errors import ApiError
 
 # Every name is served by the one loaded engine; OpenAI's are accepted so that existing clients work.
@@ -31,7 +31,7 @@ class SpeechRequest(BaseModel):
     stream_format: Literal["audio", "sse"] = "audio"
     # VoiceDesk's extensions (None: the app's saved setting)
     language: str | None = None  # id or English name; None: detected by the model
-    seed: int | None = Field(None, ge=0, le=MAX_SEED)
+    seed: int | None = Field(None, ge=0, le=MAX_PICKED_SEED)
     quality: Literal["hifi", "realtime"] | None = None  # must match the loaded mode
     steps: int | None = Field(None, ge=RANGES["steps"][0], le=RANGES["steps"][1])
     guidance: float | None = Field(None, ge=RANGES["guidance"][0], le=RANGES["guidance"][1])

@@ -32,9 +32,9 @@ from ..checks import policy_from
 from ..context import AppContext
 from ..encoder import EncodeError, open_encoder
 from ..live import LiveStream
-from ..settings import Settings
+from ..settings import Settings, random_seed
 from .errors import ApiError
-from .schemas import MAX_SEED, SpeechRequest
+from .schemas import SpeechRequest
 from .voices import choose_voice
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class SpeechStream:
         if ctx.worker.waiting(LANE) >= max_waiting:
             raise ApiError(429, f"{max_waiting} API requests are already waiting for the GPU: try again shortly.",
                            code="queue_full", headers={"Retry-After": "1"})
-        self.seed = secrets.randbelow(MAX_SEED) if body.seed is None else body.seed
+        self.seed = random_seed() if body.seed is None else body.seed
         config = generation_config(ctx.settings, body, self.seed)
         self.request = generation.GenerationRequest(body.input, chosen.voice, instruct, language, config, chosen.label,
                                                     play_on_speakers=False, output_device=None)

@@ -13,7 +13,6 @@ project.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ from engine.text.languages import resolve_language
 from engine.text.spoken import spoken_text
 from engine.voice import Voice
 
+from ..settings import random_seed
 from .plan import Cue, Speaker, speech_seconds
 from .project import Project, Take
 
@@ -163,7 +163,7 @@ def _prepared(engine, project: Project, cue: Cue, voices: dict[str, Voice | None
     if speaker.needs_voice and voice is None and cue.line.text != speaker.reference:
         voice = voices[speaker.key] = _made_voice(engine, project, speaker, language=options.language,
                                                   speak_numbers=speak_numbers, cancel=cancel)
-    seed = options.seed if options.seed is not None and not new_seed else random.randrange(2**31 - 1)
+    seed = options.seed if options.seed is not None and not new_seed else random_seed()
     config = GenerationConfig(num_step=settings.steps, speed=options.speed, duration=options.duration, seed=seed,
                               normalize_text=speak_numbers)
     request = SpeechRequest(text=cue.line.text, voice=voice, instruct=options.instruct or speaker.instruct,
@@ -242,7 +242,7 @@ def _made_voice(engine, project: Project, speaker: Speaker, *, language: str | N
     """Render the speaker's reference line (a line of theirs still to come, or the start of this long one) and
     keep it as their voice."""
     settings = project.settings
-    config = GenerationConfig(num_step=settings.steps, seed=random.randrange(2**31 - 1), normalize_text=speak_numbers)
+    config = GenerationConfig(num_step=settings.steps, seed=random_seed(), normalize_text=speak_numbers)
     request = SpeechRequest(text=speaker.reference, instruct=speaker.instruct, language=language or settings.language,
                             config=config)
     result = engine.render(request, cancel=cancel)[0]

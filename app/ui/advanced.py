@@ -1,7 +1,6 @@
 """Advanced generation settings (one accordion per tab) and their translation to a GenerationConfig."""
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 
 import gradio as gr
@@ -10,7 +9,7 @@ from engine.config import SETTING_RANGES, GenerationConfig
 from engine.text.normalize import INSTALL_HINT, normalize_available
 
 from ..context import AppContext
-from ..settings import MAX_SEED, RANGES
+from ..settings import MAX_PICKED_SEED, RANGES, random_seed
 from .state import SettingsView, shown
 
 
@@ -51,7 +50,7 @@ def build_advanced(ctx: AppContext, view: SettingsView) -> AdvancedSettings:
                 *RANGES["guidance"], value=shown(ctx, "guidance"), step=0.1, label="Guidance",
                 info="how strongly to follow the text and voice"))
         with gr.Row(equal_height=True, elem_classes="vd-seed-row"):
-            seed = gr.Number(0, label="Seed", precision=0, minimum=0, maximum=MAX_SEED, scale=2)
+            seed = gr.Number(0, label="Seed", precision=0, minimum=0, maximum=MAX_PICKED_SEED, scale=2)
             randomize = gr.Checkbox(True, label="New random seed each time", scale=2)
             use_last = gr.Button("Use last seed", size="sm", scale=1, min_width=110)
         with gr.Row():  # two a row: the column is narrow
@@ -83,7 +82,7 @@ def build_advanced(ctx: AppContext, view: SettingsView) -> AdvancedSettings:
 def make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess,
                 pad=0.1, fade=0.1, normalize=False) -> GenerationConfig:
     """The GenerationConfig for these widget values; a random seed is drawn here so it can be shown."""
-    chosen = secrets.randbelow(MAX_SEED) if randomize or seed is None else int(seed)
+    chosen = random_seed() if randomize or seed is None else int(seed)
     return GenerationConfig(
         num_step=int(steps), guidance_scale=float(guidance), denoise=bool(denoise),
         preprocess_prompt=bool(preprocess), postprocess_output=bool(postprocess),

@@ -127,3 +127,21 @@ def test_each_setting_goes_to_its_own_generation_field(monkeypatch):
             config.seed) == (12, 2.5, False, True, False, 0.3, 0.05, True, 9)
     monkeypatch.setattr(settings_module, "normalize_available", lambda: False)
     assert saved.generation_config(seed=9).normalize_text is False
+
+
+@pytest.mark.parametrize("drawn", ["lowest", "highest"])
+def test_a_random_seed_is_one_a_person_can_send_back(monkeypatch, drawn):
+    """random_seed draws from all of 0..MAX_PICKED_SEED, and the API takes what it drew (and nothing above)."""
+    import secrets
+
+    from pydantic import ValidationError
+
+    from app.api.schemas import SpeechRequest
+    from app.settings import MAX_PICKED_SEED, random_seed
+
+    monkeypatch.setattr(secrets, "randbelow", lambda n: 0 if drawn == "lowest" else n - 1)
+    seed = random_seed()
+    assert seed == (0 if drawn == "lowest" else MAX_PICKED_SEED)
+    assert SpeechRequest(model="tts-1", input="Hi.", voice="alloy", seed=seed).seed == seed
+    with pytest.raises(ValidationError):
+        SpeechRequest(model="tts-1", input="Hi.", voice="alloy", seed=MAX_PICKED_SEED + 1)

@@ -16,6 +16,27 @@ def test_off_cuda_nothing_is_waited_for():
     assert not queue._events
 
 
+class _RecordedEvent:
+    """A step's event that records when the host waits on it."""
+
+    def __init__(self, step: int, waited: list[int]):
+        self.step, self._waited = step, waited
+
+    def synchronize(self) -> None:
+        self._waited.append(self.step)
+
+
+@pytest.mark.parametrize("ahead, queued", [(2, 5), (2, 2), (2, 3), (0, 1)])
+def test_catch_up_waits_on_the_oldest_steps_until_ahead_are_left(ahead, queued):
+    """The bound on the host alone (any machine): with `queued` steps unfinished, the host waits on the oldest
+    `queued - ahead` in order and leaves exactly `ahead` (none when as many as `ahead` are queued)."""
+    queue, waited = StepQueue(torch.device("cuda")), []
+    queue._events.extend(_RecordedEvent(step, waited) for step in range(queued))
+    queue.catch_up(ahead)
+    assert waited == list(range(max(queued - ahead, 0)))
+    assert [event.step for event in queue._events] == list(range(max(queued - ahead, 0), queued))
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the device's queue: needs a GPU")
 def test_catch_up_leaves_only_the_last_steps_unfinished():
     device = torch.device("cuda")
