@@ -1,7 +1,8 @@
 """Reading Wyoming events off a connection, with a reason for everything that is not one.
 
 The `wyoming` package's own reader ends the connection without a word on a header that is not JSON and fails
-with a KeyError on one without a type; here each becomes `MalformedEvent`, which the handler answers with an
+with a KeyError on one without a type (and json's parser with a RecursionError on `[[[[...`, header or data); here
+each becomes `MalformedEvent`, which the handler answers with an
 `error` event before it closes. Lengths are bounded: a text event never needs more than a megabyte."""
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ async def read_event(reader: asyncio.StreamReader) -> Event | None:
         header = json.loads(line)
     except ValueError:
         raise MalformedEvent("An event's header line is not JSON.") from None
+    except RecursionError:  # [[[[...]]]]: Python's parser gives up
+        raise MalformedEvent("An event's header line is nested too deeply.") from None
     if not isinstance(header, dict) or not isinstance(header.get("type"), str):
         raise MalformedEvent("An event's header has no type.")
     data = header.get("data") or {}
@@ -48,6 +51,8 @@ async def read_event(reader: asyncio.StreamReader) -> Event | None:
         return None
     except ValueError:  # json's errors, UnicodeDecodeError included
         raise MalformedEvent(f"The data of the '{header['type']}' event is not JSON.") from None
+    except RecursionError:
+        raise MalformedEvent(f"The data of the '{header['type']}' event is nested too deeply.") from None
     return Event(type=header["type"], data=data, payload=payload)
 
 

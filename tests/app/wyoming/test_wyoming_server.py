@@ -184,6 +184,8 @@ def test_bad_requests_get_error_events(server, events, code):
     b'{"type": "synthesize", "data_length": 99999999}\n',
     b'{"type": "synthesize", "data_length": 5}\n[1,2]',
     b"x" * 70000 + b"\n",
+    b"[" * 20000 + b"\n",  # nested past json's recursion limit, in a header under the line limit
+    b'{"type": "synthesize", "data_length": 20000}\n' + b"[" * 20000,  # and in an event's data
 ])
 def test_malformed_events_get_error_events(server, raw):
     port = server[0]
