@@ -167,6 +167,8 @@ class AnswerSocket:
             parsed = json.loads(data)
         except ValueError:
             raise ApiError(400, "A message is not JSON.") from None
+        except RecursionError:  # [[[[...]]]]: Python's parser gives up
+            raise ApiError(400, "A message is not JSON (nested too deeply).") from None
         if not isinstance(parsed, dict):
             raise ApiError(400, "A message must be a JSON object with a 'type'.", "type")
         return parsed

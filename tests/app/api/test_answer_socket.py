@@ -122,6 +122,8 @@ def refused(url: str, *messages, headers=AUTH) -> tuple[dict, int]:
     ([text("Hello.")], AUTH, 4400),
     (["not json"], AUTH, 4400),
     (["[1, 2]"], AUTH, 4400),
+    (["[" * 20_000], AUTH, 4400),  # nested past json's recursion limit
+    ([start(), "[" * 20_000], AUTH, 4400),
     ([b"\x00\x01"], AUTH, 1003),
     ([start(voice="nobody-here")], AUTH, 4404),
     ([start(steps=1000)], AUTH, 4400),
