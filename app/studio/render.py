@@ -72,7 +72,6 @@ class Progress:
         if event.kind in ("start", "stopped"):
             return
         estimate = estimate_seconds(event.cue)
-        self.estimated_left_s = max(0.0, self.estimated_left_s - estimate)
         if event.kind == "done":
             self.done += 1
             self.audio_s += event.take.seconds
@@ -80,6 +79,9 @@ class Progress:
             self.estimated_done_s += estimate
         else:
             self.failed += 1
+        # the sum less each line's estimate as it ends, which floats round: nothing is left once every line has ended
+        ended = self.done + self.failed == self.total
+        self.estimated_left_s = 0.0 if ended else max(0.0, self.estimated_left_s - estimate)
 
     @property
     def rtf(self) -> float | None:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from pages import CHROMIUM
+from served import CPU_ONLY
 from sounds import buzz
 
 from app.worker import GpuWorker
@@ -62,16 +63,17 @@ def port() -> int:
 
 
 @contextlib.contextmanager
-def launch_app(home: Path, prefix: tuple[str, ...] = (), until: str = "ready", api: bool = True):
+def launch_app(home: Path, prefix: tuple[str, ...] = (), until: str = "ready", api: bool = True, gpu: bool = False):
     """Run `launcher.py --demo` with its folders in `home` (behind `prefix`, a command such as unshare);
     yield once its model is `until` ("ready", or "answering": the API answers whatever the model does);
     stop it afterwards. Its terminal output goes to home/app.log. `api`: with the OpenAI-compatible API
-    switched on (`--api`)."""
+    switched on (`--api`). The app runs on the CPU, as on a machine without a GPU (`served.CPU_ONLY`), unless
+    `gpu`: then on what it finds."""
     from gradio_client import Client
 
     log = home / "app.log"
     port = free_port()
-    env = {**os.environ, "VOICEDESK_HOME": str(home)}
+    env = {**os.environ, "VOICEDESK_HOME": str(home), **({} if gpu else CPU_ONLY)}
     with log.open("w") as out:
         proc = subprocess.Popen([*prefix, sys.executable, "launcher.py", "--demo", "--no-browser", "--port", str(port),
                                  *(["--api"] if api else [])], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)

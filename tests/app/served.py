@@ -17,13 +17,16 @@ from engine.voice import Voice
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 300
+# The environment that hides every GPU from a launched app: the tests that launch one compare its audio with the CPU's
+# eager reference and pace themselves by the demo model's CPU speed (on a GPU it answers before they can watch it work)
+CPU_ONLY = {"CUDA_VISIBLE_DEVICES": ""}
 
 
 @contextlib.contextmanager
 def serving(home: Path, args: list[str], ready: Callable[[int, str], bool], voice: str | None = None,
             settings: str = "{}", env: dict[str, str] | None = None):
-    """Start `launcher.py serve --port P *args` with `settings` (JSON), the saved voice `voice` (if any) and `env`
-    added to the environment; yield (port, dirs, process, log file) once `ready(port, log text)`."""
+    """Start `launcher.py serve --port P *args` on the CPU (CPU_ONLY) with `settings` (JSON), the saved voice `voice`
+    (if any) and `env` added to the environment; yield (port, dirs, process, log file) once `ready(port, log text)`."""
     dirs = AppDirs(config=home / "config", data=home / "data", cache=home / "cache").create()  # as VOICEDESK_HOME
     dirs.settings_file.write_text(settings)
     if voice is not None:
@@ -35,7 +38,7 @@ def serving(home: Path, args: list[str], ready: Callable[[int, str], bool], voic
     log = home / "server.log"
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "launcher.py", "serve", "--port", str(port), *args], cwd=ROOT,
-                                env={**os.environ, "VOICEDESK_HOME": str(home), **(env or {})}, stdout=out,
+                                env={**os.environ, "VOICEDESK_HOME": str(home), **CPU_ONLY, **(env or {})}, stdout=out,
                                 stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S

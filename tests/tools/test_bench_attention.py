@@ -1,6 +1,7 @@
 """tools/kernels/bench_attention.py: `--before PATH[:key=value,...]` calls each copy of the kernel module with the
 settings written after its colon (ints and booleans), none without a colon; the operands have the model's layout."""
 import pytest
+import torch
 
 from kernels._triton import HAS_TRITON
 from tools.kernels.bench_attention import HEAD_DIM, N_KV_HEADS, N_Q_HEADS, load_kernel, operands
@@ -19,7 +20,8 @@ def test_before_spec_passes_its_settings(tmp_path):
 def test_operands_are_laid_out_as_the_fused_model_has_them():
     """v a view of the qkv projection's output (read with its row stride, as the model's attention reads it),
     q and k in buffers of their own."""
-    q, k, v = operands(3, device="cpu")  # Triton's interpreter without CUDA (tests/conftest.py)
+    # on a GPU its compiled kernel; without one, Triton's interpreter (tests/conftest.py), which takes CPU tensors
+    q, k, v = operands(3, device="cuda" if torch.cuda.is_available() else "cpu")
     width = (N_Q_HEADS + 2 * N_KV_HEADS) * HEAD_DIM
     assert v.stride() == (width, HEAD_DIM, 1) and v.storage_offset() == (N_Q_HEADS + N_KV_HEADS) * HEAD_DIM
     assert q.is_contiguous() and k.is_contiguous()

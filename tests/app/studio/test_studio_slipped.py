@@ -94,6 +94,22 @@ def test_time_left_follows_the_measured_pace(tmp_path):
     assert progress.rtf == pytest.approx(2.0) and progress.fraction == 0.25
 
 
+def test_no_time_is_left_once_every_line_has_ended(tmp_path, monkeypatch):
+    """Lines estimated 0.1, 0.2 and 0.7 s ending in the order 0.2, 0.1, 0.7: their sum less each in turn leaves
+    1.1e-16 s in floats; the CLI and the page show "0 s left" only at exactly 0."""
+    cues = plan_cues(parse_script("Line a.\nLine b.\nLine c.\n"), None, [])
+    estimates = dict(zip((c.key for c in cues), (0.1, 0.2, 0.7)))
+    monkeypatch.setattr("app.studio.render.estimate_seconds", lambda cue: estimates[cue.key])
+    progress = Progress.of(cues)
+    project = Projects(tmp_path).create("Ends")
+    for cue in (cues[1], cues[0]):
+        progress.add(RenderEvent("done", cue, project.add_take(cue.key, np.zeros(SAMPLE_RATE, np.float32),
+                                                                 SAMPLE_RATE, seed=1, render_s=0.5)))
+    assert progress.seconds_left > 0
+    progress.add(RenderEvent("failed", cues[2], error="the GPU ran out of memory"))
+    assert progress.seconds_left == 0 and progress.fraction == 1
+
+
 class SeedRecorder:
     """A stand-in engine that notes the seed of each render (the demo model would take seconds per line)."""
 
