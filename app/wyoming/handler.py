@@ -1,10 +1,12 @@
 """One Wyoming connection: `describe` -> `info`; `synthesize` -> audio-start, audio-chunk..., audio-stop as the
 engine makes the audio; streamed text (synthesize-start, synthesize-chunk..., synthesize-stop) -> each clause's
 audio-start, audio-chunk..., audio-stop as soon as it is spoken, then synthesize-stopped. A `synthesize` inside
-a stream is the full text sent for older servers: ignored, as the protocol asks. Other events are dropped.
+a stream (before its synthesize-stop) is the full text sent for older servers: ignored, as the protocol asks. Other
+events are dropped.
 
 Everything wrong gets an `error` event (text, code) and the connection is closed, with the answer's GPU jobs
-stopped; so does a client that goes away mid-answer. Requests of one connection are answered one after another.
+stopped; so does a client that goes away mid-answer. Requests of one connection are answered one after another:
+one sent while the answer before it is still spoken (a stream's synthesize-stop ends only its text) waits for it.
 """
 from __future__ import annotations
 
@@ -55,7 +57,7 @@ class AnswerHandler(AsyncEventHandler):
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, service: WyomingService):
         super().__init__(reader, writer)
         self.service, self.ctx = service, service.ctx
-        self._answer: StreamedAnswer | None = None  # the text stream being received
+        self._answer: StreamedAnswer | None = None  # the text stream being received (until its synthesize-stop)
         self._speaking: asyncio.Task | None = None  # writes the current answer's audio
 
     async def run(self) -> None:
@@ -115,6 +117,7 @@ class AnswerHandler(AsyncEventHandler):
             self._streaming(event).add(SynthesizeChunk.from_event(event).text)
         elif SynthesizeStop.is_type(event.type):
             self._streaming(event).finish()
+            self._answer = None  # its text is complete: what comes next is a new request, which waits for it
         elif Synthesize.is_type(event.type) and self._answer is None:  # inside a stream it only repeats the text
             await self._one_at_a_time()
             synthesize = Synthesize.from_event(event)

@@ -2,6 +2,7 @@
 describes, audio equal to the engine's for the same text, streamed text spoken clause by clause as each completes
 (order and content; never timing), and bad input answered with `error` events while the server lives on."""
 import asyncio
+import io
 import json
 import socket
 import struct
@@ -13,7 +14,7 @@ from served import serving
 from wyoming.audio import AudioChunk, AudioStart
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
-from wyoming.event import async_read_event
+from wyoming.event import async_read_event, write_event
 from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
@@ -154,6 +155,37 @@ def test_streamed_text_is_spoken_clause_by_clause_as_each_completes(server, engi
     assert len(heard) == 3
     for clause, reference in zip(heard, expected):
         np.testing.assert_array_equal(clause, reference)
+
+
+def test_requests_sent_while_a_stream_is_still_spoken_wait_their_turn(server):
+    """A stream's synthesize-stop ends its text, not the connection's turn: a second stream and a synthesize sent
+    right behind it (in one write, so the server reads them before the first clause can be spoken) are each
+    answered after it, in order."""
+    port = server[0]
+    requests = [SynthesizeStart(), SynthesizeChunk(text="The first stream. It has two sentences."), SynthesizeStop(),
+                SynthesizeStart(), SynthesizeChunk(text="The second stream."), SynthesizeStop(),
+                Synthesize(text="A whole text.")]
+    answers = ["audio-start", "audio-stop"] * 2 + ["synthesize-stopped"] + \
+        ["audio-start", "audio-stop", "synthesize-stopped"] + ["audio-start", "audio-stop"]
+
+    async def pipelined():
+        framed = io.BytesIO()
+        for request in requests:
+            write_event(request.event(), framed)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(framed.getvalue())
+        await writer.drain()
+        kinds = []
+        while len(kinds) < len(answers) and "error" not in kinds:
+            event = await asyncio.wait_for(async_read_event(reader), READ_TIMEOUT_S)
+            if event is None:
+                break
+            if event.type != "audio-chunk":
+                kinds.append(event.type)
+        writer.close()
+        return kinds
+
+    assert run(pipelined()) == answers
 
 
 def error_of(events) -> Error:
