@@ -45,7 +45,9 @@ def api_routes(ctx: AppContext, access: ApiAccess) -> list[BaseRoute]:
                 return await handler(request)
             except Exception as err:  # never a traceback to the client: a bug's goes to the log
                 error = as_api_error(err)
-                if isinstance(err, (ApiError, VoiceDeskError)):  # the client's mistake: one line in the log
+                # the client's mistake: one line in the log; one that left has nobody to answer (stop_early logged
+                # CLOSED_EARLY for its generation)
+                if isinstance(err, (ApiError, VoiceDeskError)) and not isinstance(err, ClientGone):
                     log.info("API %s refused (%s): %s", request.url.path, error.status, error.message)
                 return error.response()
         return route
@@ -110,8 +112,12 @@ def _model_object(name: str) -> dict:
     return {"id": name, "object": "model", "created": 0, "owned_by": "voicedesk"}
 
 
+class ClientGone(Cancelled):
+    """The client disconnected before its response started."""
+
+
 async def unless_disconnected(request: Request, awaitable):
-    """The awaitable's result, or raise Cancelled when the client disconnects first."""
+    """The awaitable's result, or raise ClientGone when the client disconnects first."""
     outcome: dict = {}
 
     async def run(scope):
@@ -124,7 +130,7 @@ async def unless_disconnected(request: Request, awaitable):
     async def watch(scope):
         while (await request.receive())["type"] != "http.disconnect":
             pass
-        outcome["error"] = Cancelled("The client disconnected.")
+        outcome["error"] = ClientGone("The client disconnected.")
         scope.cancel()
 
     async with anyio.create_task_group() as group:
