@@ -10,6 +10,7 @@ import pytest
 from conftest import ROOT, free_port
 from gradio_client import Client
 from pages import CHROMIUM, needs_chromium
+from served import CPU_ONLY
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route, WebSocketRoute
@@ -83,8 +84,8 @@ def network_app(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k != "VOICEDESK_API_KEY"}
     log = (home / "app.log").open("w")
     proc = subprocess.Popen([sys.executable, "launcher.py", "--demo", "--no-browser", "--host", "0.0.0.0", "--port",
-                             str(port), "--api-key", KEY], cwd=ROOT, env={**env, "VOICEDESK_HOME": str(home)},
-                            stdout=log, stderr=subprocess.STDOUT)
+                             str(port), "--api-key", KEY], cwd=ROOT,
+                            env={**env, "VOICEDESK_HOME": str(home), **CPU_ONLY}, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
     try:

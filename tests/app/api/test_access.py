@@ -15,6 +15,7 @@ from busy_worker import BusyWorker
 from conftest import ROOT, free_port
 from gradio_client import Client
 from pages import CHROMIUM, needs_chromium
+from served import CPU_ONLY
 
 from app.api.access import ApiAccess
 from app.api.errors import ApiError
@@ -32,7 +33,7 @@ def speech_args() -> dict:
 def launch(home: Path, *args: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "VOICEDESK_API_KEY"}
     return subprocess.Popen([sys.executable, "launcher.py", *args, "--demo"], cwd=ROOT,
-                            env={**env, "VOICEDESK_HOME": str(home)}, stdout=subprocess.PIPE,
+                            env={**env, "VOICEDESK_HOME": str(home), **CPU_ONLY}, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
 
