@@ -127,6 +127,8 @@ def render_lines(engine, project: Project, cues: list[Cue], saved_voice: Callabl
     checked (retaken, or the best of N kept) by its policy and the take keeps its verdict. `speak_numbers`:
     numbers, dates and currency are spoken as words (the app's "Speak numbers and dates"; upstream's
     normalize_text), in every line and in the reference lines voices are made from."""
+    if not cues:  # a finished project run again: no engine was loaded for it (app/studio/cli.py)
+        return
     checking = checks is not None and checks.policy.mode != CheckMode.OFF
     voices: dict[str, Voice | None] = {}
     references: dict[str, object] = {}  # speaker -> speaker embedding of its voice, for the voice check

@@ -78,6 +78,21 @@ def test_render_resumes_after_the_process_is_killed(home, tmp_path):
     assert "%|" in done.stderr and "RTF" in done.stderr  # the progress bar
 
 
+def test_a_finished_project_run_again_writes_its_book_again(home, tmp_path):
+    """Every line kept already: nothing to render, no model loaded, and the book written as before (it was an
+    AttributeError on the engine that was not loaded, after '0 to render')."""
+    script = tmp_path / "short.md"
+    script.write_text("# One\nAnna: Hello there.\nThe narrator ends it.\n", encoding="utf-8")
+    out = tmp_path / "short.wav"
+    args, env = command(home, script, out, "--voice", "Anna")
+    first = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0 and out.is_file(), first.stderr[-3000:]
+    out.unlink()
+    again = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr[-3000:]
+    assert "2 lines in 1 chapter(s), 0 to render" in again.stderr and out.is_file()
+
+
 @pytest.mark.parametrize("name, content, message", [
     ("empty.md", "\n<!-- nothing -->\n", "The script is empty"),
     ("cast.md", "Anna: Hi.\nZed: Who?\n", "line 2: there is no saved voice 'Zed'"),
