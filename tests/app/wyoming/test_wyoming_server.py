@@ -122,6 +122,21 @@ def test_synthesize_answers_with_the_engines_audio(server, engine):
     np.testing.assert_array_equal(audio_of(events), expected)
 
 
+def test_two_clients_at_once_each_hear_their_own_text(server, engine):
+    """Two connections asking at the same time share the one GPU worker: each gets its own text's audio, as the
+    engine renders it alone (the automatic voice, seeded SEED), neither one's events on the other's connection."""
+    port = server[0]
+    texts = ["The first client asks for this sentence.", "A second client, at the same time, asks for another."]
+
+    async def both():
+        return await asyncio.gather(*(exchange(port, Synthesize(text=text), last="audio-stop") for text in texts))
+
+    for text, events in zip(texts, run(both())):
+        assert events[0].type == "audio-start" and events[-1].type == "audio-stop", [e.type for e in events]
+        expected = np.concatenate([to_int16(chunk.audio) for chunk in engine.stream(text, config=config(SEED))])
+        np.testing.assert_array_equal(audio_of(events), expected)
+
+
 def test_streamed_text_is_spoken_clause_by_clause_as_each_completes(server, engine):
     """The first clause's audio arrives before the rest of the text is sent; each clause equals the engine's
     render of it, in the first clause's voice carried on (an automatic voice), seeded SEED + its index."""
