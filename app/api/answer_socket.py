@@ -161,7 +161,7 @@ class AnswerSocket:
         if message.get("bytes") is not None:
             raise ApiError(400, "Send text messages (JSON), not binary ones.", code="binary_message")
         data = message.get("text") or ""
-        if len(data) > MAX_MESSAGE_BYTES:
+        if len(data.encode()) > MAX_MESSAGE_BYTES:  # a text frame is UTF-8: its characters take 1 to 4 bytes
             raise ApiError(413, f"A message may hold at most {MAX_MESSAGE_BYTES:,} bytes.", code="message_too_long")
         try:
             parsed = json.loads(data)

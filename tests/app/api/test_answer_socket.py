@@ -11,6 +11,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from app.answer import CLOSED_EARLY
+from app.api.answer_socket import MAX_MESSAGE_BYTES
 from app.api.speech import LANE
 from app.library import VoiceLibrary
 from app.settings import Settings
@@ -139,6 +140,20 @@ def test_bad_input_gets_an_error_and_its_close_code(api, messages, headers, code
     error, close_code = refused(api[0], *messages, headers=headers)
     assert close_code == code, error
     assert "Traceback" not in error["message"]
+
+
+def test_a_message_is_held_to_one_mib_of_utf8(api):
+    """A start padded with spaces to exactly MAX_MESSAGE_BYTES is taken; one byte more is refused, as is a text
+    message under the limit in characters but over it in bytes (two-byte characters)."""
+    exactly = start() + " " * (MAX_MESSAGE_BYTES - len(start()))
+    with connect(api[0], additional_headers=AUTH, max_size=None) as ws:
+        ws.send(exactly)
+        assert json.loads(ws.recv(timeout=RECV_TIMEOUT_S))["type"] == "started"
+    wide = json.dumps({"type": "text", "text": "\u00e9" * (MAX_MESSAGE_BYTES // 2)}, ensure_ascii=False)
+    assert len(wide) < MAX_MESSAGE_BYTES < len(wide.encode())
+    for messages in ([exactly + " "], [start(), wide]):
+        error, close_code = refused(api[0], *messages)
+        assert (close_code, error["code"]) == (4413, "message_too_long"), error
 
 
 def test_another_websites_page_cannot_open_it(api):
