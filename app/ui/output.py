@@ -93,7 +93,7 @@ def panel_updates(ctx: AppContext, progress: Iterator[Progress]) -> Iterator[tup
 
 def idle_outputs(status: str = "") -> tuple:
     """The output panel reset for a new request."""
-    return None, status, gr.skip(), None, download_links(None), "", None
+    return None, status, empty_html(), None, download_links(None), "", None
 
 
 def _panel_update(ctx: AppContext, step: Progress) -> tuple:
