@@ -17,7 +17,7 @@ from ..context import AppContext, checked_upload
 from ..library import LibraryError
 from ..waiting import in_line
 from .advanced import make_config
-from .common import describe_entry, reference_player
+from .common import describe_entry, literal, reference_player
 from .components import refuse_urls
 from .messages import message_line, reported
 from .output import OUTPUTS, idle_outputs, live_start, panel_updates, show_heard_after
@@ -135,7 +135,7 @@ def _save_voice(ctx: AppContext):
         decoded = load_clip(clip)  # mono 24 kHz, what the voice was made from
         entry = ctx.library.save(name, voice, reference=(decoded.samples, SAMPLE_RATE), language=language)
         yield (gr.Dropdown(choices=voice_choices(ctx), value=entry.slug), "", voice.transcript or gr.skip(),
-               version + 1, f"✓ Saved the voice '{entry.name}'.")
+               version + 1, f"✓ Saved the voice '{literal(entry.name)}'.")
 
     return save
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import html
 import json
+import re
 
 from engine.text.duration import text_weight, weight_per_second
 from engine.text.languages import language_choices
@@ -43,9 +44,15 @@ def describe_text(text: str, speed: float = 1.0) -> str:
     return f"{len(text):,} / {MAX_TEXT_CHARS:,} characters · about {seconds:.0f} s of speech"
 
 
+def literal(text: str) -> str:
+    """`text` for a Markdown component, shown as typed: its HTML and Markdown marks are escaped (a voice named
+    'Ann <b>' or '*Ann*' is shown so, not as bold or italic)."""
+    return re.sub(r"([\\`*_{}\[\]#|~$])", r"\\\1", html.escape(text, quote=False))
+
+
 def describe_entry(entry: VoiceEntry) -> str:
-    said = entry.transcript.replace("\n", " ") or "(no transcript)"
-    return f"**{entry.name}** · {entry.seconds:.1f} s · saved {entry.created[:10]}\n\n> {said}"
+    said = literal(entry.transcript.replace("\n", " ")) or "(no transcript)"
+    return f"**{literal(entry.name)}** · {entry.seconds:.1f} s · saved {entry.created[:10]}\n\n> {said}"
 
 
 def reference_player(entry: VoiceEntry | None) -> str:

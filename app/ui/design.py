@@ -12,6 +12,7 @@ from .. import generation
 from ..context import AppContext
 from ..waiting import in_line
 from .advanced import make_config
+from .common import literal
 from .messages import message_line, reported
 from .output import live_start, panel_updates, show_heard_after
 from .request_form import RequestForm, build_request_form
@@ -89,7 +90,7 @@ def _save_voice(ctx: AppContext):
         decoded = load_clip(entry.audio)
         saved = ctx.library.save(name, voice, reference=(decoded.samples, SAMPLE_RATE),
                                  language=entry.meta.get("language"))
-        yield "", version + 1, f"✓ Saved the voice '{saved.name}': pick it in the Clone tab."
+        yield "", version + 1, f"✓ Saved the voice '{literal(saved.name)}': pick it in the Clone tab."
 
     return save
 

@@ -6,7 +6,7 @@ import gradio as gr
 from ..context import AppContext
 from ..library import DamagedVoice
 from .clone import NEW_CLIP, voice_choices
-from .common import describe_entry, export_link, reference_player, shortened
+from .common import describe_entry, export_link, literal, reference_player, shortened
 from .confirm_delete import delete_confirm, hidden
 from .messages import message_line, reported
 
@@ -22,7 +22,7 @@ def voice_rows(ctx: AppContext) -> tuple[list[list], list[str]]:
 
 
 def _describe_damaged(voice: DamagedVoice) -> str:
-    return (f"**⚠ {voice.name} is damaged**: {voice.problem}, so it cannot be used. Delete it, or repair its "
+    return (f"**⚠ {literal(voice.name)} is damaged**: {voice.problem}, so it cannot be used. Delete it, or repair its "
             f"folder by hand: `{voice.folder}`")
 
 
@@ -72,20 +72,20 @@ def build_voices_tab(ctx: AppContext, library_version: gr.State, clone_voice: gr
     def do_rename(slug, name, version):
         entry = ctx.library.rename(slug, name)  # the folder (and so the links) may follow the new name
         return (entry.slug, describe_entry(entry), reference_player(entry), export_link(entry), version + 1,
-                f"✓ Renamed to '{entry.name}'.")
+                f"✓ Renamed to '{literal(entry.name)}'.")
 
     def describe(slug):
-        return f"'{ctx.library.read(slug).name}'"
+        return f"'{literal(ctx.library.read(slug).name)}'"
 
     def remove(slug):
         name = ctx.library.delete(slug)
         if ctx.settings.last_voice == slug:
             ctx.save_settings(last_voice=None)
-        return f"✓ Deleted '{name}'."
+        return f"✓ Deleted '{literal(name)}'."
 
     def do_import(file, version):
         entry = ctx.library.import_archive(file)
-        return version + 1, f"✓ Imported '{entry.name}'."
+        return version + 1, f"✓ Imported '{literal(entry.name)}'."
 
     library_version.change(refresh, clone_voice, [table, slugs_state, empty_note, clone_voice],
                            api_visibility="private")
