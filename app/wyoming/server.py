@@ -15,6 +15,7 @@ from engine.text.normalize import warm as warm_normalisation
 
 from ..logs import configure_logging
 from ..security import LOOPBACK_HOSTS
+from ..settings import MAX_PICKED_SEED
 from ..storage import AppDirs
 
 DEFAULT_PORT = 10200  # Wyoming's usual text-to-speech port (Home Assistant suggests it)
@@ -30,6 +31,9 @@ def serve_wyoming(model: str | None = None, mode: str | None = None, demo: bool 
     clause (0: no checks)."""
     if not 0 <= check_budget_ms <= MAX_BUDGET_MS:
         print(f"error: --check-budget-ms must be from 0 to {MAX_BUDGET_MS}", file=sys.stderr)
+        return 2
+    if seed is not None and not 0 <= seed <= MAX_PICKED_SEED:  # the API's bound: a seed a person picks
+        print(f"error: --seed must be from 0 to {MAX_PICKED_SEED}", file=sys.stderr)
         return 2
     configure_logging()
     port = DEFAULT_PORT if port is None else port

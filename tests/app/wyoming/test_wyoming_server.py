@@ -20,7 +20,8 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 
 from app.answer import CLOSED_EARLY
 from app.library import VoiceLibrary
-from app.settings import Settings
+from app.settings import MAX_PICKED_SEED, Settings
+from app.wyoming import server as wyoming_server
 from app.wyoming.handler import LANE
 from app.wyoming.server import checks_line, serve_wyoming
 from engine import Engine
@@ -297,3 +298,19 @@ def test_the_server_says_how_streamed_answers_are_checked(mode, budget, says):
 def test_a_check_budget_out_of_range_is_refused_before_anything_starts(capsys):
     assert serve_wyoming(check_budget_ms=MAX_BUDGET_MS + 1) == 2
     assert "--check-budget-ms" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed, refused", [(-1, True), (0, False), (MAX_PICKED_SEED, False),
+                                           (MAX_PICKED_SEED + 1, True)])
+def test_a_seed_out_of_range_is_refused_before_anything_starts(seed, refused, capsys, tmp_path, monkeypatch):
+    """Taken, a seed out of range made every request fail with the engine's refusal of it, as though the model were
+    loading. The port asked for is taken, so a seed in range gets to the next check, which refuses the port."""
+    monkeypatch.setenv("VOICEDESK_HOME", str(tmp_path))
+    monkeypatch.setattr(wyoming_server, "configure_logging", lambda: None)  # the test session's logging stays
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert serve_wyoming(seed=seed, port=port) == 2
+    err = capsys.readouterr().err
+    assert ("--seed must be from 0 to" in err) == refused and (str(port) in err) != refused, err
