@@ -6,11 +6,22 @@ from dataclasses import dataclass
 import gradio as gr
 
 from engine.config import SETTING_RANGES, GenerationConfig
+from engine.errors import SettingError
 from engine.text.normalize import INSTALL_HINT, normalize_available
 
 from ..context import AppContext
 from ..settings import MAX_PICKED_SEED, RANGES, random_seed
+from .components import range_checked_by_handler
 from .state import SettingsView, shown
+
+# each number field's label and bounds (inclusive): the fields show them, the handler checks them (`check_limits`).
+# The settings' sliders (steps, guidance, pad, fade) are not `range_checked_by_handler`: the settings' sync updates
+# them, and Gradio builds an updated component anew for the page's session, without the override; the sync also
+# puts a value typed past a bound back within it.
+LIMITS = {"speed": ("Speed", 0.5, 1.5), "duration": ("Duration (s)", 0, SETTING_RANGES["duration"][2]),
+          "steps": ("Steps", *RANGES["steps"]), "guidance": ("Guidance", *RANGES["guidance"]),
+          "seed": ("Seed", 0, MAX_PICKED_SEED), "pad": ("Silence around (s)", *RANGES["pad"]),
+          "fade": ("Fade (s)", *RANGES["fade"])}
 
 
 @dataclass
@@ -39,18 +50,19 @@ class AdvancedSettings:
 def build_advanced(ctx: AppContext, view: SettingsView) -> AdvancedSettings:
     with gr.Accordion("Advanced settings", open=False, elem_classes="vd-advanced"):
         with gr.Row():
-            speed = gr.Slider(0.5, 1.5, value=1.0, step=0.05, label="Speed", info="1.0 = natural pace")
-            duration = gr.Number(0, label="Duration (s)", minimum=0, maximum=SETTING_RANGES["duration"][2],
-                                 info="0 = automatic; a fixed length overrides speed")
+            speed = range_checked_by_handler(_number(gr.Slider, "speed", value=1.0, step=0.05,
+                                                     info="1.0 = natural pace"))
+            duration = range_checked_by_handler(_number(gr.Number, "duration", value=0,
+                                                        info="0 = automatic; a fixed length overrides speed"))
         with gr.Row():
-            steps = view.bind("steps", gr.Slider(
-                *RANGES["steps"], value=shown(ctx, "steps"), step=1, label="Steps",
+            steps = view.bind("steps", _number(
+                gr.Slider, "steps", value=shown(ctx, "steps"), step=1,
                 info="diffusion steps: fewer is faster, 32 is the model's default"))
-            guidance = view.bind("guidance", gr.Slider(
-                *RANGES["guidance"], value=shown(ctx, "guidance"), step=0.1, label="Guidance",
+            guidance = view.bind("guidance", _number(
+                gr.Slider, "guidance", value=shown(ctx, "guidance"), step=0.1,
                 info="how strongly to follow the text and voice"))
         with gr.Row(equal_height=True, elem_classes="vd-seed-row"):
-            seed = gr.Number(0, label="Seed", precision=0, minimum=0, maximum=MAX_PICKED_SEED, scale=2)
+            seed = range_checked_by_handler(_number(gr.Number, "seed", value=0, precision=0, scale=2))
             randomize = gr.Checkbox(True, label="New random seed each time", scale=2)
             use_last = gr.Button("Use last seed", size="sm", scale=1, min_width=110)
         with gr.Row():  # two a row: the column is narrow
@@ -67,10 +79,10 @@ def build_advanced(ctx: AppContext, view: SettingsView) -> AdvancedSettings:
                 info="'$5 on 3/14' is read as 'five dollars on March fourteenth'" if installed
                 else f"needs the text normalisation package: {INSTALL_HINT}"))
         with gr.Row():
-            pad = view.bind("pad", gr.Slider(*RANGES["pad"], value=shown(ctx, "pad"), step=0.05,
-                                             label="Silence around (s)", info="before and after the audio"))
-            fade = view.bind("fade", gr.Slider(*RANGES["fade"], value=shown(ctx, "fade"), step=0.01, label="Fade (s)",
-                                               info="soft start and end; 0 = none"))
+            pad = view.bind("pad", _number(gr.Slider, "pad", value=shown(ctx, "pad"), step=0.05,
+                                           info="before and after the audio"))
+            fade = view.bind("fade", _number(gr.Slider, "fade", value=shown(ctx, "fade"), step=0.01,
+                                             info="soft start and end; 0 = none"))
     last_seed = gr.State(None)
 
     use_last.click(lambda last, current: (gr.skip() if last is None else last, False), [last_seed, seed],
@@ -79,9 +91,29 @@ def build_advanced(ctx: AppContext, view: SettingsView) -> AdvancedSettings:
                             pad, fade, normalize, last_seed)
 
 
+def _number(kind: type[gr.Slider] | type[gr.Number], name: str, **options) -> gr.Slider | gr.Number:
+    label, low, high = LIMITS[name]
+    return kind(minimum=low, maximum=high, label=label, **options)
+
+
+def check_limits(**values) -> None:
+    """Raise SettingError naming the first field (by `LIMITS` name) whose value is outside its bounds."""
+    for name, value in values.items():
+        label, low, high = LIMITS[name]
+        if value is not None and not low <= value <= high:  # None: an empty seed or duration box
+            raise SettingError(f"{label} must be from {_plain(low)} to {_plain(high)}, not {_plain(value)}.")
+
+
+def _plain(number: float) -> str:
+    return f"{number:g}" if isinstance(number, float) else str(number)  # a seed's digits, not 2.14748e+09
+
+
 def make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess,
                 pad=0.1, fade=0.1, normalize=False) -> GenerationConfig:
-    """The GenerationConfig for these widget values; a random seed is drawn here so it can be shown."""
+    """The GenerationConfig for these widget values, each within its field's bounds; a random seed is drawn here so
+    it can be shown."""
+    check_limits(speed=speed, duration=duration, steps=steps, guidance=guidance, seed=None if randomize else seed,
+                 pad=pad, fade=fade)
     chosen = random_seed() if randomize or seed is None else int(seed)
     return GenerationConfig(
         num_step=int(steps), guidance_scale=float(guidance), denoise=bool(denoise),

@@ -159,6 +159,8 @@ def _generate(ctx: AppContext):
             if not (text or "").strip():
                 raise TextInputError("Type the text to speak first.")
             check_request(text, transcript)  # before the voice is made
+            config = make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess,
+                                 postprocess, pad, fade, normalize)
             owner = request.session_hash
             yield (*idle_outputs("Preparing the voice…"), *[gr.skip()] * (EXTRAS - 1), "")
             from_clip = not voice_slug or voice_slug == NEW_CLIP
@@ -174,8 +176,6 @@ def _generate(ctx: AppContext):
                 else:
                     saved, voice = ctx.library.entry_and_voice(voice_slug)
                     label = saved.name
-                config = make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess,
-                                     postprocess, pad, fade, normalize)
                 request_ = generation.GenerationRequest(text, voice, None, language, config, label, bool(speakers),
                                                         output_device(device))
                 runs = panel_updates(ctx, generation.run(ctx, request_, owner, live))

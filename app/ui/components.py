@@ -7,6 +7,23 @@ from gradio_client.utils import is_http_url_like
 from engine.errors import AudioInputError
 
 
+def range_checked_by_handler(field: gr.Slider | gr.Number) -> gr.Slider | gr.Number:
+    """Let a value outside `field`'s bounds through to the handler, which names the field in its message line
+    (`advanced.check_limits`): Gradio's own check refused it with a pop-up that named no field ("Value -1 is less
+    than minimum value 0.", where two fields start at 0). An instance override, as `refuse_urls` is, so it holds only
+    for a field that no event updates with new properties (Gradio makes the updated field anew)."""
+    preprocess = field.preprocess
+
+    def unchecked(payload):
+        try:
+            return preprocess(payload)
+        except gr.Error:
+            return payload
+
+    field.preprocess = unchecked
+    return field
+
+
 def refuse_urls(audio: gr.Audio) -> gr.Audio:
     """Make `audio` accept only uploads and recordings: a web address sent through the API is refused
     instead of being downloaded by the server.
