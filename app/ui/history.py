@@ -10,7 +10,7 @@ from ..checks import badge_html, summary
 from ..context import AppContext
 from ..history import HistoryEntry
 from ..metrics import milliseconds
-from .common import shortened
+from .common import literal, shortened
 from .confirm_delete import delete_confirm, hidden
 from .design import DESIGNED
 from .messages import message_line, reported
@@ -90,7 +90,7 @@ def build_history_tab(ctx: AppContext, history_version: gr.State, tabs: gr.Tabs,
                 f"engine first audio {milliseconds(meta.get('first_audio_s'))}")
         details = [local_time(entry.created), _voice(meta), _mode(meta), f"RTF {rtf}", ttfa,
                    f"seed {meta.get('seed', '—')}", meta.get("backend", "")]
-        text = f"{entry.text}\n\n*{' · '.join(details)}*"
+        text = f"{literal(entry.text)}\n\n*{literal(' · '.join(details))}*"
         verdicts = meta.get("checks") or {}
         # the stored file itself is played (a static path: Gradio serves it in place, no cached copy)
         return (entry.id, gr.Group(visible=True), text, badge_html(verdicts.get("parts", []), verdicts.get("skipped")),
@@ -98,7 +98,7 @@ def build_history_tab(ctx: AppContext, history_version: gr.State, tabs: gr.Tabs,
 
     def describe(entry_id):
         text = ctx.history.get(entry_id).text
-        return f"the result “{text if len(text) <= 40 else text[:39] + '…'}”"
+        return f"the result “{literal(shortened(text, 40))}”"
 
     def remove(entry_id):
         ctx.history.delete(entry_id)
