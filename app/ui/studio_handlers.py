@@ -25,6 +25,7 @@ from ..studio.render import Progress, batch_key, pending, render_lines
 from ..studio.script import ScriptError
 from ..waiting import in_line
 from . import studio_parts as parts
+from .common import literal
 
 TABLE_EVERY_S = 1.0  # while rendering, a long script's table is redrawn at most this often
 
@@ -64,7 +65,7 @@ class StudioHandlers:
     def create_project(self, name):
         project_ = self.ctx.projects.create(name or "Untitled")
         projects = gr.Dropdown(choices=self.ctx.projects.names(), value=project_.slug)
-        return projects, "", f"✓ Created '{project_.name}'."
+        return projects, "", f"✓ Created '{literal(project_.name)}'."
 
     def import_into_project(self, path, slug):
         if not Path(path).resolve().is_relative_to(self.ctx.upload_root.resolve()):

@@ -14,6 +14,7 @@ from ..studio.plan import Cue
 from ..studio.project import Project
 from ..studio.render import Progress
 from ..studio.script import Script, ScriptError
+from .common import literal
 
 COLUMNS = ["#", "Chapter", "Voice", "Line", "State", "Length", "Takes", "Checks"]
 WIDTHS = ["4%", "12%", "11%", "31%", "9%", "10%", "9%", "14%"]
@@ -81,7 +82,7 @@ def take_details(project: Project, cue: Cue, failed: dict) -> tuple:
     kept = project.kept(cue.key)
     choices = [(f"Take {i + 1} · {t.seconds:.1f} s · seed {t.seed}" + (f" · {t.checks['badge']}" if t.checks else ""),
                 t.id) for i, t in enumerate(takes)]
-    info = f"**Line {cue.line.number}** · {html.escape(cue.speaker.label)}\n\n> {html.escape(cue.line.text)}"
+    info = f"**Line {cue.line.number}** · {literal(cue.speaker.label)}\n\n> {literal(cue.line.text)}"
     if cue.key in failed:
         info += f"\n\nⓘ The last render failed: {html.escape(failed[cue.key])}"
     audio = None if kept is None else (SAMPLE_RATE, to_int16(project.audio(kept)))

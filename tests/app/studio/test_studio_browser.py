@@ -281,3 +281,19 @@ def test_a_stop_before_the_render_began_stops_it(page, tmp_path):
             return ['stopped', 'done'].includes(p.dataset.state) && p.dataset.total === '4'; }""", timeout=180_000)
         assert progress(page)["state"] == "stopped", progress(page)
         assert "done" not in states(page), states(page)
+
+
+def test_a_project_and_a_line_are_shown_as_typed(page, tmp_path):
+    """Markup in a project's name or a line's text is neither obeyed nor dropped (they were shown as italics)."""
+    path = tmp_path / "marks.txt"
+    path.write_text("Anna: She *sighs* <b>twice</b> &amp; waits.\n", encoding="utf-8")
+    page.locator("#studio-new-name").get_by_role("textbox").fill("A *starred* <b> book")
+    page.locator("#studio-create").click()
+    shown(page, "studio-project-message", "✓ Created 'A *starred* <b> book'.")
+    with page.expect_file_chooser() as chooser:
+        page.locator("#studio-import").click()
+    chooser.value.set_files(str(path))
+    page.wait_for_function(f"{ROWS_JS}.length === 1", timeout=60_000)
+    page.locator("#studio-lines [role=gridcell]", has_text="sighs").first.click()
+    expect(page.locator("#studio-line-info")).to_contain_text("She *sighs* <b>twice</b> &amp; waits.", timeout=30_000)
+    assert page.locator("#studio-line-info").locator("em, b").count() == 0
