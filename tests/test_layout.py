@@ -162,7 +162,13 @@ def test_widgets_of_a_setting_take_its_bounds_from_the_settings():
             if not (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "bind" and len(node.args) == 2):
                 continue
             name, widget = node.args
-            if isinstance(name, ast.Constant) and name.value in RANGES and isinstance(widget, ast.Call) and \
-                    any(isinstance(arg, ast.Constant) for arg in widget.args[:2]):
+            bounds = [arg for arg in widget.args[:2] if isinstance(arg, ast.Constant)] \
+                if isinstance(widget, ast.Call) else []
+            if isinstance(name, ast.Constant) and name.value in RANGES and \
+                    any(isinstance(arg.value, (int, float)) for arg in bounds):  # a string (a LIMITS name) is none
                 spelled_out.append(f"{path.name}: {name.value}")
     assert spelled_out == []
+    from app.ui.advanced import LIMITS  # the advanced fields' table: a setting's bounds there are the settings' own
+
+    assert {name: LIMITS[name][1:] for name in RANGES if name in LIMITS} == \
+        {name: RANGES[name] for name in RANGES if name in LIMITS}

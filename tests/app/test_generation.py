@@ -107,7 +107,7 @@ def test_clone_with_a_saved_voice_reads_it_once_and_names_it_in_the_history(ctx,
     loaded = counting_loads(monkeypatch)
     run = clone._generate(ctx)
     updates = list(run(saved.slug, reference=None, transcript="", text="Hello.", language=None, speed=1.0,
-                       duration=0, steps=2, guidance=2.0, denoise=True, seed=1, randomize=False, preprocess=True,
+                       duration=0, steps=4, guidance=2.0, denoise=True, seed=1, randomize=False, preprocess=True,
                        postprocess=True, pad=0.1, fade=0.1, normalize=False, speakers=False, device=None,
                        history_version=0, live_id="test-clone-live-id-0123456789",
                        request=SimpleNamespace(session_hash="tester")))
