@@ -32,6 +32,12 @@ def clip_form_page(browser, url: str, width: int, height: int):
     context.close()
 
 
+def upload_clip(page, clip) -> None:
+    """Give the Clone tab's reference box the file `clip`, as a person picking it from their files."""
+    page.locator("#clone-reference").get_by_label("Upload file").click()
+    page.locator("#clone-reference input[type=file]").set_input_files(str(clip))
+
+
 @contextlib.contextmanager
 def stop_clicked_before_start(page, *, start: str, stop: str):
     """Click the button with elem_id `start`, then `stop` while the app has neither begun `start`'s handler (its

@@ -2,7 +2,7 @@
 when there is text to speak, text over the limit kept whole and named, the language list with the common
 languages first and typing that replaces "Auto", Save voice checking the name before the clip."""
 import pytest
-from pages import clip_form_page, needs_chromium
+from pages import clip_form_page, needs_chromium, upload_clip
 
 from engine.text.limits import MAX_TEXT_CHARS
 
@@ -15,8 +15,7 @@ def page(running_app, browser):
 
 
 def test_a_clip_has_no_share_button(page, reference_wav):
-    page.locator("#clone-reference").get_by_label("Upload file").click()
-    page.locator("#clone-reference input[type=file]").set_input_files(str(reference_wav))
+    upload_clip(page, reference_wav)
     page.wait_for_function("document.querySelector('#clone-clip-hint').innerText.includes(' s ·')", timeout=60_000)
     toolbar = page.locator("#clone-reference")
     assert toolbar.get_by_label("Download").count() >= 1  # the toolbar is there

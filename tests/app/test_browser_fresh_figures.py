@@ -1,7 +1,7 @@
 """A second Generate on the same page shows none of the first one's figures: while its voice is prepared from the
 clip, the figures' tiles are empty, not the last result's first audio and real-time factor beside the new status."""
 import pytest
-from pages import clip_form_page, needs_chromium
+from pages import clip_form_page, needs_chromium, upload_clip
 
 pytestmark = needs_chromium
 WATCH = """() => {  // every status the page shows with "Preparing the voice", with the figures shown beside it
@@ -20,8 +20,7 @@ def page(running_app, browser):
 
 
 def test_a_second_generate_shows_no_figure_of_the_first(page, reference_wav):
-    page.locator("#clone-reference").get_by_label("Upload file").click()
-    page.locator("#clone-reference input[type=file]").set_input_files(str(reference_wav))
+    upload_clip(page, reference_wav)
     page.locator("#clone-transcript textarea").fill("A buzzing clip.")
     page.locator("#clone-text textarea").fill("Hello there.")
     page.locator("#clone-generate").click()

@@ -1,7 +1,7 @@
 """A voice's name is shown as it was typed, wherever the page names it: markup in it is neither obeyed nor
 dropped (a name with '<b>' once turned the rest of the voice's details bold and hid the tag)."""
 import pytest
-from pages import clip_form_page, needs_chromium
+from pages import clip_form_page, needs_chromium, upload_clip
 from playwright.sync_api import expect
 
 pytestmark = needs_chromium
@@ -14,8 +14,7 @@ def page(running_app, browser):
 
 
 def test_a_name_with_markup_is_shown_as_typed(page, reference_wav):
-    page.locator("#clone-reference").get_by_label("Upload file").click()
-    page.locator("#clone-reference input[type=file]").set_input_files(str(reference_wav))
+    upload_clip(page, reference_wav)
     page.locator("#clone-transcript textarea").fill("A <i>buzzing</i> clip.")
     page.locator("#clone-voice-name").get_by_role("textbox").fill(NAME)
     page.locator("#clone-save").click()
