@@ -161,8 +161,7 @@ class AnswerHandler(AsyncEventHandler):
             async for pcm in pieces:
                 await self._write_audio(pcm.tobytes(), start=not started, stop=False)
                 started = True
-            if started:
-                await self._write_audio(b"", start=False, stop=True)
+            await self._write_audio(b"", start=not started, stop=True)  # a text spoken as no audio: start, stop
         except Exception as err:
             await self._fail(err)
         finally:
