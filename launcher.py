@@ -53,8 +53,11 @@ def cmd_serve(args) -> int:
                              seed=args.seed, check_budget_ms=args.check_budget_ms)
     from app.server import serve
 
-    return serve(model=_model(args), mode=args.mode, demo=args.demo, host=args.host, port=args.port,
-                 open_browser=False, api_key=args.api_key, headless=True)
+    try:
+        return serve(model=_model(args), mode=args.mode, demo=args.demo, host=args.host, port=args.port,
+                     open_browser=False, api_key=args.api_key, headless=True)
+    except KeyboardInterrupt:  # Ctrl+C, raised again by uvicorn once it has shut down: the server's end, as the app's
+        return 0
 
 
 def cmd_synth(args) -> int:

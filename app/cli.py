@@ -90,6 +90,9 @@ def synth(args, model: str | None) -> int:
     except VoiceDeskError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl+C: the file is written whole or not at all (write_audio is atomic)
+        print("Stopped: nothing was written.", file=sys.stderr)
+        return 130
     t = result.timings
     demo = "  [demo model: the audio is noise]" if engine.is_demo else ""
     print(f"{out}: {t.audio_s:.2f} s of audio in {t.total_s:.2f} s (RTF {t.rtf:.3f}; generate {t.generate_s:.2f} s, "
