@@ -6,8 +6,9 @@ import errno
 import socket
 
 
-def port_refusal(host: str, port: int) -> str | None:
-    """Why the app cannot listen on host:port, or None when it can."""
+def port_refusal(host: str, port: int, *, searches_without_port: bool = False) -> str | None:
+    """Why the app cannot listen on host:port, or None when it can. `searches_without_port`: the command takes the
+    first free port from 7860 when --port is left out (the app; `serve` has fixed ports), which the refusal says."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: a closed port is free
@@ -20,7 +21,8 @@ def port_refusal(host: str, port: int) -> str | None:
         except OSError as err:
             if err.errno == errno.EADDRINUSE:
                 return (f"Port {port} is already in use (another VoiceDesk, or another program): choose another "
-                        "with --port, or leave --port out to take the first free one from 7860.")
+                        "with --port" + (", or leave --port out to take the first free one from 7860."
+                                         if searches_without_port else "."))
             if err.errno == errno.EACCES:
                 return f"Port {port} needs administrator rights here: choose one above 1023 with --port."
             return f"Cannot listen on {host}:{port} ({err.strerror})."

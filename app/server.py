@@ -68,7 +68,7 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
     refusal = bind_refusal(host, access.key)
     if port is None and headless:
         port = DEFAULT_PORT
-    refusal = refusal or (port_refusal(host, port) if port is not None else None)
+    refusal = refusal or (port_refusal(host, port, searches_without_port=not headless) if port is not None else None)
     if refusal:  # said before the slow imports below
         print(f"error: {refusal}", file=sys.stderr)
         return 2

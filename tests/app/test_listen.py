@@ -22,15 +22,19 @@ def taken_port():
         yield held.getsockname()[1]
 
 
-@pytest.mark.parametrize("command", [["--no-browser"], ["serve"]])
-def test_a_port_in_use_is_one_line_naming_it(tmp_path, taken_port, command):
+@pytest.mark.parametrize("command, advice", [
+    (["--no-browser"], ", or leave --port out to take the first free one from 7860."),
+    (["serve"], "."),  # serve's ports are fixed: leaving --port out takes the same one
+    (["serve", "--wyoming"], "."),
+])
+def test_a_port_in_use_is_one_line_naming_it(tmp_path, taken_port, command, advice):
     done = subprocess.run([sys.executable, "launcher.py", *command, "--demo", "--port", str(taken_port)],
                           cwd=ROOT, env={**os.environ, "VOICEDESK_HOME": str(tmp_path)}, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip().splitlines() == [
         f"error: Port {taken_port} is already in use (another VoiceDesk, or another program): choose another with "
-        "--port, or leave --port out to take the first free one from 7860."]
+        f"--port{advice}"]
 
 
 def test_what_else_stops_listening_is_named(taken_port):
