@@ -1,6 +1,6 @@
-"""What README.md and docs/ name exists: every `voicedesk` command they write is one the CLI accepts, every file
-they point to is in the tree, every module of the packages is on docs/ARCHITECTURE.md's map, and every
-environment variable they name is read by the code."""
+"""What README.md and docs/ name exists: every `voicedesk` command they write is one the CLI accepts (README's are
+the installed command's), every file they point to is in the tree, every module of the packages is on
+docs/ARCHITECTURE.md's map, and every environment variable they name is read by the code."""
 import re
 import shlex
 from pathlib import Path
@@ -54,6 +54,13 @@ def test_every_written_command_is_one_the_cli_accepts():
             launcher.build_parser().parse_args(argv)
         except SystemExit:
             pytest.fail(f"{doc}: `voicedesk {args}` is refused by the CLI")
+
+
+def test_the_readme_runs_the_installed_command():
+    """README.md is read by whoever installed the package (`pip install .`): its commands are `voicedesk ...`, which
+    pip puts on the path; `python launcher.py` works only in a checkout's folder."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert [line for line in code_lines(readme) if "launcher.py" in line] == []
 
 
 def test_every_file_the_docs_point_to_exists():
