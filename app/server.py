@@ -17,7 +17,7 @@ from .storage import AppDirs
 
 MAX_UPLOAD = "25mb"
 QUEUE_SIZE = 16
-PAGE_SCRIPTS = ("live_player.js", "stop.js", "dropdowns.js", "microphone.js")  # in app/assets
+PAGE_SCRIPTS = ("live_player.js", "stop.js", "dropdowns.js", "microphone.js", "accordions.js")  # in app/assets
 DEFAULT_PORT = 7860  # `serve`'s port when none is given
 
 log = logging.getLogger(__name__)

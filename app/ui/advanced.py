@@ -11,7 +11,7 @@ from engine.text.normalize import INSTALL_HINT, normalize_available
 
 from ..context import AppContext
 from ..settings import MAX_PICKED_SEED, RANGES, random_seed
-from .components import range_checked_by_handler
+from .components import range_checked_by_handler, shut_accordion
 from .state import SettingsView, shown
 
 # each number field's label and bounds (inclusive): the fields show them, the handler checks them (`check_limits`).
@@ -48,7 +48,7 @@ class AdvancedSettings:
 
 
 def build_advanced(ctx: AppContext, view: SettingsView) -> AdvancedSettings:
-    with gr.Accordion("Advanced settings", open=False, elem_classes="vd-advanced"):
+    with shut_accordion("Advanced settings", "vd-advanced"):
         with gr.Row():
             speed = range_checked_by_handler(_number(gr.Slider, "speed", value=1.0, step=0.05,
                                                      info="1.0 = natural pace"))

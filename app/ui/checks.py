@@ -9,12 +9,13 @@ from engine.checks.verdict import Thresholds
 from ..checks import MODES
 from ..context import AppContext
 from ..settings import RANGES
+from .components import shut_accordion
 from .messages import message_line, reported
 from .state import SettingsView, shown
 
 
 def build_checks(ctx: AppContext, view: SettingsView, prefix: str) -> None:
-    with gr.Accordion("Checks: right words, right voice, clean signal", open=False, elem_classes="vd-checks"):
+    with shut_accordion("Checks: right words, right voice, clean signal", "vd-checks"):
         view.bind("check_mode", gr.Dropdown(
             MODES, value=shown(ctx, "check_mode"), label="Check each line", elem_id=f"{prefix}-check-mode",
             info="best of N renders N takes and keeps the best; retakes render again while a check fails"))

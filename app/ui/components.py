@@ -7,6 +7,12 @@ from gradio_client.utils import is_http_url_like
 from engine.errors import AudioInputError
 
 
+def shut_accordion(label: str, elem_class: str) -> gr.Accordion:
+    """An accordion that the page shows shut, with fields that hold what is typed into them the moment it is opened:
+    built open and shut by the page as it appears (app/assets/accordions.js says why)."""
+    return gr.Accordion(label, open=True, elem_classes=[elem_class, "vd-shut"])
+
+
 def range_checked_by_handler(field: gr.Slider | gr.Number) -> gr.Slider | gr.Number:
     """Let a value outside `field`'s bounds through to the handler, which names the field in its message line
     (`advanced.check_limits`): Gradio's own check refused it with a pop-up that named no field ("Value -1 is less

@@ -70,3 +70,26 @@ def stop_clicked_before_start(page, *, start: str, stop: str):
     finally:
         page.unroute("**/live/stream/*")
         page.unroute("**/gradio_api/queue/join*")
+
+
+# Types `value` into the box labelled `label` of tab `tab` the moment it is shown, as a person's keystroke does (the
+# value, then an input event), and resolves window.vdTyped: Playwright's fill lands a round trip later.
+TYPE_ON_SIGHT = """([tab, label, value]) => { window.vdTyped = new Promise(typed => {
+    const typeIn = () => {
+        const box = document.querySelector(`#tab-${tab} input[aria-label="${label}"]`);
+        if (!box || !box.checkVisibility()) return false;
+        box.value = value;
+        box.dispatchEvent(new Event('input', {bubbles: true}));
+        return true;
+    };
+    if (typeIn()) return typed();
+    new MutationObserver((_, watch) => { if (typeIn()) { watch.disconnect(); typed(); } })
+        .observe(document.body, {childList: true, subtree: true, attributes: true});
+}); }"""
+
+
+def type_as_advanced_settings_open(page, tab: str, label: str, value: str) -> None:
+    """Open tab `tab`'s Advanced settings and type `value` into the box labelled `label` the moment it shows."""
+    page.evaluate(TYPE_ON_SIGHT, [tab, label, value])
+    page.locator(f"#tab-{tab}").get_by_text("Advanced settings").click()
+    page.evaluate("window.vdTyped")

@@ -1,7 +1,7 @@
 """A failed action says why in one place, the line under its button: the fields keep what the user typed,
 no "Error" badge or pop-up covers them, and the output panel returns to idle."""
 import pytest
-from pages import clip_form_page, needs_chromium
+from pages import clip_form_page, needs_chromium, type_as_advanced_settings_open
 from playwright.sync_api import expect
 
 pytestmark = needs_chromium
@@ -64,4 +64,21 @@ def test_failed_rename_keeps_the_fields(page, running_app, reference_wav):
     page.locator("#tab-voices").get_by_role("button", name="Rename").click()
     wait_for_message(page, "voices-message", "already exists")
     assert name_box.input_value() == "message voice b"
+    assert_one_place(page)
+
+
+@pytest.mark.parametrize(("field", "typed", "said"), [
+    ("Duration (s)", "-1", "Duration (s) must be from 0 to 600, not -1."),
+    ("Seed", "2147483647", "Seed must be from 0 to 2147483646, not 2147483647."),
+])
+def test_a_value_past_a_fields_bounds_is_named_under_the_button(page, field, typed, said):
+    """Typed as the Advanced settings open. Gradio's own check refused it in a pop-up naming no field ("Value -1 is
+    less than minimum value 0."); and Gradio, which rendered the fields of the accordion built shut only as it opened,
+    then put back the value the page was served with, over the one typed (app/assets/accordions.js)."""
+    type_as_advanced_settings_open(page, "clone", field, typed)
+    page.locator("#tab-clone").get_by_label("New random seed each time").set_checked(False)
+    page.locator("#clone-text textarea").fill("Hello there.")
+    page.locator("#clone-generate").click()
+    wait_for_message(page, "clone-message", said)
+    assert page.locator("#tab-clone").get_by_label(field, exact=True).input_value() == typed
     assert_one_place(page)
