@@ -29,9 +29,12 @@ def _normalize_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _api_key_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--api-key", default=os.environ.get("VOICEDESK_API_KEY"),
-                   help="key API clients must send as 'Authorization: Bearer <key>' (default: $VOICEDESK_API_KEY); "
-                        "required beyond 127.0.0.1, where the page asks for it too")
+    p.add_argument("--api-key", help="key API clients must send as 'Authorization: Bearer <key>' (default: "
+                                     "$VOICEDESK_API_KEY); required beyond 127.0.0.1, where the page asks for it too")
+
+
+def _api_key(args) -> str | None:
+    return os.environ.get("VOICEDESK_API_KEY") if args.api_key is None else args.api_key
 
 
 def _model(args) -> str | None:
@@ -42,22 +45,38 @@ def cmd_ui(args) -> int:
     from app.server import serve  # it warns itself when the host is not loopback
 
     return serve(model=_model(args), mode=args.mode, demo=args.demo, host=args.host, port=args.port,
-                 open_browser=not args.no_browser, api=args.api, api_key=args.api_key)
+                 open_browser=not args.no_browser, api=args.api, api_key=_api_key(args))
 
 
 def cmd_serve(args) -> int:
+    misplaced = _misplaced_serve_options(args)
+    if misplaced:
+        print(f"error: {misplaced}", file=sys.stderr)
+        return 2
     if args.wyoming:
         from app.wyoming.server import serve_wyoming
 
+        budget = DEFAULT_BUDGET_MS if args.check_budget_ms is None else args.check_budget_ms
         return serve_wyoming(model=_model(args), mode=args.mode, demo=args.demo, host=args.host, port=args.port,
-                             seed=args.seed, check_budget_ms=args.check_budget_ms)
+                             seed=args.seed, check_budget_ms=budget)
     from app.server import serve
 
     try:
         return serve(model=_model(args), mode=args.mode, demo=args.demo, host=args.host, port=args.port,
-                     open_browser=False, api_key=args.api_key, headless=True)
+                     open_browser=False, api_key=_api_key(args), headless=True)
     except KeyboardInterrupt:  # Ctrl+C, raised again by uvicorn once it has shut down: the server's end, as the app's
         return 0
+
+
+def _misplaced_serve_options(args) -> str | None:
+    """Why options given to `serve` would do nothing there (each serves one protocol), or None."""
+    if args.wyoming and args.api_key is not None:
+        return ("--api-key: Wyoming has no keys (anyone who can reach its port can use it); listen only on a network "
+                "you trust, or leave --api-key out.")
+    if not args.wyoming and (args.seed is not None or args.check_budget_ms is not None):
+        return ("--seed and --check-budget-ms are for --wyoming: API clients send their own seed with each request "
+                "(docs/api.md).")
+    return None
 
 
 def cmd_synth(args) -> int:
@@ -146,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="serve the Wyoming protocol instead (Home Assistant's voice assistants; README)")
     serve.add_argument("--seed", type=int, help="with --wyoming: seed every answer from this number (the same "
                                                 "text, the same audio; default: a random seed per answer)")
-    serve.add_argument("--check-budget-ms", type=int, default=DEFAULT_BUDGET_MS,
+    serve.add_argument("--check-budget-ms", type=int,
                        help="with --wyoming: how much the app's take checks (when on) may add to a streamed clause, "
                             f"in ms (0: none; default {DEFAULT_BUDGET_MS})")
     serve.set_defaults(func=cmd_serve)
