@@ -212,7 +212,12 @@ class Projects:
         return [(name, slug) for _updated, name, slug in sorted(found, reverse=True)]
 
     def create(self, name: str, script: str = "") -> Project:
+        """A new project called `name`; raises ProjectError when one has that name (the list would show both alike,
+        and the command line would resume only one of them)."""
         name = clean_name(name, what="project")
+        if any(existing == name for existing, _slug in self.names()):
+            raise ProjectError(f"A project named '{name}' already exists: open it in the list, or give the new one "
+                               "another name.")
         folder = free_folder(self.root, slugify(name))
         folder.mkdir(mode=0o700)
         project = Project(folder, {"name": name, "created": _now(), "script": script})

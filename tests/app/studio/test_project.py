@@ -114,3 +114,14 @@ def test_line_keys_tell_apart_what_changes_the_sound():
     assert base == line_key("saved:anna", "Hi.", {}, 0)
     assert len({base, line_key("saved:bob", "Hi.", {}, 0), line_key("saved:anna", "Hi!", {}, 0),
                 line_key("saved:anna", "Hi.", {"speed": 0.9}, 0), line_key("saved:anna", "Hi.", {}, 1)}) == 5
+
+
+def test_a_name_taken_is_refused(tmp_path):
+    """A second project of a name (as cleaned) was made beside the first: the list showed two alike, and the command
+    line resumed only one of them. Another case is another name, as the command line tells them apart."""
+    projects = Projects(tmp_path)
+    first = projects.create("My Book", "Hello.")
+    with pytest.raises(ProjectError, match="^A project named 'My Book' already exists"):
+        projects.create("My  Book ")
+    assert projects.names() == [("My Book", first.slug)]
+    assert projects.create("my book").name == "my book"
