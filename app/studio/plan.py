@@ -55,7 +55,7 @@ def plan_cues(script: Script, narrator: str | None, saved_voices: list[str]) -> 
     check_voices(script, saved_voices)
     if narrator is not None and narrator.casefold() not in {v.casefold() for v in saved_voices}:
         raise ScriptError([Problem(0, f"The narrator voice '{narrator}' is not a saved voice any more: pick "
-                                      "another in the Studio's settings.")])
+                                      "another narrator.")])
     seen: Counter = Counter()
     cues = []
     for chapter_index, chapter in enumerate(script.chapters):

@@ -77,8 +77,10 @@ def _lay_out(ctx: AppContext) -> StudioView:
             with gr.Row(equal_height=True):
                 upload = gr.UploadButton("Import .txt .md .srt .epub", file_types=list(IMPORT_SUFFIXES),
                                          type="filepath", elem_id="studio-import")
+                # a project's narrator may be a voice deleted since: it is shown and sent as it is, and the script's
+                # problems say to pick another (as a value outside the choices, Gradio refused every event sending it)
                 narrator = gr.Dropdown(narrators(ctx), value="", label="Narrator (lines without a name)",
-                                       elem_id="studio-narrator")
+                                       allow_custom_value=True, elem_id="studio-narrator")
             script = gr.Textbox(label="Script", lines=9, max_lines=30, placeholder=parts.EXAMPLE,
                                 elem_id="studio-script")
             with gr.Accordion("How to write a script", open=False):

@@ -18,6 +18,7 @@ from pages import stop_clicked_before_start
 from playwright.sync_api import expect
 
 from app.library import VoiceLibrary
+from app.studio.project import Projects
 from engine.voice import Voice
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -297,3 +298,30 @@ def test_a_project_and_a_line_are_shown_as_typed(page, tmp_path):
     page.locator("#studio-lines [role=gridcell]", has_text="sighs").first.click()
     expect(page.locator("#studio-line-info")).to_contain_text("She *sighs* <b>twice</b> &amp; waits.", timeout=30_000)
     assert page.locator("#studio-line-info").locator("em, b").count() == 0
+
+
+def test_a_narrator_deleted_since_is_said_and_the_script_still_saves(page, running_app):
+    """A project whose narrator was deleted from the voices: the page refused every event that sent the narrator
+    ('Value: Gone is not in the list of choices'), so an edited script was never saved. Now the narrator is shown as
+    it is, the script's problems say to pick another, and the edits are saved."""
+    project = Projects(running_app.home / "data" / "studio").create("Narrator gone", "Narration only.\n")
+    project.update_settings(narrator="Gone")  # a voice that is not (any more) in the library
+    page.reload()  # the page opens the newest project
+    page.wait_for_selector("#vd-model-status[data-stage=ready]", timeout=120_000)
+    page.get_by_role("tab", name="Studio").click()
+    expect(page.locator("#studio-project input")).to_have_value("Narrator gone", timeout=60_000)
+    expect(page.locator("#studio-narrator input")).to_have_value("Gone", timeout=30_000)
+    shown(page, "studio-problems", "The narrator voice 'Gone' is not a saved voice any more: pick another narrator.")
+
+    edited = "Narration only, edited.\n"
+    page.locator("#studio-script textarea").fill(edited)
+    page.locator("#studio-script textarea").blur()
+    project_json = project.folder / "project.json"
+    deadline = time.monotonic() + 60
+    while json.loads(project_json.read_text())["script"] != edited:
+        assert time.monotonic() < deadline, "the edited script was not saved"
+        time.sleep(0.2)
+    page.locator("#studio-narrator input").click()
+    page.get_by_role("option", name="Anna", exact=True).click()
+    page.wait_for_function(f"{ROWS_JS}.length === 1 && {ROWS_JS}[0][2] === 'Anna'", timeout=60_000)
+    assert "not in the list of choices" not in page.locator("body").inner_text()
