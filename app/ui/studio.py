@@ -138,6 +138,8 @@ def _wire(v: StudioView, h: StudioHandlers, library_version: gr.State) -> None:
               "js": live_start("studio")}
     open_outputs = [v.selected, v.line_box, v.script, v.narrator, *v.view_outputs, v.project_message]
     v.project.change(reported(h.open_project, open_outputs), [v.project, v.failed], open_outputs, **wire)
+    # a project picked in the list: the message about another one (its import, a name refused) goes
+    v.project.input(lambda: "", None, v.project_message, **wire)
     create_outputs = [v.project, v.new_name, v.project_message]
     v.create.click(reported(h.create_project, create_outputs), v.new_name, create_outputs, api_name="studio_create",
                    show_progress="hidden")

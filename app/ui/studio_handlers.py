@@ -53,14 +53,15 @@ class StudioHandlers:
 
     def open_project(self, slug, failed_lines):
         """(selected line, line panel, script, narrator, *view, message): no line selected, its panel hidden (a line
-        of the project before is not this one's: Retake would look for it here)."""
+        of the project before is not this one's: Retake would look for it here). The message is left as it is: a
+        project opens when it is created or imported too, and their message says what they did (it was cleared)."""
         unselected = (None, gr.Group(visible=False))
         if not slug:
-            return *unselected, "", "", *self.view(None, "", "", failed_lines), ""
+            return *unselected, "", "", *self.view(None, "", "", failed_lines), gr.skip()
         project_ = self.ctx.projects.open(slug)
         narrator_name = project_.settings.narrator or ""
         return *unselected, project_.script, narrator_name, \
-            *self.view(slug, project_.script, narrator_name, failed_lines), ""
+            *self.view(slug, project_.script, narrator_name, failed_lines), gr.skip()
 
     def create_project(self, name):
         project_ = self.ctx.projects.create(name or "Untitled")

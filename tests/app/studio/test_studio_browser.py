@@ -300,15 +300,46 @@ def test_a_project_and_a_line_are_shown_as_typed(page, tmp_path):
     assert page.locator("#studio-line-info").locator("em, b").count() == 0
 
 
+def reopened(page) -> None:
+    """Load the page again (it opens the newest project) and show the Studio."""
+    page.reload()
+    page.wait_for_selector("#vd-model-status[data-stage=ready]", timeout=120_000)
+    page.get_by_role("tab", name="Studio").click()
+
+
+def test_the_created_message_stays_and_a_name_taken_is_said(page, running_app):
+    """Create said '✓ Created ...' only until the new project opened (opening it cleared the message); a second Create
+    of that name is refused on the page, and the list keeps one project of it; picking another project in the list
+    clears that message."""
+    Projects(running_app.home / "data" / "studio").create("Shown before", "Anna: A line, so that the next project's "
+                                                                          "empty script shows when it opens.\n")
+    reopened(page)
+    page.wait_for_function(f"{ROWS_JS}.length === 1", timeout=60_000)
+
+    new_name = page.locator("#studio-new-name").get_by_role("textbox")
+    new_name.fill("Created stays")
+    page.locator("#studio-create").click()
+    expect(page.locator("#studio-project input")).to_have_value("Created stays", timeout=60_000)
+    expect(page.locator("#studio-script textarea")).to_have_value("", timeout=60_000)  # the new project has opened
+    shown(page, "studio-problems", "The script is empty")
+    expect(page.locator("#studio-project-message")).to_have_text("✓ Created 'Created stays'.")
+
+    new_name.fill("Created stays")
+    page.locator("#studio-create").click()
+    shown(page, "studio-project-message", "A project named 'Created stays' already exists")
+    page.locator("#studio-project input").click()
+    expect(page.get_by_role("option", name="Created stays", exact=True)).to_have_count(1)
+    page.get_by_role("option", name="Shown before", exact=True).click()  # another project: the message goes
+    expect(page.locator("#studio-project-message")).to_have_text("", timeout=30_000)
+
+
 def test_a_narrator_deleted_since_is_said_and_the_script_still_saves(page, running_app):
     """A project whose narrator was deleted from the voices: the page refused every event that sent the narrator
     ('Value: Gone is not in the list of choices'), so an edited script was never saved. Now the narrator is shown as
     it is, the script's problems say to pick another, and the edits are saved."""
     project = Projects(running_app.home / "data" / "studio").create("Narrator gone", "Narration only.\n")
     project.update_settings(narrator="Gone")  # a voice that is not (any more) in the library
-    page.reload()  # the page opens the newest project
-    page.wait_for_selector("#vd-model-status[data-stage=ready]", timeout=120_000)
-    page.get_by_role("tab", name="Studio").click()
+    reopened(page)
     expect(page.locator("#studio-project input")).to_have_value("Narrator gone", timeout=60_000)
     expect(page.locator("#studio-narrator input")).to_have_value("Gone", timeout=30_000)
     shown(page, "studio-problems", "The narrator voice 'Gone' is not a saved voice any more: pick another narrator.")
