@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from pathlib import Path
 
 from engine.constants import DEMO_MODEL
@@ -19,6 +20,7 @@ MAX_UPLOAD = "25mb"
 QUEUE_SIZE = 16
 PAGE_SCRIPTS = ("live_player.js", "stop.js", "dropdowns.js", "microphone.js", "accordions.js")  # in app/assets
 DEFAULT_PORT = 7860  # `serve`'s port when none is given
+READY_WAIT_S = 3600.0  # how long `serve` waits to say the model is ready (a first download takes minutes)
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +115,7 @@ def serve(model: str | None = None, mode: str | None = None, demo: bool = False,
                   Middleware(UploadStorageGuard, upload_dir=ctx.upload_root)]
     try:
         if headless:
+            _say_when_ready(host_engine)
             _serve_headless(routes, middleware, host, port)
             return 0
         if host not in LOOPBACK_HOSTS:
@@ -154,6 +157,19 @@ def _serve_headless(routes, middleware, host: str, port: int) -> None:
                                     openapi_url=None), host=host, port=port, log_level="warning")
     print(f"VoiceDesk API is running at http://{host}:{port}/v1 (Ctrl+C to quit)", flush=True)
     uvicorn.Server(config).run()
+
+
+def _say_when_ready(host_engine) -> None:
+    """Headless there is no page to show the model's load: the terminal says when requests can be answered (they
+    get 503 until then), or why none can, as the Wyoming server does."""
+    def wait() -> None:
+        state = host_engine.wait_ready(READY_WAIT_S)
+        if state.ready:
+            print(f"The model is ready: {state.message}", flush=True)
+        else:
+            print(f"error: the model could not be loaded: {state.message}", file=sys.stderr, flush=True)
+
+    threading.Thread(target=wait, name="voicedesk-ready-line", daemon=True).start()
 
 
 def _range_checks_in_one_line(gr, blocks) -> None:
