@@ -2,16 +2,21 @@
 helper models (a WavLM x-vector speaker model, a Whisper recogniser) written into tmp folders: they
 exercise the real loading and inference code of the take checks, not the real models' accuracy
 (docs/checks.md)."""
+import atexit
 import json
 import os
+import shutil
 import tempfile
 
 import pytest
 import torch
 
 # Everything the app and the engine keep on disk (caches of quantized models and kernels included) goes to
-# a throwaway folder, never into the user's real VoiceDesk folders.
-os.environ.setdefault("VOICEDESK_HOME", tempfile.mkdtemp(prefix="voicedesk-tests-"))
+# a throwaway folder, never into the user's real VoiceDesk folders. The process that made it removes it when it
+# ends (pytest-xdist's workers inherit the folder from the main process, which ends after them).
+if "VOICEDESK_HOME" not in os.environ:
+    os.environ["VOICEDESK_HOME"] = tempfile.mkdtemp(prefix="voicedesk-tests-")
+    atexit.register(shutil.rmtree, os.environ["VOICEDESK_HOME"], ignore_errors=True)
 
 if not torch.cuda.is_available():
     # Without a GPU, Triton kernels can only run in its interpreter, which Triton (its own reductions
