@@ -11,13 +11,11 @@ from engine.text.normalize import INSTALL_HINT, normalize_available
 
 from ..context import AppContext
 from ..settings import MAX_PICKED_SEED, RANGES, random_seed
-from .components import range_checked_by_handler, shut_accordion
+from .components import out_of_bounds, range_checked_by_handler, shut_accordion
 from .state import SettingsView, shown
 
-# each number field's label and bounds (inclusive): the fields show them, the handler checks them (`check_limits`).
-# The settings' sliders (steps, guidance, pad, fade) are not `range_checked_by_handler`: the settings' sync updates
-# them, and Gradio builds an updated component anew for the page's session, without the override; the sync also
-# puts a value typed past a bound back within it.
+# each number field's label and bounds (inclusive): the fields show them, the handler checks them (`check_limits`; the
+# settings' sliders also as they are saved, `SettingsView.bind`).
 LIMITS = {"speed": ("Speed", 0.5, 1.5), "duration": ("Duration (s)", 0, SETTING_RANGES["duration"][2]),
           "steps": ("Steps", *RANGES["steps"]), "guidance": ("Guidance", *RANGES["guidance"]),
           "seed": ("Seed", 0, MAX_PICKED_SEED), "pad": ("Silence around (s)", *RANGES["pad"]),
@@ -47,22 +45,21 @@ class AdvancedSettings:
                 self.preprocess, self.postprocess, self.pad, self.fade, self.normalize]
 
 
-def build_advanced(ctx: AppContext, view: SettingsView) -> AdvancedSettings:
+def build_advanced(ctx: AppContext, view: SettingsView, message: gr.Markdown) -> AdvancedSettings:
+    """The accordion under Generate, whose `message` line names a setting typed past its bounds."""
     with shut_accordion("Advanced settings", "vd-advanced"):
         with gr.Row():
-            speed = range_checked_by_handler(_number(gr.Slider, "speed", value=1.0, step=0.05,
-                                                     info="1.0 = natural pace"))
-            duration = range_checked_by_handler(_number(gr.Number, "duration", value=0,
-                                                        info="0 = automatic; a fixed length overrides speed"))
+            speed = _number(gr.Slider, "speed", value=1.0, step=0.05, info="1.0 = natural pace")
+            duration = _number(gr.Number, "duration", value=0, info="0 = automatic; a fixed length overrides speed")
         with gr.Row():
             steps = view.bind("steps", _number(
                 gr.Slider, "steps", value=shown(ctx, "steps"), step=1,
-                info="diffusion steps: fewer is faster, 32 is the model's default"))
+                info="diffusion steps: fewer is faster, 32 is the model's default"), message=message)
             guidance = view.bind("guidance", _number(
                 gr.Slider, "guidance", value=shown(ctx, "guidance"), step=0.1,
-                info="how strongly to follow the text and voice"))
+                info="how strongly to follow the text and voice"), message=message)
         with gr.Row(equal_height=True, elem_classes="vd-seed-row"):
-            seed = range_checked_by_handler(_number(gr.Number, "seed", value=0, precision=0, scale=2))
+            seed = _number(gr.Number, "seed", value=0, precision=0, scale=2)
             randomize = gr.Checkbox(True, label="New random seed each time", scale=2)
             use_last = gr.Button("Use last seed", size="sm", scale=1, min_width=110)
         with gr.Row():  # two a row: the column is narrow
@@ -80,9 +77,9 @@ def build_advanced(ctx: AppContext, view: SettingsView) -> AdvancedSettings:
                 else f"needs the text normalisation package: {INSTALL_HINT}"))
         with gr.Row():
             pad = view.bind("pad", _number(gr.Slider, "pad", value=shown(ctx, "pad"), step=0.05,
-                                           info="before and after the audio"))
+                                           info="before and after the audio"), message=message)
             fade = view.bind("fade", _number(gr.Slider, "fade", value=shown(ctx, "fade"), step=0.01,
-                                             info="soft start and end; 0 = none"))
+                                             info="soft start and end; 0 = none"), message=message)
     last_seed = gr.State(None)
 
     use_last.click(lambda last, current: (gr.skip() if last is None else last, False), [last_seed, seed],
@@ -93,19 +90,15 @@ def build_advanced(ctx: AppContext, view: SettingsView) -> AdvancedSettings:
 
 def _number(kind: type[gr.Slider] | type[gr.Number], name: str, **options) -> gr.Slider | gr.Number:
     label, low, high = LIMITS[name]
-    return kind(minimum=low, maximum=high, label=label, **options)
+    return range_checked_by_handler(kind, minimum=low, maximum=high, label=label, **options)
 
 
 def check_limits(**values) -> None:
     """Raise SettingError naming the first field (by `LIMITS` name) whose value is outside its bounds."""
     for name, value in values.items():
-        label, low, high = LIMITS[name]
-        if value is not None and not low <= value <= high:  # None: an empty seed or duration box
-            raise SettingError(f"{label} must be from {_plain(low)} to {_plain(high)}, not {_plain(value)}.")
-
-
-def _plain(number: float) -> str:
-    return f"{number:g}" if isinstance(number, float) else str(number)  # a seed's digits, not 2.14748e+09
+        wrong = out_of_bounds(*LIMITS[name], value)
+        if wrong:
+            raise SettingError(wrong)
 
 
 def make_config(speed, duration, steps, guidance, denoise, seed, randomize, preprocess, postprocess,

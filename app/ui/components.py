@@ -13,21 +13,46 @@ def shut_accordion(label: str, elem_class: str) -> gr.Accordion:
     return gr.Accordion(label, open=True, elem_classes=[elem_class, "vd-shut"])
 
 
-def range_checked_by_handler(field: gr.Slider | gr.Number) -> gr.Slider | gr.Number:
-    """Let a value outside `field`'s bounds through to the handler, which names the field in its message line
-    (`advanced.check_limits`): Gradio's own check refused it with a pop-up that named no field ("Value -1 is less
-    than minimum value 0.", where two fields start at 0). An instance override, as `refuse_urls` is, so it holds only
-    for a field that no event updates with new properties (Gradio makes the updated field anew)."""
-    preprocess = field.preprocess
+# The elem class that marks a field `range_checked_by_handler`: given to its constructor, since Gradio builds a field
+# anew from its constructor's arguments for a page's session whenever an event updates it (gr.skip() included), and
+# an override of the instance (or a class added later) was lost with it: a Seed past its bound after a first message,
+# the settings' sliders after the settings' sync, got Gradio's own pop-up.
+HANDLER_CHECKED = "vd-range-by-handler"
 
-    def unchecked(payload):
+
+def range_checked_by_handler(kind: type[gr.Slider] | type[gr.Number], **options) -> gr.Slider | gr.Number:
+    """A `kind` field whose value outside its bounds goes through to the handler, which names the field in its
+    message line (`out_of_bounds`): Gradio's own check refused it with a pop-up that named no field ("Value -1 is
+    less than minimum value 0.", where two fields start at 0)."""
+    for checked in (gr.Number, gr.Slider):
+        if not getattr(checked.preprocess, "lets_marked_fields_through", False):
+            checked.preprocess = _unchecked_when_marked(checked.preprocess)
+    return kind(elem_classes=[HANDLER_CHECKED], **options)
+
+
+def _unchecked_when_marked(preprocess):
+    def unchecked(field, payload):
         try:
-            return preprocess(payload)
+            return preprocess(field, payload)
         except gr.Error:
-            return payload
+            if HANDLER_CHECKED in (field.elem_classes or []):
+                return payload
+            raise
 
-    field.preprocess = unchecked
-    return field
+    unchecked.lets_marked_fields_through = True
+    return unchecked
+
+
+def out_of_bounds(label: str, low: float, high: float, value: float | None) -> str | None:
+    """What is wrong with `value` in the field `label` if it is outside [low, high]; None for a value within them or
+    no value (an empty box)."""
+    if value is None or low <= value <= high:
+        return None
+    return f"{label} must be from {_plain(low)} to {_plain(high)}, not {_plain(value)}."
+
+
+def _plain(number: float) -> str:
+    return f"{number:g}" if isinstance(number, float) else str(number)  # a seed's digits, not 2.14748e+09
 
 
 def refuse_urls(audio: gr.Audio) -> gr.Audio:

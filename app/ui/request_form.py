@@ -46,7 +46,7 @@ def build_request_form(ctx: AppContext, view: SettingsView, prefix: str) -> Requ
         generate = gr.Button("Generate", variant="primary", interactive=False, elem_id=f"{prefix}-generate",
                              size="lg")
         message = message_line(f"{prefix}-message")
-        advanced = build_advanced(ctx, view)
+        advanced = build_advanced(ctx, view, message)
         build_checks(ctx, view, prefix)
     with gr.Column(scale=4, elem_classes="vd-output"):
         gr.Markdown("### 3 · Listen", elem_classes="vd-step")

@@ -32,6 +32,7 @@ import gradio as gr
 
 from ..context import AppContext
 from .common import languages
+from .components import out_of_bounds
 
 SYNC_S = 2.0
 DEFAULT_DEVICE = "System default"
@@ -126,12 +127,16 @@ class SettingsView:
         self.page = gr.State(lambda: _PageView([-1] * len(self.bound)))  # what this page shows
         self.report = gr.JSON(visible=False)  # filled in by REPORT
 
-    def bind(self, name: str, widget, save: bool = True):
-        """Show setting `name` in `widget`, saved when the user changes it unless `save` is False."""
+    def bind(self, name: str, widget, save: bool = True, message: gr.Markdown | None = None):
+        """Show setting `name` in `widget`, saved when the user changes it unless `save` is False. A number widget
+        `range_checked_by_handler` needs `message`: the line where a value past its bounds is named (and not saved)."""
         classes = [widget.elem_classes] if isinstance(widget.elem_classes, str) else widget.elem_classes or []
         widget.elem_classes = [*classes, "vd-setting", f"vd-setting-{len(self.bound)}"]  # for REPORT
         self.bound.append((name, widget))
-        if save:
+        if save and message is not None:
+            widget.input(self._bounded_saver(name, widget), [widget, self.page, message], message,
+                         api_visibility="private", queue=False, show_progress="hidden")
+        elif save:
             widget.input(self._saver(name, widget), [widget, self.page], None, api_visibility="private", queue=False)
         return widget
 
@@ -204,3 +209,18 @@ class SettingsView:
             self.saved(page, widget, **{name: store(value)})
 
         return save
+
+    def _bounded_saver(self, name: str, widget):
+        """The saver of a widget whose bounds its handler checks: a value past them is named in the message line and
+        not saved; a value within them is saved and takes that widget's own such message away."""
+        save = self._saver(name, widget)
+        own = f"⚠ {widget.label} must be from "
+
+        def save_within(value, page: _PageView, shown_message: str | None):
+            wrong = out_of_bounds(widget.label, widget.minimum, widget.maximum, value)
+            if wrong:
+                return f"⚠ {wrong}"
+            save(value, page)
+            return "" if (shown_message or "").startswith(own) else gr.skip()
+
+        return save_within

@@ -82,3 +82,32 @@ def test_a_value_past_a_fields_bounds_is_named_under_the_button(page, field, typ
     wait_for_message(page, "clone-message", said)
     assert page.locator("#tab-clone").get_by_label(field, exact=True).input_value() == typed
     assert_one_place(page)
+
+
+def test_a_second_value_past_its_bounds_is_named_too(page):
+    """The first message updates the Seed box (gr.skip()), for which Gradio builds the field anew: the second value
+    past its bounds got Gradio's own pop-up."""
+    advanced = page.locator("#tab-clone")
+    advanced.get_by_text("Advanced settings").click()
+    advanced.get_by_label("Duration (s)", exact=True).fill("-1")
+    advanced.get_by_label("New random seed each time").set_checked(False)
+    page.locator("#clone-text textarea").fill("Hello there.")
+    page.locator("#clone-generate").click()
+    wait_for_message(page, "clone-message", "Duration (s) must be from 0 to 600, not -1.")
+    advanced.get_by_label("Duration (s)", exact=True).fill("0")
+    advanced.get_by_label("Seed", exact=True).fill("-5")
+    page.locator("#clone-generate").click()
+    wait_for_message(page, "clone-message", "Seed must be from 0 to 2147483646, not -5.")
+    assert_one_place(page)
+
+
+def test_a_setting_typed_past_its_bounds_is_named_and_not_saved(page, running_app):
+    """Steps and the other settings' sliders are saved as they are typed: past their bounds, Gradio's own check
+    refused the save in a pop-up naming no field ("Value 100 is greater than maximum value 64.")."""
+    settings = running_app.home / "config" / "settings.json"
+    before = settings.read_text() if settings.exists() else ""
+    page.locator("#tab-clone").get_by_text("Advanced settings").click()
+    page.locator("#tab-clone").get_by_label("number input for Steps").fill("100")
+    wait_for_message(page, "clone-message", "Steps must be from 4 to 64, not 100.")
+    assert_one_place(page)
+    assert (settings.read_text() if settings.exists() else "") == before
