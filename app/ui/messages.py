@@ -1,8 +1,9 @@
 """What an action has to say appears in one place: a line under the button the user pressed.
 
-A failed action writes its reason there, leaves every field as the user typed it (no red "Error" badges,
-no pop-up) and puts back what `reset` names (an output panel returns to idle). API clients still get
-the error itself. User mistakes are logged in one line; anything unexpected with its traceback.
+A failed action writes its reason there, as plain text (a name it quotes is shown as typed, Markdown marks and
+all), leaves every field as the user typed it (no red "Error" badges, no pop-up) and puts back what `reset` names
+(an output panel returns to idle). API clients still get the error itself. User mistakes are logged in one line;
+anything unexpected with its traceback.
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import logging
 import gradio as gr
 
 from engine.errors import VoiceDeskError
+
+from .common import literal
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +42,8 @@ def reported(fn, outputs: list, reset: dict | None = None):
             log.exception("%s failed", fn.__name__)
             text = f"Something went wrong ({type(err).__name__}: {err}). The app is still running."
         values = tuple(reset.get(o, gr.skip()) for o in outputs[:-1])
-        return (*values, f"⚠ {text}"), gr.Error(text, visible=False, print_exception=False)
+        # shown as written: a reason quotes names the user typed ('A voice named '*Ann*' already exists')
+        return (*values, f"⚠ {literal(text)}"), gr.Error(text, visible=False, print_exception=False)
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
