@@ -80,6 +80,9 @@ def clean_name(name: str, *, what: str = "voice") -> str:
     printable = "".join(ch for ch in str(name) if not unicodedata.category(ch).startswith("C"))
     words = [part for part in re.split(r"[/\\]", printable) if part.strip() not in ("", ".", "..")]
     cleaned = " ".join(" ".join(words).split())[:MAX_NAME_CHARS].strip()
+    if not cleaned and printable.strip():  # '..', '/', '. / ..'
+        raise LibraryError(f"'{printable.strip()}' cannot name a {what}: '/', '\\', '.' and '..' are left out of "
+                           "names, and nothing else is left. Use letters or digits.")
     if not cleaned:
         raise LibraryError(f"Give the {what} a name.")
     return cleaned
