@@ -71,11 +71,13 @@ def test_a_new_script_prunes_takes_of_lines_that_left(tmp_path):
     assert gone.id not in json.loads((project.folder / PROJECT_FILE).read_text())
 
 
-@pytest.mark.parametrize("name", ["../..", " / ", "\x00"])
-def test_a_name_with_nothing_left_asks_to_name_the_project(tmp_path, name):
+@pytest.mark.parametrize(("name", "said"), [
+    ("../..", r"^'\.\./\.\.' cannot name a project: "), (" / ", "^'/' cannot name a project: "),
+    ("\x00", "^Give the project a name.$")])
+def test_a_name_with_nothing_left_asks_to_name_the_project(tmp_path, name, said):
     """Path parts and control characters go from a name (app/library.clean_name); when nothing is left, the message
-    speaks of the project (it asked to name a voice)."""
-    with pytest.raises(LibraryError, match="^Give the project a name.$"):
+    speaks of the project (it asked to name a voice), and of the path marks where there were some."""
+    with pytest.raises(LibraryError, match=said):
         Projects(tmp_path).create(name)
 
 
