@@ -36,6 +36,9 @@ class StudioHandlers:
 
     def __init__(self, ctx: AppContext):
         self.ctx = ctx
+        # the project each page (session) shows now: a render goes on when its page opens another project, and its
+        # table, row keys and message are then that project's, not the render's (they were overwritten)
+        self.shown: dict[str, str] = {}
 
     def view(self, slug, text, narrator_name, failed_lines, current=None, chapters=True, note=""):
         """(rows, row keys, chapter choices, message) for the script as it stands: its problems, or `note`."""
@@ -51,11 +54,12 @@ class StudioHandlers:
             else gr.skip()
         return parts.rows(project_, script_, cues, failed_lines, current), [c.key for c in cues], chapter_update, note
 
-    def open_project(self, slug, failed_lines):
+    def open_project(self, slug, failed_lines, request: gr.Request):
         """(selected line, line panel, script, narrator, *view, message): no line selected, its panel hidden (a line
         of the project before is not this one's: Retake would look for it here). The message is left as it is: a
         project opens when it is created or imported too, and their message says what they did (it was cleared)."""
         unselected = (None, gr.Group(visible=False))
+        self.shown[request.session_hash] = slug
         if not slug:
             return *unselected, "", "", *self.view(None, "", "", failed_lines), gr.skip()
         project_ = self.ctx.projects.open(slug)
@@ -133,7 +137,8 @@ class StudioHandlers:
                     elif value.kind == "stopped":  # the disk is full (or read-only): said once, not per line
                         note = value.error
                     table_update = [gr.skip()] * 4
-                    if value.kind == "start" or time.monotonic() - shown_at > TABLE_EVERY_S:
+                    due = value.kind == "start" or time.monotonic() - shown_at > TABLE_EVERY_S
+                    if due and self._shows(owner, slug):
                         shown_at = time.monotonic()
                         current = value.cue.key if value.kind == "start" else None
                         table_update = self.view(slug, text, narrator_name, failed_lines, current, chapters=False)
@@ -143,8 +148,9 @@ class StudioHandlers:
         finally:
             job.cancel.set()  # the page went away or the request ended: free the GPU either way
         failures = [f"⚠ {counter.failed} line(s) failed: select one to see why."] if counter.failed else []
-        yield parts.progress_html(counter, note, "stopped" if note else None), failed_lines, \
-            *self.view(slug, text, narrator_name, failed_lines, chapters=False, note=" ".join(failures + warnings))
+        view = self.view(slug, text, narrator_name, failed_lines, chapters=False, note=" ".join(failures + warnings)) \
+            if self._shows(owner, slug) else [gr.skip()] * 4
+        yield parts.progress_html(counter, note, "stopped" if note else None), failed_lines, *view
 
     # Each render handler publishes under the page's `live_id` (live_player.js): the page hears every finished
     # line, or why there is none.
@@ -165,6 +171,10 @@ class StudioHandlers:
             if not key:
                 raise SettingError("Select a line in the table first.")
             yield from self.run(slug, text, narrator_name, failed_lines, steps_, request.session_hash, live, key=key)
+
+    def _shows(self, owner: str, slug: str) -> bool:
+        """Whether the page `owner` shows the project `slug` (an API client, which opens none, is shown its render)."""
+        return self.shown.get(owner, slug) == slug
 
     def line_details(self, slug, text, narrator_name, failed_lines, key):
         """(line info, takes, kept take's audio, message) of the selected line."""

@@ -356,3 +356,32 @@ def test_a_narrator_deleted_since_is_said_and_the_script_still_saves(page, runni
     page.get_by_role("option", name="Anna", exact=True).click()
     page.wait_for_function(f"{ROWS_JS}.length === 1 && {ROWS_JS}[0][2] === 'Anna'", timeout=60_000)
     assert "not in the list of choices" not in page.locator("body").inner_text()
+
+
+def test_a_render_goes_on_behind_another_project_and_leaves_its_table(page, running_app):
+    """Render all, then another project opened while it renders: the render's table, row keys and message were written
+    over the project now shown (its rows listed under the other project's name, a row selected there was not found).
+    The render goes on, and the table stays the project shown."""
+    studio = Projects(running_app.home / "data" / "studio")
+    studio.create("Shown meanwhile", "Bob: The only line of the project shown meanwhile.\n")
+    behind = studio.create("Rendered behind", "".join(f"Anna: Line {i} rendered behind.\n" for i in range(1, 9)))
+    reopened(page)  # the list has both
+    page.locator("#studio-project input").click()
+    page.get_by_role("option", name="Rendered behind", exact=True).click()
+    page.wait_for_function(f"{ROWS_JS}.length === 8", timeout=60_000)
+    steps = page.locator("#studio-steps input[type=number]")
+    steps.fill("4")
+    steps.press("Enter")
+    page.locator("#studio-render").click()
+    page.wait_for_function(f"{ROWS_JS}[0][4] === 'done'", timeout=180_000)
+    page.locator("#studio-project input").click()
+    page.get_by_role("option", name="Shown meanwhile", exact=True).click()
+    page.wait_for_function(f"{ROWS_JS}.length === 1", timeout=60_000)
+    page.locator("#studio-stop").click()  # the render ends now (or has ended), and answers for the last time
+    page.wait_for_function("""() => { const p = document.querySelector('#studio-progress .vd-studio-progress');
+        return p && ['stopped', 'done'].includes(p.dataset.state) && p.dataset.total === '8'; }""", timeout=180_000)
+    assert any(line.kept() for line in studio.open(behind.slug).lines.values())  # the render's takes are kept
+    page.locator("#studio-lines [role=gridcell]", has_text="The only line").first.click()
+    expect(page.locator("#studio-line-info")).to_contain_text("The only line of the project shown meanwhile.",
+                                                              timeout=30_000)
+    assert [cells[3] for cells in page.evaluate(ROWS_JS)] == ["The only line of the project shown meanwhile."]
