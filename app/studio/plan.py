@@ -7,6 +7,7 @@ voice (its reference), so that they sound the same on every line, in whatever or
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Container
 from dataclasses import dataclass, replace
 
 from engine.text.chunk import stream_chunks
@@ -50,12 +51,23 @@ class Cue:
     speaker: Speaker
 
 
-def plan_cues(script: Script, narrator: str | None, saved_voices: list[str]) -> list[Cue]:
-    """Every spoken line with its speaker and key; raises ScriptError for voices that do not exist."""
-    check_voices(script, saved_voices)
-    if narrator is not None and narrator.casefold() not in {v.casefold() for v in saved_voices}:
+def plan_cues(script: Script, narrator: str | None, saved_voices: list[str], kept: Container[str] = ()) -> list[Cue]:
+    """Every spoken line with its speaker and key; raises ScriptError for voices that do not exist, except for lines
+    whose key is in `kept` (they have a take): a voice deleted once its lines were rendered leaves the book whole."""
+    cues = _cues(script, narrator)
+    missing = [c.line for c in cues if c.key not in kept]
+    check_voices(script, saved_voices, missing)
+    if narrator is not None and narrator.casefold() not in {v.casefold() for v in saved_voices} \
+            and any(line.voice is None for line in missing):
         raise ScriptError([Problem(0, f"The narrator voice '{narrator}' is not a saved voice any more: pick "
                                       "another narrator.")])
+    references = _references(cues)
+    return [replace(c, speaker=replace(c.speaker, reference=references[c.speaker.key])) if c.speaker.needs_voice
+            else c for c in cues]
+
+
+def _cues(script: Script, narrator: str | None) -> list[Cue]:
+    """Every spoken line with its speaker and key (the speaker's voice unchecked, its reference line not chosen)."""
     seen: Counter = Counter()
     cues = []
     for chapter_index, chapter in enumerate(script.chapters):
@@ -66,9 +78,7 @@ def plan_cues(script: Script, narrator: str | None, saved_voices: list[str]) -> 
             key = line_key(speaker.key, line.text, options, seen[identity])
             seen[identity] += 1
             cues.append(Cue(key, len(cues), chapter_index, line, speaker))
-    references = _references(cues)
-    return [replace(c, speaker=replace(c.speaker, reference=references[c.speaker.key])) if c.speaker.needs_voice
-            else c for c in cues]
+    return cues
 
 
 def speech_seconds(text: str) -> float:

@@ -111,6 +111,11 @@ class Project:
             state = self.lines.get(key)
             return state.kept() if state else None
 
+    def rendered(self) -> set[str]:
+        """The keys of the lines that have a kept take."""
+        with self._lock:
+            return {key for key, state in self.lines.items() if state.kept() is not None}
+
     def takes(self, key: str) -> list[Take]:
         with self._lock:
             return list(self.lines[key].takes) if key in self.lines else []

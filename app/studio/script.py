@@ -102,11 +102,13 @@ class ScriptError(VoiceDeskError):
 
 
 
-def check_voices(script: Script, known: list[str] | set[str]) -> None:
-    """Raise ScriptError for each line whose voice is neither a saved voice nor designed in the script."""
+def check_voices(script: Script, known: list[str] | set[str], lines: list[Line] | None = None) -> None:
+    """Raise ScriptError for each line (of `lines`, default all) whose voice is neither a saved voice nor designed in
+    the script."""
     known_folded = {name.casefold() for name in known} | {name.casefold() for name in script.designed}
     problems = [Problem(line.number, f"there is no saved voice '{line.voice}' (save it in the Voices tab, or "
                                      f"design it: [voice {line.voice} = female, low pitch])")
-                for line in script.lines if line.voice is not None and line.voice.casefold() not in known_folded]
+                for line in (script.lines if lines is None else lines)
+                if line.voice is not None and line.voice.casefold() not in known_folded]
     if problems:
         raise ScriptError(problems)

@@ -21,6 +21,7 @@ from ..studio.export import export
 from ..studio.importers import ImportFailed, import_file
 from ..studio.parse import parse_script
 from ..studio.plan import AUTOMATIC, plan_cues
+from ..studio.project import Project
 from ..studio.render import Progress, batch_key, pending, render_lines
 from ..studio.script import ScriptError
 from ..waiting import in_line
@@ -44,11 +45,11 @@ class StudioHandlers:
         """(rows, row keys, chapter choices, message) for the script as it stands: its problems, or `note`."""
         if not slug:
             return [], [], gr.Dropdown(choices=[]), "*Create a project, or import a file to start one.*"
+        project_ = self.ctx.projects.open(slug)
         try:
-            script_, cues = _plan(self.ctx, text, narrator_name)
+            script_, cues = _plan(self.ctx, text, narrator_name, project_)
         except ScriptError as err:
             return [], [], gr.Dropdown(choices=[]), parts.problems_markdown(err)
-        project_ = self.ctx.projects.open(slug)
         choices = parts.chapter_choices(script_)
         chapter_update = gr.Dropdown(choices=choices, value=choices[0][1] if choices else None) if chapters \
             else gr.skip()
@@ -180,11 +181,12 @@ class StudioHandlers:
         """(line info, takes, kept take's audio, message) of the selected line."""
         if not (slug and key):
             return gr.skip(), gr.skip(), gr.skip(), ""
-        _script, cues = _plan(self.ctx, text, narrator_name)
+        project_ = self.ctx.projects.open(slug)
+        _script, cues = _plan(self.ctx, text, narrator_name, project_)
         cue = next((c for c in cues if c.key == key), None)
         if cue is None:
             return "", gr.Radio(choices=[]), None, "That line is no longer in the script."
-        return *parts.take_details(self.ctx.projects.open(slug), cue, failed_lines), ""
+        return *parts.take_details(project_, cue, failed_lines), ""
 
     def select(self, slug, text, narrator_name, failed_lines, row_keys, evt: gr.SelectData):
         key = row_keys[evt.index[0]]
@@ -217,9 +219,11 @@ def narrators(ctx: AppContext) -> list[tuple[str, str]]:
     return [(AUTOMATIC.capitalize(), "")] + [(e.name, e.name) for e in ctx.library.entries()]
 
 
-def _plan(ctx: AppContext, text: str, narrator_name: str | None):
+def _plan(ctx: AppContext, text: str, narrator_name: str | None, project: Project):
+    """The script and its lines; a line of a voice deleted since is planned when `project` has a take of it."""
     script_ = parse_script(text or "")
-    return script_, plan_cues(script_, narrator_name or None, [e.name for e in ctx.library.entries()])
+    return script_, plan_cues(script_, narrator_name or None, [e.name for e in ctx.library.entries()],
+                              project.rendered())
 
 
 def _prepare(ctx: AppContext, slug: str | None, text: str, narrator_name: str | None):
@@ -227,7 +231,7 @@ def _prepare(ctx: AppContext, slug: str | None, text: str, narrator_name: str | 
     if not slug:
         raise SettingError("Create a project or import a file first.")
     project = ctx.projects.open(slug)
-    script_, cues = _plan(ctx, text, narrator_name)
+    script_, cues = _plan(ctx, text, narrator_name, project)
     project.update_settings(narrator=narrator_name or None)
     project.set_script(text, keep={c.key for c in cues})
     return project, script_, cues

@@ -18,6 +18,8 @@ from pages import stop_clicked_before_start
 from playwright.sync_api import expect
 
 from app.library import VoiceLibrary
+from app.studio.parse import parse_script
+from app.studio.plan import plan_cues
 from app.studio.project import Projects
 from engine.voice import Voice
 
@@ -385,3 +387,19 @@ def test_a_render_goes_on_behind_another_project_and_leaves_its_table(page, runn
     expect(page.locator("#studio-line-info")).to_contain_text("The only line of the project shown meanwhile.",
                                                               timeout=30_000)
     assert [cells[3] for cells in page.evaluate(ROWS_JS)] == ["The only line of the project shown meanwhile."]
+
+
+def test_a_book_whose_voice_was_deleted_after_rendering_still_exports(page, running_app):
+    """Every line rendered, then a voice of the book deleted: the whole script was refused ('there is no saved voice'),
+    no line listed, nothing exported. Now its lines are listed with their takes and the book exports."""
+    text = "Gone: A line of a voice deleted since.\nAnna: And one of a voice still saved.\n"
+    project = Projects(running_app.home / "data" / "studio").create("Voice deleted since", text)
+    for cue in plan_cues(parse_script(text), None, ["Gone", "Anna"]):  # rendered while 'Gone' was a saved voice
+        project.add_take(cue.key, np.full(24_000, 0.1, np.float32), 24_000, seed=1, render_s=0.1)
+    reopened(page)
+    page.locator("#studio-project input").click()
+    page.get_by_role("option", name="Voice deleted since", exact=True).click()
+    page.wait_for_function(f"{ROWS_JS}.length === 2 && {ROWS_JS}.every(cells => cells[4] === 'done')",
+                           timeout=60_000)
+    page.locator("#studio-export").click()
+    shown(page, "studio-export-message", "✓ Exported 1 file(s)")
