@@ -38,6 +38,10 @@ def render(args, model: str | None) -> int:
         text = import_file(script_path)
         script = parse_script(text)
         saved = [entry.name for entry in library.entries()]
+        if args.voice is not None and args.voice.casefold() not in {name.casefold() for name in saved}:
+            print(f"error: --voice: there is no saved voice '{args.voice}' (`voicedesk voices` lists them)",
+                  file=sys.stderr)
+            return 2
         cues = plan_cues(script, args.voice, saved)
         project = Projects(dirs.studio).open_or_create(_project_name(script_path))
         project.update_settings(narrator=args.voice, language=args.language, loudness_lufs=args.loudness,

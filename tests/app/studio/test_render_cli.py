@@ -111,6 +111,22 @@ def test_bad_inputs_are_reported_before_anything_renders(home, tmp_path, name, c
     assert not (tmp_path / "out.m4b").exists()
 
 
+@pytest.mark.parametrize("voice, renders", [("Nobody", False), ("anna", True)])
+def test_the_narrator_voice_is_one_saved(home, tmp_path, voice, renders):
+    """--voice names a saved voice, in any case; one never saved is said so (not "any more", as the Studio's page
+    says of a narrator deleted since), before a project is made."""
+    script = tmp_path / "narrated.md"
+    script.write_text("The narrator speaks.\n", encoding="utf-8")
+    args, env = command(home, script, tmp_path / "out.wav", "--voice", voice)
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    if renders:
+        assert done.returncode == 0 and (tmp_path / "out.wav").exists(), done.stderr[-2000:]
+        return
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "--voice: there is no saved voice 'Nobody' (`voicedesk voices` lists them)" in done.stderr
+    assert not (home / "data" / "studio").exists() or not list((home / "data" / "studio").glob("*/project.json"))
+
+
 def test_output_suffix_is_checked(home, tmp_path):
     args, env = command(home, tmp_path / "x.md", tmp_path / "out.ogg")
     done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
