@@ -73,7 +73,9 @@ def stop_clicked_before_start(page, *, start: str, stop: str):
 
 
 # Types `value` into the box labelled `label` of tab `tab` the moment it is shown, as a person's keystroke does (the
-# value, then an input event), and resolves window.vdTyped: Playwright's fill lands a round trip later.
+# value, then an input event), and resolves window.vdTyped. Not Playwright's fill: that lands a round trip later, at
+# an arbitrary moment of the box's first frames, where Gradio may still set the props the widget was built with over
+# a keystroke not yet passed on to it (render_previously_invisible_children). Typed at once, the edit goes first.
 TYPE_ON_SIGHT = """([tab, label, value]) => { window.vdTyped = new Promise(typed => {
     const typeIn = () => {
         const box = document.querySelector(`#tab-${tab} input[aria-label="${label}"]`);

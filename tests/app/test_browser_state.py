@@ -4,7 +4,7 @@ import json
 import time
 
 import pytest
-from pages import needs_chromium, open_page
+from pages import TYPE_ON_SIGHT, needs_chromium, open_page
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 pytestmark = needs_chromium
@@ -30,29 +30,9 @@ def two_pages(running_app, browser):
     context.close()
 
 
-# Types `value` into the Steps box of tab `tab` the moment the box is shown (as a person's keystroke does: the value,
-# then an input event), and resolves window.vdTyped. Not Playwright's fill: that lands at an arbitrary moment of the
-# box's first frames, and Gradio re-applies the props a widget of a closed accordion was built with one animation
-# frame after it first settles (render_previously_invisible_children), over a keystroke not yet passed on to it: a
-# window of a few ms, which only a program types into (it failed about one run in six here). Typed at once, the edit
-# is passed on before that frame.
-TYPE_ON_SIGHT = """([tab, value]) => { window.vdTyped = new Promise(typed => {
-    const typeIn = () => {
-        const box = document.querySelector(`#tab-${tab} input[aria-label="number input for Steps"]`);
-        if (!box || !box.checkVisibility()) return false;
-        box.value = value;
-        box.dispatchEvent(new Event('input', {bubbles: true}));
-        return true;
-    };
-    if (typeIn()) return typed();
-    new MutationObserver((_, watch) => { if (typeIn()) { watch.disconnect(); typed(); } })
-        .observe(document.body, {childList: true, subtree: true, attributes: true});
-}); }"""
-
-
 def type_steps(page, tab, value):
     """Steps typed on tab `tab` as its box appears (its accordion opened first if closed)."""
-    page.evaluate(TYPE_ON_SIGHT, [tab, str(value)])
+    page.evaluate(TYPE_ON_SIGHT, [tab, "number input for Steps", str(value)])
     if not page.locator(f"#tab-{tab}").get_by_label("number input for Steps").is_visible():
         page.locator(f"#tab-{tab}").get_by_text("Advanced settings").click()
     page.evaluate("window.vdTyped")
