@@ -27,8 +27,8 @@ def page_errors(client, reference_wav):
         reference=None, transcript="", text="Hello.", **FAST, api_name="/clone")
     yield "There is no saved voice 'nobody-saved-this'", lambda: client.predict(
         voice_slug="nobody-saved-this", reference=None, transcript="", text="Hi.", **FAST, api_name="/clone")
-    yield "Value 0 is less than minimum value 4.", lambda: client.predict(text="Hi.", steps=0, randomize=False,
-                                                                        seed=1, api_name="/design")
+    yield "Steps must be from 4 to 64, not 0.", lambda: client.predict(text="Hi.", steps=0, randomize=False,
+                                                                      seed=1, api_name="/design")
     yield "Give the voice a name.", lambda: client.predict(
         name=" ", reference=handle_file(str(reference_wav)), transcript="A buzz.", api_name="/save_voice")
 
